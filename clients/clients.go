@@ -1,0 +1,148 @@
+// Package clients owns the Source interface that every provider implements and
+// the normalized record types that flow from a provider to the database. It
+// knows nothing of HTTP or Postgres, so that upsert may use the types without
+// pulling in either.
+package clients
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Resource names a mirrored collection; it is also the name of its table.
+type Resource string
+
+const (
+	TimeEntries Resource = "time_entries"
+	Projects    Resource = "projects"
+	Clients     Resource = "clients"
+	Users       Resource = "users"
+	Tasks       Resource = "tasks"
+)
+
+// AllResources lists every resource in the order a full pass takes them:
+// reference data first, so entries never point at ids a reader cannot join.
+var AllResources = []Resource{Clients, Users, Projects, Tasks, TimeEntries}
+
+// ParseResource validates a resource name given by a user.
+func ParseResource(s string) (Resource, error) {
+	for _, r := range AllResources {
+		if string(r) == s {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("unknown resource %q (want one of time_entries, projects, clients, users, tasks)", s)
+}
+
+// Window selects what a List call returns. Exactly one of the two forms is
+// used: UpdatedSince (incremental; the zero time means "everything"), or a
+// spent-date range From..To, both inclusive (backfill and reconcile).
+type Window struct {
+	UpdatedSince time.Time
+	From, To     Date
+}
+
+// ByDate reports whether the window is a spent-date range.
+func (w Window) ByDate() bool { return !w.From.IsZero() || !w.To.IsZero() }
+
+// Page is one response of a listing, already normalized.
+type Page struct {
+	Resource Resource
+	// Number counts pages of one listing from 1; it names the page in errors.
+	Number int
+	// SourceTime is the source's clock when it served the page (its Date
+	// header). The cursor is capped by it, never by our own clock.
+	SourceTime time.Time
+	Records    []Record
+}
+
+// Record is one normalized record. Exactly one of the typed field pointers
+// matching Resource is set (none for a tombstone that carries no content).
+type Record struct {
+	ID string
+	// Version is the source's own last-modified stamp (Harvest updated_at,
+	// Toggl at). Order between two states of one id is (Version, FetchedAt).
+	Version   time.Time
+	FetchedAt time.Time
+	// DeletedAt is set when the source reports the record as deleted (Toggl
+	// server_deleted_at, Clockify's deletion feed): the write is a tombstone.
+	DeletedAt *time.Time
+	// Raw is the record exactly as received (one JSON object).
+	Raw []byte
+
+	TimeEntry *TimeEntry
+	Project   *Project
+	Client    *Client
+	User      *User
+	Task      *Task
+}
+
+// Decimal is an exact decimal number kept as the text the source sent
+// ("1.25"); converting through float64 would round hours and money.
+type Decimal string
+
+// TimeEntry holds the typed columns of the time_entries table.
+type TimeEntry struct {
+	SpentDate Date
+	Hours     Decimal
+	Notes     *string
+	UserID    string
+	ProjectID string
+	TaskID    string // "" when none
+	ClientID  string // "" when none
+	Billable  bool
+	IsLocked  bool
+	IsClosed  bool // approved
+	IsBilled  bool
+	IsRunning bool
+	InvoiceID string // "" when not invoiced
+}
+
+// Project holds the typed columns of the projects table.
+type Project struct {
+	Name       string
+	Code       string
+	ClientID   string
+	IsActive   bool
+	IsBillable bool
+}
+
+// Client holds the typed columns of the clients table.
+type Client struct {
+	Name     string
+	Currency string
+	IsActive bool
+}
+
+// User holds the typed columns of the users table.
+type User struct {
+	FirstName string
+	LastName  string
+	Email     string
+	IsActive  bool
+}
+
+// Task holds the typed columns of the tasks table.
+type Task struct {
+	Name     string
+	IsActive bool
+}
+
+// Source is one tracker account, as the poller sees it.
+type Source interface {
+	// Name is the configured source name: the `source` column of every row.
+	Name() string
+	// Resources lists what this source can mirror.
+	Resources() []Resource
+	// List streams the resource's records for the window, one page at a time,
+	// calling fn for each page in order. Memory is bounded by one page. It
+	// stops at the first error from fn or from the source. A listing that
+	// returns nil was complete.
+	List(ctx context.Context, r Resource, w Window, fn func(context.Context, Page) error) error
+}
+
+// ErrUnsupported is returned by List for a resource or window form the
+// provider cannot serve.
+var ErrUnsupported = errors.New("not supported by this source")
