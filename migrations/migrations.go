@@ -14,8 +14,10 @@ import (
 	"github.com/pressly/goose/v3/lock"
 )
 
+// Files holds the migration files.
+//
 //go:embed *.sql
-var files embed.FS
+var Files embed.FS
 
 // VersionTable is where goose records applied migrations.
 const VersionTable = "tidemark_schema_version"
@@ -61,11 +63,11 @@ func UpDB(ctx context.Context, db *sql.DB) (Result, error) {
 }
 
 func provider(db *sql.DB) (*goose.Provider, error) {
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(lockID))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(lockID), lock.WithLockTimeout(1, 600))
 	if err != nil {
 		return nil, err
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, files,
+	p, err := goose.NewProvider(goose.DialectPostgres, db, Files,
 		goose.WithSessionLocker(locker),
 		goose.WithTableName(VersionTable),
 		goose.WithDisableGlobalRegistry(true),

@@ -1,0 +1,111 @@
+package migrations_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/migrations"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestUpOnEmptyThenNoop(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+
+	res, err := migrations.Up(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) == 0 || res.Version != res.Applied[len(res.Applied)-1] {
+		t.Fatalf("first Up applied %v, version %d", res.Applied, res.Version)
+	}
+	again, err := migrations.Up(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Applied) != 0 || again.Version != res.Version {
+		t.Fatalf("second Up applied %v (version %d), want nothing", again.Applied, again.Version)
+	}
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, table := range []string{"time_entries", "projects", "clients", "users", "tasks", "cursors", "sync_runs", "backfills"} {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public' AND table_name = $1`, table).Scan(&n); err != nil || n != 1 {
+			t.Errorf("table %s: found %d (%v)", table, n, err)
+		}
+	}
+	// Every column of the resource tables is documented for downstream users.
+	rows, err := conn.Query(ctx, `
+		SELECT c.table_name, c.column_name FROM information_schema.columns c
+		WHERE c.table_schema = 'public' AND c.table_name IN ('time_entries','projects','clients','users','tasks','cursors')
+		  AND col_description(format('%I', c.table_name)::regclass, c.ordinal_position) IS NULL
+		  AND c.column_name NOT IN ('fetched_at', 'content_hash')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	undocumented, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var tbl, col string
+		err := r.Scan(&tbl, &col)
+		return tbl + "." + col, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(undocumented) > 0 {
+		t.Errorf("columns without COMMENT ON: %v", undocumented)
+	}
+}
+
+func TestConcurrentUpBothSucceedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+
+	const n = 4
+	results := make([]migrations.Result, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = migrations.Up(ctx, url)
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("migrate %d: %v", i, errs[i])
+		}
+		applied += len(results[i].Applied)
+		if results[i].Version != results[0].Version {
+			t.Errorf("versions differ: %d vs %d", results[i].Version, results[0].Version)
+		}
+	}
+	if applied != len(mustList(t)) {
+		t.Fatalf("migrations applied %d times in all, want each once (%d)", applied, len(mustList(t)))
+	}
+}
+
+func mustList(t *testing.T) []string {
+	entries, err := migrations.Files.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
