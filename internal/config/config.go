@@ -1,0 +1,433 @@
+// Package config loads and validates tidemark's YAML configuration: ${VAR}
+// expansion from the environment (an unset variable is an error), unknown
+// keys refused, defaults applied, and every error naming the file, line and
+// key that is wrong.
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tidemarkhq/tidemark/clients"
+)
+
+// Defaults.
+const (
+	DefaultSchedule       = "*/5 * * * *"
+	DefaultOverlap        = 10 * time.Minute
+	DefaultLookbackDays   = 90
+	DefaultMaxTombstones  = 1000
+	DefaultWindowDays     = 30
+	DefaultContact        = "https://github.com/tidemarkhq/tidemark"
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// Kinds of source.
+const (
+	KindHarvest   = "harvest"
+	KindToggl     = "toggl"
+	KindClockify  = "clockify"
+	KindSimulated = "simulated"
+)
+
+// Config is the whole file.
+type Config struct {
+	DatabaseURL string `yaml:"database_url"`
+	// Listen, when set, serves /healthz, /readyz and /metrics.
+	Listen string `yaml:"listen"`
+	// Contact goes into the User-Agent (Harvest requires one).
+	Contact string   `yaml:"contact"`
+	Sources []Source `yaml:"sources"`
+
+	// Path is the file the config was read from (for messages).
+	Path string `yaml:"-"`
+}
+
+// Source is one tracker account.
+type Source struct {
+	Name      string    `yaml:"name"`
+	Kind      string    `yaml:"kind"`
+	BaseURL   string    `yaml:"base_url"`
+	AccountID string    `yaml:"account_id"`
+	Token     Secret    `yaml:"token"`
+	Schedule  string    `yaml:"schedule"`
+	Overlap   Duration  `yaml:"overlap"`
+	RateLimit RateLimit `yaml:"rate_limit"`
+	Resources []string  `yaml:"resources"`
+	Reconcile Reconcile `yaml:"reconcile"`
+	Backfill  Backfill  `yaml:"backfill"`
+	// Timeout bounds one HTTP request.
+	Timeout Duration `yaml:"timeout"`
+	// Simulated configures kind: simulated (the built-in tracker).
+	Simulated Simulated `yaml:"simulated"`
+}
+
+// RateLimit is a request budget: at most Requests in any window of Per.
+type RateLimit struct {
+	Requests int      `yaml:"requests"`
+	Per      Duration `yaml:"per"`
+}
+
+// Reconcile configures the pass that finds deletions.
+type Reconcile struct {
+	Schedule     string `yaml:"schedule"`
+	LookbackDays int    `yaml:"lookback_days"`
+	// MaxTombstones refuses a reconcile that would tombstone more rows.
+	MaxTombstones int `yaml:"max_tombstones"`
+}
+
+// Backfill configures backfill passes.
+type Backfill struct {
+	WindowDays int `yaml:"window_days"`
+}
+
+// Simulated configures the built-in simulated tracker.
+type Simulated struct {
+	Seed  int64 `yaml:"seed"`
+	Users int   `yaml:"users"`
+	Days  int   `yaml:"days"`
+	// MutationsPerTick and Every drive its mutation stream (0: no churn).
+	MutationsPerTick int      `yaml:"mutations_per_tick"`
+	Every            Duration `yaml:"every"`
+}
+
+// Secret is a string that never prints.
+type Secret string
+
+func (s Secret) String() string   { return "[redacted]" }
+func (s Secret) GoString() string { return "[redacted]" }
+
+// Value returns the secret itself, for the one place that sends it.
+func (s Secret) Value() string { return string(s) }
+
+// Duration is a time.Duration written as "10m", "15s".
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return &Error{Line: n.Line, Msg: fmt.Sprintf("invalid duration %q (want e.g. 30s, 10m, 1h)", n.Value)}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Error is a configuration error; it names the file, line and key.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(cmp.Or(e.File, "config"))
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(": " + e.Key)
+	}
+	b.WriteString(": " + e.Msg)
+	return b.String()
+}
+
+// Load reads, expands, decodes and validates a config file.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	return Parse(path, b, os.LookupEnv)
+}
+
+// Parse decodes a config from b; lookup resolves ${VAR} references.
+func Parse(path string, b []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, &Error{File: path, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if len(doc.Content) == 0 {
+		return nil, &Error{File: path, Msg: "empty file; see configs/ for an example"}
+	}
+	root := doc.Content[0]
+	if err := checkKeys(root, reflect.TypeFor[Config](), ""); err != nil {
+		return nil, withFile(err, path)
+	}
+	if err := expand(root, "", lookup); err != nil {
+		return nil, withFile(err, path)
+	}
+	var c Config
+	if err := root.Decode(&c); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return nil, &Error{File: path, Msg: strings.Join(te.Errors, "; ")}
+		}
+		return nil, withFile(err, path)
+	}
+	c.Path = path
+	if err := c.validate(root); err != nil {
+		return nil, withFile(err, path)
+	}
+	return &c, nil
+}
+
+func withFile(err error, path string) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		ce.File = path
+		return ce
+	}
+	return &Error{File: path, Msg: err.Error()}
+}
+
+// checkKeys refuses keys the struct does not have, naming them with their
+// line: a typo must not silently fall back to a default.
+func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		known := map[string]reflect.Type{}
+		var names []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" {
+				continue
+			}
+			known[tag] = f.Type
+			names = append(names, tag)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			ft, ok := known[k.Value]
+			if !ok {
+				return &Error{Line: k.Line, Key: join(path, k.Value), Msg: fmt.Sprintf("unknown key (known keys here: %s)", strings.Join(names, ", "))}
+			}
+			if err := checkKeys(v, ft, join(path, k.Value)); err != nil {
+				return err
+			}
+		}
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, c := range n.Content {
+			if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expand replaces ${VAR} in scalar values. Expansion happens after parsing,
+// so a value from the environment is never read as YAML.
+func expand(n *yaml.Node, path string, lookup func(string) (string, bool)) error {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := expand(n.Content[i+1], join(path, n.Content[i].Value), lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := expand(c, fmt.Sprintf("%s[%d]", path, i), lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.ScalarNode:
+		var missing string
+		out := varRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			v, ok := lookup(name)
+			if !ok && missing == "" {
+				missing = name
+			}
+			return v
+		})
+		if missing != "" {
+			return &Error{Line: n.Line, Key: path, Msg: fmt.Sprintf("environment variable %s is not set", missing)}
+		}
+		if out != n.Value {
+			n.Value = out
+			n.Tag = "" // let the decoder resolve the expanded value's type
+			n.Style = 0
+		}
+	}
+	return nil
+}
+
+// line finds the line of a key path like "sources[1].schedule" in the parsed
+// document, for validation errors; 0 when absent.
+func line(root *yaml.Node, path string) int {
+	n := root
+	ln := 0
+	for _, part := range strings.Split(path, ".") {
+		idx := -1
+		if i := strings.IndexByte(part, '['); i >= 0 {
+			fmt.Sscanf(part[i:], "[%d]", &idx)
+			part = part[:i]
+		}
+		found := false
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == part {
+					ln, n, found = n.Content[i].Line, n.Content[i+1], true
+					break
+				}
+			}
+		}
+		if !found {
+			return ln
+		}
+		if idx >= 0 {
+			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
+				return ln
+			}
+			n = n.Content[idx]
+			ln = n.Line
+		}
+	}
+	return ln
+}
+
+// CronParser parses schedules: five fields, or descriptors like "@every 30s".
+var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+func (c *Config) validate(root *yaml.Node) error {
+	fail := func(key, format string, args ...any) error {
+		return &Error{Line: line(root, key), Key: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	c.Contact = cmp.Or(c.Contact, DefaultContact)
+	if len(c.Sources) == 0 {
+		return fail("sources", "no sources configured; add at least one (see configs/)")
+	}
+	seen := map[string]bool{}
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		key := func(k string) string { return fmt.Sprintf("sources[%d].%s", i, k) }
+		if s.Name == "" {
+			return fail(key("name"), "missing; every source needs a unique name")
+		}
+		if !regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`).MatchString(s.Name) {
+			return fail(key("name"), "%q: use letters, digits, '.', '_' or '-' (at most 64)", s.Name)
+		}
+		if seen[s.Name] {
+			return fail(key("name"), "duplicate source name %q", s.Name)
+		}
+		seen[s.Name] = true
+		switch s.Kind {
+		case KindHarvest:
+			s.BaseURL = cmp.Or(s.BaseURL, "https://api.harvestapp.com/v2")
+			if s.AccountID == "" {
+				return fail(key("account_id"), "missing; Harvest needs the account id (Harvest-Account-Id)")
+			}
+			if s.Token == "" {
+				return fail(key("token"), "missing; give it as ${VAR}, e.g. token: ${HARVEST_TOKEN}")
+			}
+			if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
+				s.RateLimit = RateLimit{Requests: 100, Per: Duration(15 * time.Second)}
+			}
+		case KindSimulated:
+			if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
+				s.RateLimit = RateLimit{Requests: 100, Per: Duration(15 * time.Second)}
+			}
+		case KindToggl, KindClockify:
+			return fail(key("kind"), "%q is not supported yet (coming: issue 6); supported: harvest, simulated", s.Kind)
+		case "":
+			return fail(key("kind"), "missing; one of harvest, simulated")
+		default:
+			return fail(key("kind"), "unknown kind %q; one of harvest, simulated", s.Kind)
+		}
+		if s.BaseURL != "" {
+			if u, err := url.Parse(s.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fail(key("base_url"), "%q is not an http(s) URL", s.BaseURL)
+			}
+		}
+		s.Schedule = cmp.Or(s.Schedule, DefaultSchedule)
+		if _, err := CronParser.Parse(s.Schedule); err != nil {
+			return fail(key("schedule"), "invalid cron spec %q: %v", s.Schedule, err)
+		}
+		if s.Overlap < 0 {
+			return fail(key("overlap"), "must not be negative")
+		}
+		if s.Overlap == 0 {
+			s.Overlap = Duration(DefaultOverlap)
+		}
+		if s.RateLimit.Requests < 1 || s.RateLimit.Per <= 0 {
+			return fail(key("rate_limit"), "want {requests: N >= 1, per: duration > 0}")
+		}
+		if len(s.Resources) == 0 {
+			for _, r := range clients.AllResources {
+				s.Resources = append(s.Resources, string(r))
+			}
+		}
+		for j, r := range s.Resources {
+			if _, err := clients.ParseResource(r); err != nil {
+				return fail(fmt.Sprintf("sources[%d].resources[%d]", i, j), "%v", err)
+			}
+		}
+		if s.Reconcile.Schedule != "" {
+			if _, err := CronParser.Parse(s.Reconcile.Schedule); err != nil {
+				return fail(key("reconcile.schedule"), "invalid cron spec %q: %v", s.Reconcile.Schedule, err)
+			}
+		}
+		if s.Reconcile.LookbackDays < 0 {
+			return fail(key("reconcile.lookback_days"), "must not be negative")
+		}
+		s.Reconcile.LookbackDays = cmp.Or(s.Reconcile.LookbackDays, DefaultLookbackDays)
+		if s.Reconcile.MaxTombstones < 0 {
+			return fail(key("reconcile.max_tombstones"), "must not be negative")
+		}
+		s.Reconcile.MaxTombstones = cmp.Or(s.Reconcile.MaxTombstones, DefaultMaxTombstones)
+		if s.Backfill.WindowDays < 0 {
+			return fail(key("backfill.window_days"), "must not be negative")
+		}
+		s.Backfill.WindowDays = cmp.Or(s.Backfill.WindowDays, DefaultWindowDays)
+		if s.Timeout < 0 {
+			return fail(key("timeout"), "must not be negative")
+		}
+		if s.Timeout == 0 {
+			s.Timeout = Duration(DefaultRequestTimeout)
+		}
+	}
+	return nil
+}
+
+// Source returns the source called name.
+func (c *Config) Source(name string) (*Source, error) {
+	for i := range c.Sources {
+		if c.Sources[i].Name == name {
+			return &c.Sources[i], nil
+		}
+	}
+	var names []string
+	for _, s := range c.Sources {
+		names = append(names, s.Name)
+	}
+	return nil, fmt.Errorf("%s: no source named %q (configured: %s)", c.Path, name, strings.Join(names, ", "))
+}

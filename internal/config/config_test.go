@@ -1,0 +1,146 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `
+database_url: ${DATABASE_URL}
+sources:
+  - name: acme
+    kind: harvest
+    account_id: "123456"
+    token: ${HARVEST_TOKEN}
+    schedule: "*/5 * * * *"
+    overlap: 10m
+    rate_limit: {requests: 100, per: 15s}
+    resources: [time_entries, projects]
+    reconcile: {schedule: "0 3 * * *", lookback_days: 30}
+`
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+var fullEnv = env(map[string]string{"DATABASE_URL": "postgres://x/y", "HARVEST_TOKEN": "s3cr3t-token"})
+
+func TestParseGood(t *testing.T) {
+	c, err := Parse("t.yaml", []byte(good), fullEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Sources[0]
+	if c.DatabaseURL != "postgres://x/y" || s.Token.Value() != "s3cr3t-token" {
+		t.Fatalf("expansion: %q %q", c.DatabaseURL, s.Token.Value())
+	}
+	if s.Overlap.D() != 10*time.Minute || s.RateLimit.Requests != 100 || s.RateLimit.Per.D() != 15*time.Second {
+		t.Fatalf("durations: %+v", s)
+	}
+	if s.BaseURL != "https://api.harvestapp.com/v2" || s.Reconcile.LookbackDays != 30 || s.Reconcile.MaxTombstones != DefaultMaxTombstones {
+		t.Fatalf("defaults: %+v", s)
+	}
+	if got := fmt.Sprintf("%v %+v %#v", s.Token, s, s); strings.Contains(got, "s3cr3t") {
+		t.Fatalf("token printed: %s", got)
+	}
+}
+
+func TestParseErrorsNameKeyAndLine(t *testing.T) {
+	cases := []struct {
+		name, edit, want string
+		env          func(string) (string, bool)
+	}{
+		{"unknown key", "    overlap: 10m\n    overlapp: 5m\n", "t.yaml:10: sources[0].overlapp: unknown key", nil},
+		{"unset variable", "", "t.yaml:7: sources[0].token: environment variable HARVEST_TOKEN is not set", env(map[string]string{"DATABASE_URL": "x"})},
+		{"bad duration", "    overlap: tenminutes\n", "invalid duration \"tenminutes\"", nil},
+		{"bad cron", "    schedule: \"*/5 * * *\"\n", "t.yaml:8: sources[0].schedule: invalid cron spec", nil},
+		{"missing token", "    token: \"\"\n", "sources[0].token: missing", nil},
+		{"bad kind", "    kind: jira\n", "t.yaml:5: sources[0].kind: unknown kind \"jira\"", nil},
+		{"bad resource", "    resources: [time_entries, invoices]\n", "sources[0].resources[1]: unknown resource \"invoices\"", nil},
+		{"bad rate", "    rate_limit: {requests: 0, per: 15s}\n", "sources[0].rate_limit: want", nil},
+		{"bad url", "    base_url: ftp://x\n", "sources[0].base_url", nil},
+		{"wrong type", "    reconcile: {lookback_days: many}\n", "t.yaml:", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := good
+			if tc.edit != "" {
+				// Replace the line with the same key, or insert after it.
+				key := strings.SplitN(strings.TrimSpace(tc.edit), ":", 2)[0]
+				lines := strings.Split(doc, "\n")
+				found := false
+				for i, l := range lines {
+					if strings.HasPrefix(strings.TrimSpace(l), key+":") {
+						lines[i] = strings.TrimSuffix(tc.edit, "\n")
+						found = true
+					}
+				}
+				doc = strings.Join(lines, "\n")
+				if !found {
+					doc += tc.edit
+				}
+			}
+			e := cmpOr(tc.env, fullEnv)
+			_, err := Parse("t.yaml", []byte(doc), e)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error is %T, want *config.Error", err)
+			}
+			if strings.Contains(err.Error(), "s3cr3t") {
+				t.Fatalf("token in error: %v", err)
+			}
+		})
+	}
+}
+
+func cmpOr(a, b func(string) (string, bool)) func(string) (string, bool) {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func TestDuplicateNames(t *testing.T) {
+	doc := good + `  - name: acme
+    kind: simulated
+`
+	_, err := Parse("t.yaml", []byte(doc), fullEnv)
+	if err == nil || !strings.Contains(err.Error(), "sources[1].name: duplicate source name \"acme\"") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestExpandedValueIsNotYAML(t *testing.T) {
+	e := env(map[string]string{"DATABASE_URL": "x", "HARVEST_TOKEN": "a: b\n- [c"})
+	c, err := Parse("t.yaml", []byte(good), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sources[0].Token.Value() != "a: b\n- [c" {
+		t.Fatalf("token %q", c.Sources[0].Token.Value())
+	}
+}
+
+func TestExampleConfigsLoad(t *testing.T) {
+	files, _ := filepath.Glob("../../configs/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example configs")
+	}
+	t.Setenv("DATABASE_URL", "postgres://localhost/tidemark")
+	t.Setenv("HARVEST_TOKEN", "x")
+	t.Setenv("HARVEST_ACCOUNT_ID", "1")
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	_ = os.Getenv
+}
