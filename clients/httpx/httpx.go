@@ -1,0 +1,569 @@
+// Package httpx owns the HTTP plumbing every provider client shares: one
+// rate limiter per source that never exceeds the provider's window, retries
+// with exponential back-off and full jitter for 5xx and dropped connections,
+// honouring 429 Retry-After and 402 quota windows without spending the
+// failure budget, and typed errors that never carry a secret.
+package httpx
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultTimeout           = 30 * time.Second
+	DefaultMaxAttempts       = 5
+	DefaultMaxRetryTime      = 2 * time.Minute
+	DefaultRetryAfter        = 15 * time.Second
+	DefaultBackoffBase       = 500 * time.Millisecond
+	DefaultBackoffMax        = 30 * time.Second
+	DefaultMaxBody     int64 = 256 << 20
+)
+
+// RateLimit is a provider's request budget: at most Requests in any window
+// of length Per.
+type RateLimit struct {
+	Requests int
+	Per      time.Duration
+}
+
+// Interval is the spacing the limiter keeps between requests: Per/(Requests-1)
+// rounded up, so that any window of length Per holds at most Requests
+// requests (Requests+1 of them span Requests intervals > Per), while the
+// sustained rate stays within (Requests-1)/Requests of the budget.
+func (r RateLimit) Interval() time.Duration {
+	if r.Requests <= 0 || r.Per <= 0 {
+		return 0
+	}
+	if r.Requests == 1 {
+		return r.Per + 1
+	}
+	n := time.Duration(r.Requests - 1)
+	return (r.Per + n - 1) / n
+}
+
+// UserAgent renders the User-Agent providers ask for: the app, its version
+// and a contact.
+func UserAgent(version, contact string) string {
+	return fmt.Sprintf("tidemark/%s (%s)", cmp.Or(version, "dev"), contact)
+}
+
+// Config configures a Client. Zero fields take the defaults above.
+type Config struct {
+	// Source names the source in errors and logs.
+	Source string
+	// RateLimit is the source's budget; zero means unlimited.
+	RateLimit RateLimit
+	// UserAgent is sent on every request; when empty it is built from
+	// Version and Contact.
+	UserAgent        string
+	Version, Contact string
+	// Timeout bounds one attempt, including reading the body.
+	Timeout time.Duration
+	// MaxAttempts and MaxRetryTime bound the attempts spent on failures (5xx,
+	// timeouts, dropped connections). 429 and 402 waits do not count.
+	MaxAttempts  int
+	MaxRetryTime time.Duration
+	// BackoffBase and BackoffMax shape the exponential back-off with full
+	// jitter: wait = rand[0, min(BackoffMax, BackoffBase·2^failures)).
+	BackoffBase, BackoffMax time.Duration
+	// DefaultRetryAfter is the wait after a 429 without Retry-After.
+	DefaultRetryAfter time.Duration
+	// MaxRateLimitWaits bounds consecutive 429/402 waits for one call; zero
+	// means only the context bounds them.
+	MaxRateLimitWaits int
+	// QuotaWait says how long to wait after a 402 (quota spent). The default
+	// waits until the next full hour of the source's clock.
+	QuotaWait func(resp *http.Response) time.Duration
+	// Headers are set on every request and are secret: their values are
+	// redacted from every error, log line and body excerpt.
+	Headers http.Header
+	// PlainHeaders are set on every request and are not secret.
+	PlainHeaders http.Header
+	// MaxBody bounds a response body.
+	MaxBody int64
+	// Logger receives retries and waits at debug/warn level; the zero value
+	// (like zerolog.Nop()) logs nothing.
+	Logger zerolog.Logger
+	// OnResponse, if set, is called for every response (metrics).
+	OnResponse func(status int, took time.Duration)
+	// OnWait, if set, is called before every wait with its reason: "limiter",
+	// "retry_after", "quota" or "backoff".
+	OnWait func(reason string, d time.Duration)
+	// Transport overrides http.DefaultTransport (tests).
+	Transport http.RoundTripper
+}
+
+// Client performs requests for one source. It is safe for concurrent use;
+// all callers share its limiter.
+type Client struct {
+	cfg     Config
+	log     zerolog.Logger
+	hc      *http.Client
+	lim     *rate.Limiter
+	secrets []string
+
+	mu         sync.Mutex
+	pauseUntil time.Time
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) *Client {
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
+	cfg.MaxRetryTime = cmp.Or(cfg.MaxRetryTime, DefaultMaxRetryTime)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, DefaultBackoffBase)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, DefaultBackoffMax)
+	cfg.DefaultRetryAfter = cmp.Or(cfg.DefaultRetryAfter, DefaultRetryAfter)
+	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = UserAgent(cfg.Version, cfg.Contact)
+	}
+	c := &Client{cfg: cfg, log: cfg.Logger.With().Str("source", cfg.Source).Logger()}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = http.DefaultTransport
+	}
+	c.hc = &http.Client{
+		Transport: tr,
+		// Never follow redirects: a redirect elsewhere would carry headers
+		// to a host we did not configure.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if iv := cfg.RateLimit.Interval(); iv > 0 {
+		c.lim = rate.NewLimiter(rate.Every(iv), 1)
+	}
+	c.secrets = secretsOf(cfg.Headers)
+	return c
+}
+
+// secretsOf lists the strings to redact: each header value, the credential
+// after an auth scheme, and the parts of a Basic credential.
+func secretsOf(h http.Header) []string {
+	var out []string
+	add := func(s string) {
+		if len(s) >= 4 {
+			out = append(out, s)
+		}
+	}
+	for _, vs := range h {
+		for _, v := range vs {
+			add(v)
+			scheme, cred, ok := strings.Cut(v, " ")
+			if !ok {
+				continue
+			}
+			add(cred)
+			if strings.EqualFold(scheme, "basic") {
+				if dec, err := base64.StdEncoding.DecodeString(cred); err == nil {
+					add(string(dec))
+					u, p, _ := strings.Cut(string(dec), ":")
+					add(u)
+					add(p)
+				}
+			}
+		}
+	}
+	// Longest first so that a secret containing another is replaced whole.
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if len(out[j]) > len(out[i]) {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// Source returns the configured source name.
+func (c *Client) Source() string { return c.cfg.Source }
+
+// Redact removes the client's secrets from s.
+func (c *Client) Redact(s string) string { return redact(s, c.secrets) }
+
+// DecodeError is the package DecodeError with the client's secrets redacted
+// from the body excerpt.
+func (c *Client) DecodeError(resource string, page int, field, what string, body []byte) *Error {
+	e := DecodeError(c.cfg.Source, resource, page, field, c.Redact(what), nil)
+	e.Body = snippet(body, c.secrets)
+	return e
+}
+
+// Request is one logical call; Resource and Page only name it in errors.
+type Request struct {
+	Method   string // default GET
+	URL      string
+	Body     []byte
+	Header   http.Header // extra, non-secret
+	Resource string
+	Page     int
+}
+
+// Response is a successful (2xx) response, body fully read.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	// Date is the source's clock (the Date header), zero when absent.
+	Date time.Time
+	// ReceivedAt is our clock when the body was read.
+	ReceivedAt time.Time
+}
+
+type attemptResult struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error // transport error, already redacted
+}
+
+// Do performs req under the limiter with retries. It returns a *Response for
+// 2xx, and an *Error otherwise.
+func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
+	method := cmp.Or(req.Method, http.MethodGet)
+	u, err := url.Parse(req.URL)
+	if err != nil {
+		return nil, c.fail(req, method, "", KindTransport, 0, 0, nil, fmt.Errorf("invalid URL: %w", &redactedError{msg: c.Redact(err.Error()), err: errors.Unwrap(err)}))
+	}
+	path := u.EscapedPath()
+	var (
+		start    = time.Now()
+		failures int
+		waits    int
+		attempts int
+	)
+	for {
+		if err := c.acquire(ctx); err != nil {
+			return nil, c.fail(req, method, path, KindTransport, 0, attempts, nil, err)
+		}
+		attempts++
+		t0 := time.Now()
+		res := c.attempt(ctx, method, req)
+		took := time.Since(t0)
+		if res.err == nil && c.cfg.OnResponse != nil {
+			c.cfg.OnResponse(res.status, took)
+		}
+		if ctx.Err() != nil {
+			return nil, c.fail(req, method, path, KindTransport, res.status, attempts, nil, ctx.Err())
+		}
+		switch {
+		case res.err == nil && res.status >= 200 && res.status < 300:
+			return &Response{
+				Status: res.status, Header: res.header, Body: res.body,
+				Date: parseDate(res.header), ReceivedAt: time.Now(),
+			}, nil
+
+		case res.err == nil && (res.status == http.StatusTooManyRequests || res.status == http.StatusPaymentRequired):
+			waits++
+			reason, d := "retry_after", retryAfter(res.header, c.cfg.DefaultRetryAfter)
+			if res.status == http.StatusPaymentRequired {
+				reason, d = "quota", c.quotaWait(res)
+			}
+			if c.cfg.MaxRateLimitWaits > 0 && waits > c.cfg.MaxRateLimitWaits {
+				return nil, c.fail(req, method, path, KindRateLimited, res.status, attempts, res.body, nil)
+			}
+			c.pause(d)
+			c.log.Warn().Str("resource", req.Resource).Int("page", req.Page).Int("status", res.status).
+				Dur("wait", d).Msg("source asked us to wait")
+			c.notify(reason, d)
+			// The next acquire waits for the pause, with every other caller.
+			if err := sleep(ctx, d); err != nil {
+				return nil, c.fail(req, method, path, KindRateLimited, res.status, attempts, res.body, err)
+			}
+			continue
+
+		case res.err == nil && !retryableStatus(res.status):
+			kind := KindStatus
+			switch res.status {
+			case http.StatusUnauthorized, http.StatusForbidden:
+				kind = KindUnauthorized
+			case http.StatusNotFound:
+				kind = KindNotFound
+			}
+			return nil, c.fail(req, method, path, kind, res.status, attempts, res.body, nil)
+
+		case res.err != nil && !retryableErr(res.err):
+			return nil, c.fail(req, method, path, KindTransport, 0, attempts, nil, res.err)
+		}
+
+		// A failure worth retrying: 5xx, timeout, dropped connection.
+		failures++
+		kind := KindStatus
+		if res.err != nil {
+			kind = KindTransport
+		}
+		if failures >= c.cfg.MaxAttempts {
+			return nil, c.fail(req, method, path, kind, res.status, attempts, res.body, res.err)
+		}
+		d := c.backoff(failures)
+		if time.Since(start)+d > c.cfg.MaxRetryTime {
+			return nil, c.fail(req, method, path, kind, res.status, attempts, res.body, res.err)
+		}
+		ev := c.log.Debug()
+		if res.err != nil {
+			ev = ev.Str("error", res.err.Error())
+		}
+		ev.Str("resource", req.Resource).Int("page", req.Page).Int("status", res.status).
+			Int("attempt", attempts).Dur("wait", d).Msg("retrying request")
+		c.notify("backoff", d)
+		if err := sleep(ctx, d); err != nil {
+			return nil, c.fail(req, method, path, kind, res.status, attempts, res.body, err)
+		}
+	}
+}
+
+func (c *Client) fail(req Request, method, path string, kind Kind, status, attempts int, body []byte, cause error) *Error {
+	if cause != nil && !isCtxErr(cause) {
+		if _, ok := cause.(*redactedError); !ok {
+			cause = &redactedError{msg: c.Redact(cause.Error()), err: cause}
+		}
+	}
+	return &Error{
+		Kind: kind, Source: c.cfg.Source, Resource: req.Resource, Page: req.Page,
+		Method: method, Path: path, Status: status, Attempts: attempts,
+		Body: snippet(body, c.secrets), Err: cause,
+	}
+}
+
+func isCtxErr(err error) bool {
+	return err == context.Canceled || err == context.DeadlineExceeded
+}
+
+func (c *Client) notify(reason string, d time.Duration) {
+	if c.cfg.OnWait != nil {
+		c.cfg.OnWait(reason, d)
+	}
+}
+
+// attempt performs one HTTP exchange bounded by the per-request timeout.
+func (c *Client) attempt(ctx context.Context, method string, req Request) attemptResult {
+	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	var body io.Reader
+	if req.Body != nil {
+		body = bytes.NewReader(req.Body)
+	}
+	hr, err := http.NewRequestWithContext(actx, method, req.URL, body)
+	if err != nil {
+		return attemptResult{err: &redactedError{msg: c.Redact(err.Error()), err: errors.Unwrap(err)}}
+	}
+	for k, vs := range c.cfg.Headers {
+		hr.Header[k] = vs
+	}
+	for k, vs := range c.cfg.PlainHeaders {
+		hr.Header[k] = vs
+	}
+	for k, vs := range req.Header {
+		hr.Header[k] = vs
+	}
+	hr.Header.Set("User-Agent", c.cfg.UserAgent)
+	if hr.Header.Get("Accept") == "" {
+		hr.Header.Set("Accept", "application/json")
+	}
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return attemptResult{err: c.transportErr(ctx, actx, err)}
+	}
+	defer resp.Body.Close()
+	b, err := readBody(resp, c.cfg.MaxBody)
+	if err != nil {
+		return attemptResult{err: c.transportErr(ctx, actx, err)}
+	}
+	return attemptResult{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	n, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > limit {
+		return nil, fmt.Errorf("response body over %d bytes", limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// errAttemptTimeout marks an attempt that ran out of its own timeout (not
+// the caller's context): retryable.
+var errAttemptTimeout = errors.New("request timed out")
+
+func (c *Client) transportErr(ctx, actx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if actx.Err() != nil {
+		return &redactedError{msg: fmt.Sprintf("request timed out after %s", c.cfg.Timeout), err: errAttemptTimeout}
+	}
+	// url.Error's text holds the URL; keep only the cause's text.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return &redactedError{msg: c.Redact(ue.Err.Error()), err: ue.Err}
+	}
+	return &redactedError{msg: c.Redact(err.Error()), err: err}
+}
+
+func retryableStatus(status int) bool {
+	return status >= 500 || status == http.StatusRequestTimeout
+}
+
+// retryableErr decides by behaviour: timeouts, dropped and refused
+// connections are worth another attempt; a malformed request is not.
+func retryableErr(err error) bool {
+	if errors.Is(err, errAttemptTimeout) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe)
+}
+
+// backoff is exponential with full jitter.
+func (c *Client) backoff(failures int) time.Duration {
+	ceil := c.cfg.BackoffBase << min(failures-1, 30)
+	if ceil <= 0 || ceil > c.cfg.BackoffMax {
+		ceil = c.cfg.BackoffMax
+	}
+	return time.Duration(rand.Int64N(int64(ceil) + 1))
+}
+
+// acquire waits for any source-wide pause, then for the limiter.
+func (c *Client) acquire(ctx context.Context) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		wait := time.Until(c.pauseUntil)
+		c.mu.Unlock()
+		if wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
+				return err
+			}
+			continue
+		}
+		if c.lim == nil {
+			return nil
+		}
+		r := c.lim.Reserve()
+		if d := r.Delay(); d > 0 {
+			c.notify("limiter", d)
+			if err := sleep(ctx, d); err != nil {
+				r.Cancel()
+				return err
+			}
+		}
+		// A pause set while we waited (another caller got a 429) wins: the
+		// token is dropped, which only errs on the safe side.
+		c.mu.Lock()
+		paused := time.Now().Before(c.pauseUntil)
+		c.mu.Unlock()
+		if !paused {
+			return nil
+		}
+	}
+}
+
+// pause holds every caller of this client for d.
+func (c *Client) pause(d time.Duration) {
+	until := time.Now().Add(d)
+	c.mu.Lock()
+	if until.After(c.pauseUntil) {
+		c.pauseUntil = until
+	}
+	c.mu.Unlock()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func parseDate(h http.Header) time.Time {
+	v := h.Get("Date")
+	if v == "" {
+		return time.Time{}
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// retryAfter reads Retry-After as seconds or an HTTP date (measured against
+// the response's Date header when present, so a skewed source clock does not
+// distort the wait).
+func retryAfter(h http.Header, def time.Duration) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return def
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return def
+		}
+		return time.Duration(n) * time.Second
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return def
+	}
+	now := parseDate(h)
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return max(t.Sub(now), 0)
+}
+
+func (c *Client) quotaWait(res attemptResult) time.Duration {
+	if c.cfg.QuotaWait != nil {
+		return c.cfg.QuotaWait(&http.Response{StatusCode: res.status, Header: res.header, Body: io.NopCloser(bytes.NewReader(res.body))})
+	}
+	return UntilNextHour(res.header)
+}
+
+// UntilNextHour is the default 402 wait: until the next full hour of the
+// source's clock (its Date header, else ours).
+func UntilNextHour(h http.Header) time.Duration {
+	now := parseDate(h)
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return now.Truncate(time.Hour).Add(time.Hour).Sub(now)
+}

@@ -1,0 +1,610 @@
+package httpx_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+const token = "hv-secret-token-0123456789"
+
+// server counts requests and answers with handler(n) where n counts from 1.
+type server struct {
+	*httptest.Server
+	n atomic.Int64
+}
+
+func newServer(t *testing.T, h func(n int64, w http.ResponseWriter, r *http.Request)) *server {
+	t.Helper()
+	s := &server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h(s.n.Add(1), w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func fastConfig(logs *bytes.Buffer) httpx.Config {
+	cfg := httpx.Config{
+		Source:      "acme",
+		Version:     "1.2.3",
+		Contact:     "ops@example.com",
+		BackoffBase: time.Millisecond,
+		BackoffMax:  5 * time.Millisecond,
+		Timeout:     2 * time.Second,
+		Headers:     http.Header{"Authorization": {"Bearer " + token}},
+	}
+	if logs != nil {
+		cfg.Logger = zerolog.New(logs).Level(zerolog.DebugLevel)
+	}
+	return cfg
+}
+
+func get(t *testing.T, c *httpx.Client, url string) (*httpx.Response, error) {
+	t.Helper()
+	return c.Do(t.Context(), httpx.Request{URL: url, Resource: "time_entries", Page: 3})
+}
+
+func TestRetriesAlways500MakesExactlyMaxAttempts(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	})
+	cfg := fastConfig(nil)
+	cfg.MaxAttempts = 4 // 3 retries
+	_, err := get(t, httpx.New(cfg), s.URL+"/v2/time_entries")
+	if got := s.n.Load(); got != 4 {
+		t.Fatalf("requests = %d, want 4", got)
+	}
+	var he *httpx.Error
+	if !errors.As(err, &he) || he.Kind != httpx.KindStatus || he.Status != 500 || he.Attempts != 4 {
+		t.Fatalf("err = %#v", err)
+	}
+	if !errors.Is(err, httpx.ErrStatus) || errors.Is(err, httpx.ErrUnauthorized) {
+		t.Fatalf("errors.Is mismatch for %v", err)
+	}
+	for _, want := range []string{"acme", "time_entries", "page 3", "HTTP 500", "after 4 attempts", "body: boom"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if !he.Temporary() {
+		t.Error("5xx should be temporary")
+	}
+}
+
+func TestRetryThenSuccess(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n <= 2 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Date", "Tue, 03 Mar 2026 10:00:00 GMT")
+		w.Write([]byte(`{"ok":true}`))
+	})
+	var waits []string
+	cfg := fastConfig(nil)
+	cfg.OnWait = func(reason string, _ time.Duration) { waits = append(waits, reason) }
+	resp, err := get(t, httpx.New(cfg), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.n.Load() != 3 || string(resp.Body) != `{"ok":true}` || resp.Status != 200 {
+		t.Fatalf("n=%d resp=%+v", s.n.Load(), resp)
+	}
+	if want := time.Date(2026, 3, 3, 10, 0, 0, 0, time.UTC); !resp.Date.Equal(want) {
+		t.Errorf("Date = %v, want %v", resp.Date, want)
+	}
+	if resp.ReceivedAt.IsZero() {
+		t.Error("ReceivedAt not set")
+	}
+	if strings.Join(waits, ",") != "backoff,backoff" {
+		t.Errorf("waits = %v", waits)
+	}
+}
+
+func TestDateHeaderAbsentIsZero(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		w.Header()["Date"] = nil // suppress the server's automatic Date
+		w.Write([]byte(`{}`))
+	})
+	resp, err := get(t, httpx.New(fastConfig(nil)), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Date.IsZero() {
+		t.Fatalf("Date = %v, want zero", resp.Date)
+	}
+}
+
+func Test429RetryAfterSecondsDoesNotSpendFailureBudget(t *testing.T) {
+	t.Parallel()
+	var first time.Time
+	var second time.Duration
+	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			first = time.Now()
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		second = time.Since(first)
+		w.Write([]byte(`{}`))
+	})
+	cfg := fastConfig(nil)
+	cfg.MaxAttempts = 1 // no failure retries at all: the 429 must not count
+	var reasons []string
+	cfg.OnWait = func(r string, d time.Duration) { reasons = append(reasons, r+":"+d.String()) }
+	if _, err := get(t, httpx.New(cfg), s.URL); err != nil {
+		t.Fatal(err)
+	}
+	if s.n.Load() != 2 {
+		t.Fatalf("requests = %d, want 2", s.n.Load())
+	}
+	if second < time.Second {
+		t.Fatalf("second request after %v, want ≥ 1s", second)
+	}
+	if len(reasons) == 0 || reasons[0] != "retry_after:1s" {
+		t.Fatalf("OnWait = %v", reasons)
+	}
+}
+
+func Test429RetryAfterHTTPDate(t *testing.T) {
+	t.Parallel()
+	var first time.Time
+	var second time.Duration
+	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			first = time.Now()
+			// The source's clock is skewed an hour ahead: the wait is measured
+			// against its Date header, not our clock.
+			src := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+			w.Header().Set("Date", src.Format(http.TimeFormat))
+			w.Header().Set("Retry-After", src.Add(time.Second).Format(http.TimeFormat))
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		second = time.Since(first)
+		w.Write([]byte(`{}`))
+	})
+	if _, err := get(t, httpx.New(fastConfig(nil)), s.URL); err != nil {
+		t.Fatal(err)
+	}
+	if s.n.Load() != 2 || second < time.Second || second > 3*time.Second {
+		t.Fatalf("requests = %d, second after %v", s.n.Load(), second)
+	}
+}
+
+func Test429WithoutRetryAfterUsesDefault(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Write([]byte(`{}`))
+	})
+	cfg := fastConfig(nil)
+	cfg.DefaultRetryAfter = 150 * time.Millisecond
+	var got time.Duration
+	cfg.OnWait = func(r string, d time.Duration) {
+		if r == "retry_after" {
+			got = d
+		}
+	}
+	if _, err := get(t, httpx.New(cfg), s.URL); err != nil {
+		t.Fatal(err)
+	}
+	if s.n.Load() != 2 || got != 150*time.Millisecond {
+		t.Fatalf("requests = %d, wait %v", s.n.Load(), got)
+	}
+}
+
+func Test429PausesConcurrentCallers(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var arrivals []time.Time
+	var limitedAt time.Time
+	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+		if n == 3 {
+			mu.Lock()
+			limitedAt = time.Now()
+			mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Write([]byte(`{}`))
+	})
+	cfg := fastConfig(nil)
+	cfg.RateLimit = httpx.RateLimit{Requests: 50, Per: time.Second}
+	c := httpx.New(cfg)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 3 {
+				if _, err := get(t, c, s.URL); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrivals) != 13 {
+		t.Fatalf("requests = %d, want 13 (12 + one 429)", len(arrivals))
+	}
+	// Requests already on the wire when the 429 came back may land just
+	// after it; nothing may be sent during the rest of the pause.
+	for _, a := range arrivals {
+		if d := a.Sub(limitedAt); d > 100*time.Millisecond && d < 950*time.Millisecond {
+			t.Errorf("request %v after the 429, during the pause", d)
+		}
+	}
+}
+
+func Test402WaitsForQuota(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			w.WriteHeader(http.StatusPaymentRequired)
+			return
+		}
+		w.Write([]byte(`{}`))
+	})
+	cfg := fastConfig(nil)
+	cfg.MaxAttempts = 1
+	cfg.QuotaWait = func(*http.Response) time.Duration { return 100 * time.Millisecond }
+	var reason string
+	cfg.OnWait = func(r string, _ time.Duration) { reason = r }
+	start := time.Now()
+	if _, err := get(t, httpx.New(cfg), s.URL); err != nil {
+		t.Fatal(err)
+	}
+	if s.n.Load() != 2 || reason != "quota" || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("requests = %d reason %q", s.n.Load(), reason)
+	}
+}
+
+func TestUntilNextHour(t *testing.T) {
+	t.Parallel()
+	h := http.Header{"Date": {"Tue, 03 Mar 2026 10:45:00 GMT"}}
+	if got := httpx.UntilNextHour(h); got != 15*time.Minute {
+		t.Fatalf("UntilNextHour = %v", got)
+	}
+}
+
+func TestRateLimitWaitsBounded(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	cfg := fastConfig(nil)
+	cfg.MaxRateLimitWaits = 3
+	_, err := get(t, httpx.New(cfg), s.URL)
+	if !errors.Is(err, httpx.ErrRateLimited) || s.n.Load() != 4 {
+		t.Fatalf("err = %v after %d requests", err, s.n.Load())
+	}
+}
+
+func TestDroppedConnectionIsRetried(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				panic(err)
+			}
+			conn.Close()
+			return
+		}
+		w.Write([]byte(`{}`))
+	})
+	if _, err := get(t, httpx.New(fastConfig(nil)), s.URL); err != nil {
+		t.Fatal(err)
+	}
+	if s.n.Load() != 2 {
+		t.Fatalf("requests = %d, want 2", s.n.Load())
+	}
+}
+
+func TestDroppedConnectionExhaustsToTransportError(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+	})
+	cfg := fastConfig(nil)
+	cfg.MaxAttempts = 3
+	_, err := get(t, httpx.New(cfg), s.URL)
+	if !errors.Is(err, httpx.ErrTransport) || s.n.Load() != 3 {
+		t.Fatalf("err = %v after %d", err, s.n.Load())
+	}
+}
+
+func TestPerRequestTimeoutIsRetried(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		w.Write([]byte(`{}`))
+	})
+	cfg := fastConfig(nil)
+	cfg.Timeout = 100 * time.Millisecond
+	start := time.Now()
+	if _, err := get(t, httpx.New(cfg), s.URL); err != nil {
+		t.Fatal(err)
+	}
+	if s.n.Load() != 2 || time.Since(start) > 2*time.Second {
+		t.Fatalf("requests = %d in %v", s.n.Load(), time.Since(start))
+	}
+}
+
+func TestMaxRetryTimeBoundsFailures(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	cfg := fastConfig(nil)
+	cfg.MaxAttempts = 100
+	cfg.BackoffBase = 50 * time.Millisecond
+	cfg.BackoffMax = 50 * time.Millisecond
+	cfg.MaxRetryTime = 200 * time.Millisecond
+	start := time.Now()
+	_, err := get(t, httpx.New(cfg), s.URL)
+	if !errors.Is(err, httpx.ErrStatus) || time.Since(start) > time.Second || s.n.Load() >= 100 {
+		t.Fatalf("err = %v after %d requests in %v", err, s.n.Load(), time.Since(start))
+	}
+}
+
+func TestContextCancelReturnsPromptly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		h    func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"during 429 wait", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "60")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}},
+		{"during slow response", func(_ http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		}},
+		{"during backoff", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) { tc.h(w, r) })
+			cfg := fastConfig(nil)
+			cfg.Timeout = 30 * time.Second
+			cfg.BackoffBase, cfg.BackoffMax = time.Minute, time.Minute
+			cfg.MaxAttempts = 10
+			ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := httpx.New(cfg).Do(ctx, httpx.Request{URL: s.URL})
+			if el := time.Since(start); el > time.Second {
+				t.Fatalf("returned after %v", el)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want context deadline", err)
+			}
+		})
+	}
+}
+
+func TestUnauthorizedAndNotFoundNotRetried(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status int
+		want   error
+	}{
+		{401, httpx.ErrUnauthorized},
+		{403, httpx.ErrUnauthorized},
+		{404, httpx.ErrNotFound},
+		{422, httpx.ErrStatus},
+	} {
+		s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(tc.status)
+		})
+		_, err := get(t, httpx.New(fastConfig(nil)), s.URL)
+		if !errors.Is(err, tc.want) || s.n.Load() != 1 {
+			t.Errorf("status %d: err = %v after %d requests", tc.status, err, s.n.Load())
+		}
+		var he *httpx.Error
+		if errors.As(err, &he) && he.Temporary() {
+			t.Errorf("status %d reported temporary", tc.status)
+		}
+	}
+}
+
+func TestRedirectIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	var other atomic.Int64
+	evil := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { other.Add(1) })
+	s := newServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, evil.URL, http.StatusFound)
+	})
+	_, err := get(t, httpx.New(fastConfig(nil)), s.URL)
+	if !errors.Is(err, httpx.ErrStatus) || other.Load() != 0 {
+		t.Fatalf("err = %v, other host got %d", err, other.Load())
+	}
+}
+
+func TestHeadersAndUserAgent(t *testing.T) {
+	t.Parallel()
+	var got http.Header
+	s := newServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.Write([]byte(`{}`))
+	})
+	cfg := fastConfig(nil)
+	cfg.PlainHeaders = http.Header{"Harvest-Account-Id": {"42"}}
+	if _, err := get(t, httpx.New(cfg), s.URL); err != nil {
+		t.Fatal(err)
+	}
+	if ua := got.Get("User-Agent"); ua != "tidemark/1.2.3 (ops@example.com)" {
+		t.Errorf("User-Agent = %q", ua)
+	}
+	if got.Get("Authorization") != "Bearer "+token || got.Get("Harvest-Account-Id") != "42" {
+		t.Errorf("headers = %v", got)
+	}
+}
+
+// The token never appears in an error or a log line, whatever the server
+// echoes back and whatever the failure path.
+func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(token+":api_token"))
+	echo := func(status int) func(int64, http.ResponseWriter, *http.Request) {
+		return func(_ int64, w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			// Long prefix so that the token straddles the snippet's cut.
+			w.Write([]byte(strings.Repeat("x", 190) + " got " + r.Header.Get("Authorization")))
+		}
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for _, tc := range []struct {
+		name, auth string
+		url        func(t *testing.T) string
+	}{
+		{"500 echo", "Bearer " + token, func(t *testing.T) string { return newServer(t, echo(500)).URL }},
+		{"401 echo", "Bearer " + token, func(t *testing.T) string { return newServer(t, echo(401)).URL }},
+		{"basic 403 echo", basic, func(t *testing.T) string { return newServer(t, echo(403)).URL }},
+		{"connection refused", "Bearer " + token, func(*testing.T) string { return closed.URL + "/v2/x" }},
+		{"bad url", "Bearer " + token, func(*testing.T) string { return "http://[::1" + token }},
+		{"token in url", "Bearer " + token, func(*testing.T) string { return closed.URL + "/v2/x?t=" + token }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var logs bytes.Buffer
+			cfg := fastConfig(&logs)
+			cfg.MaxAttempts = 2
+			cfg.Headers = http.Header{"Authorization": {tc.auth}}
+			_, err := get(t, httpx.New(cfg), tc.url(t))
+			if err == nil {
+				t.Fatal("want error")
+			}
+			for _, where := range []string{err.Error(), logs.String()} {
+				if strings.Contains(where, token) || strings.Contains(where, token[:12]) {
+					t.Errorf("secret leaked: %s", where)
+				}
+			}
+			var he *httpx.Error
+			if errors.As(err, &he) && len(he.Body) > httpx.SnippetLen+len("…") {
+				t.Errorf("snippet %d bytes", len(he.Body))
+			}
+		})
+	}
+}
+
+func TestDecodeErrorFormat(t *testing.T) {
+	t.Parallel()
+	err := httpx.DecodeError("acme", "time_entries", 2, "time_entries[4].updated_at", "missing", []byte("{\"id\":1,\n\"x\":2}"))
+	want := `decode acme time_entries page 2: field time_entries[4].updated_at: missing; body: {"id":1, "x":2}`
+	if err.Error() != want {
+		t.Fatalf("got  %s\nwant %s", err, want)
+	}
+	if !errors.Is(err, httpx.ErrDecode) {
+		t.Fatal("not ErrDecode")
+	}
+	c := httpx.New(fastConfig(nil))
+	e2 := c.DecodeError("users", 1, "x", "bad", []byte("token="+token))
+	if strings.Contains(e2.Error(), token) {
+		t.Fatal("client DecodeError leaked secret")
+	}
+}
+
+func TestIntervalGuaranteesWindow(t *testing.T) {
+	t.Parallel()
+	for _, rl := range []httpx.RateLimit{{100, 15 * time.Second}, {10, 500 * time.Millisecond}, {1, time.Second}, {7, 3 * time.Second}} {
+		iv := rl.Interval()
+		// Requests+1 requests spaced iv apart span more than Per.
+		if time.Duration(rl.Requests)*iv <= rl.Per {
+			t.Errorf("%+v: interval %v lets %d requests into one window", rl, iv, rl.Requests+1)
+		}
+	}
+	// Harvest: sustained rate within 1% of the budget.
+	rl := httpx.RateLimit{Requests: 100, Per: 15 * time.Second}
+	if perWindow := float64(rl.Per) / float64(rl.Interval()); perWindow < 98.99 {
+		t.Errorf("sustains %.2f per window, want ≥ 99", perWindow)
+	}
+}
+
+// Concurrent callers, timestamps taken at the server: no window of length
+// Per ever holds more than Requests, start-up included, and the throughput
+// stays near the budget.
+func TestLimiterSlidingWindowUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var at []time.Time
+	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		w.Write([]byte(`{}`))
+	})
+	rl := httpx.RateLimit{Requests: 10, Per: 500 * time.Millisecond}
+	cfg := fastConfig(nil)
+	cfg.RateLimit = rl
+	c := httpx.New(cfg)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, _ = c.Do(ctx, httpx.Request{URL: s.URL})
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	maxIn := 0
+	for i := range at {
+		n := 0
+		for j := i; j < len(at) && at[j].Sub(at[i]) <= rl.Per; j++ {
+			n++
+		}
+		maxIn = max(maxIn, n)
+	}
+	if maxIn > rl.Requests {
+		t.Errorf("a %v window held %d requests, budget %d", rl.Per, maxIn, rl.Requests)
+	}
+	budget := float64(rl.Requests) * float64(elapsed) / float64(rl.Per)
+	if float64(len(at)) < 0.85*budget {
+		t.Errorf("%d requests in %v, budget %.0f", len(at), elapsed, budget)
+	}
+	t.Logf("%d requests in %v (budget %.0f), max per window %d", len(at), elapsed, budget, maxIn)
+}
