@@ -29,13 +29,13 @@ import (
 
 // Defaults applied by New to zero Config fields.
 const (
-	DefaultTimeout           = 30 * time.Second
-	DefaultMaxAttempts       = 5
-	DefaultMaxRetryTime      = 2 * time.Minute
-	DefaultRetryAfter        = 15 * time.Second
-	DefaultBackoffBase       = 500 * time.Millisecond
-	DefaultBackoffMax        = 30 * time.Second
-	DefaultMaxBody     int64 = 256 << 20
+	DefaultTimeout            = 30 * time.Second
+	DefaultMaxAttempts        = 5
+	DefaultMaxRetryTime       = 2 * time.Minute
+	DefaultRetryAfter         = 15 * time.Second
+	DefaultBackoffBase        = 500 * time.Millisecond
+	DefaultBackoffMax         = 30 * time.Second
+	DefaultMaxBody      int64 = 256 << 20
 )
 
 // RateLimit is a provider's request budget: at most Requests in any window
