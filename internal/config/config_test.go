@@ -53,7 +53,7 @@ func TestParseGood(t *testing.T) {
 func TestParseErrorsNameKeyAndLine(t *testing.T) {
 	cases := []struct {
 		name, edit, want string
-		env          func(string) (string, bool)
+		env              func(string) (string, bool)
 	}{
 		{"unknown key", "    overlap: 10m\n    overlapp: 5m\n", "t.yaml:10: sources[0].overlapp: unknown key", nil},
 		{"unset variable", "", "t.yaml:7: sources[0].token: environment variable HARVEST_TOKEN is not set", env(map[string]string{"DATABASE_URL": "x"})},
