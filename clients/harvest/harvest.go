@@ -1,0 +1,228 @@
+// Package harvest is the Harvest API v2 provider: it lists time entries,
+// projects, clients, users and tasks page by page (following links.next),
+// under the source's rate limit, and normalizes each record while keeping
+// its JSON exactly as received.
+package harvest
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+// Defaults.
+const (
+	DefaultBaseURL = "https://api.harvestapp.com/v2"
+	MaxPerPage     = 2000
+)
+
+// DefaultRateLimit is Harvest's documented budget for the v2 API.
+var DefaultRateLimit = httpx.RateLimit{Requests: 100, Per: 15 * time.Second}
+
+// Params configures a Client.
+type Params struct {
+	// Name is the source name (the `source` column, and errors).
+	Name string
+	// BaseURL defaults to DefaultBaseURL.
+	BaseURL   string
+	AccountID string
+	// Token is the personal access token; it is never logged or put in an
+	// error.
+	Token string
+	// Contact and Version make the User-Agent Harvest requires:
+	// "tidemark/<version> (<contact>)".
+	Contact, Version string
+	// RateLimit defaults to DefaultRateLimit.
+	RateLimit httpx.RateLimit
+	// Resources defaults to clients.AllResources.
+	Resources []clients.Resource
+	// HTTP, when set, is used as is (build it from HTTPConfig to keep the
+	// auth headers); otherwise one is built from these Params.
+	HTTP *httpx.Client
+	// PerPage defaults to MaxPerPage.
+	PerPage    int
+	Logger     zerolog.Logger
+	OnResponse func(status int, took time.Duration)
+	OnWait     func(reason string, d time.Duration)
+}
+
+// Client is a Harvest account as a clients.Source.
+type Client struct {
+	name      string
+	base      *url.URL
+	perPage   int
+	resources []clients.Resource
+	http      *httpx.Client
+	dec       decoder
+	log       zerolog.Logger
+}
+
+var _ clients.Source = (*Client)(nil)
+
+func (p Params) withDefaults() Params {
+	p.BaseURL = strings.TrimRight(cmp.Or(p.BaseURL, DefaultBaseURL), "/")
+	if p.RateLimit == (httpx.RateLimit{}) {
+		p.RateLimit = DefaultRateLimit
+	}
+	p.PerPage = cmp.Or(p.PerPage, MaxPerPage)
+	if len(p.Resources) == 0 {
+		p.Resources = clients.AllResources
+	}
+	return p
+}
+
+// Validate reports the first missing or invalid parameter, by its name.
+func (p Params) Validate() error {
+	p = p.withDefaults()
+	switch {
+	case p.Name == "":
+		return errors.New("harvest: name is required")
+	case p.AccountID == "":
+		return fmt.Errorf("harvest source %s: account_id is required", p.Name)
+	case p.Token == "":
+		return fmt.Errorf("harvest source %s: token is required", p.Name)
+	case p.Contact == "" && p.HTTP == nil:
+		return fmt.Errorf("harvest source %s: a contact (email or URL) is required for the User-Agent Harvest asks for", p.Name)
+	case p.PerPage < 1 || p.PerPage > MaxPerPage:
+		return fmt.Errorf("harvest source %s: per_page %d out of 1..%d", p.Name, p.PerPage, MaxPerPage)
+	case p.RateLimit.Requests < 1 || p.RateLimit.Per <= 0:
+		return fmt.Errorf("harvest source %s: rate_limit must have requests ≥ 1 and per > 0", p.Name)
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("harvest source %s: base_url %q is not an http(s) URL", p.Name, p.BaseURL)
+	}
+	for _, r := range p.Resources {
+		if _, err := clients.ParseResource(string(r)); err != nil {
+			return fmt.Errorf("harvest source %s: resources: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// HTTPConfig is the httpx configuration New uses: auth headers (secret),
+// account id, User-Agent, rate limit and hooks. Tests tweak it (shorter
+// back-off) and pass httpx.New(cfg) as Params.HTTP.
+func HTTPConfig(p Params) httpx.Config {
+	p = p.withDefaults()
+	return httpx.Config{
+		Source:       p.Name,
+		RateLimit:    p.RateLimit,
+		Version:      p.Version,
+		Contact:      p.Contact,
+		Headers:      http.Header{"Authorization": {"Bearer " + p.Token}},
+		PlainHeaders: http.Header{"Harvest-Account-Id": {p.AccountID}},
+		Logger:       p.Logger,
+		OnResponse:   p.OnResponse,
+		OnWait:       p.OnWait,
+	}
+}
+
+// New validates p and returns a Client.
+func New(p Params) (*Client, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p = p.withDefaults()
+	base, _ := url.Parse(p.BaseURL)
+	hc := p.HTTP
+	if hc == nil {
+		hc = httpx.New(HTTPConfig(p))
+	}
+	return &Client{
+		name:      p.Name,
+		base:      base,
+		perPage:   p.PerPage,
+		resources: slices.Clone(p.Resources),
+		http:      hc,
+		dec:       newDecoder(p.Name, hc),
+		log:       p.Logger.With().Str("source", p.Name).Logger(),
+	}, nil
+}
+
+// Name returns the source name.
+func (c *Client) Name() string { return c.name }
+
+// Resources returns the configured resources.
+func (c *Client) Resources() []clients.Resource { return slices.Clone(c.resources) }
+
+// List streams r's records for w, one normalized page at a time, following
+// links.next until it is null. Only time entries accept a spent-date window.
+func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	if !slices.Contains(c.resources, r) {
+		return fmt.Errorf("%s: resource %s not configured: %w", c.name, r, clients.ErrUnsupported)
+	}
+	if w.ByDate() && r != clients.TimeEntries {
+		return fmt.Errorf("%s: %s by spent date: %w", c.name, r, clients.ErrUnsupported)
+	}
+	next := c.firstURL(r, w)
+	seen := map[string]bool{}
+	for page := 1; ; page++ {
+		seen[next] = true
+		resp, err := c.http.Do(ctx, httpx.Request{URL: next, Resource: string(r), Page: page})
+		if err != nil {
+			return err
+		}
+		recs, link, err := c.dec.decodePage(r, page, resp.Body, resp.ReceivedAt)
+		if err != nil {
+			return err
+		}
+		c.log.Debug().Str("resource", string(r)).Int("page", page).Int("records", len(recs)).Msg("page fetched")
+		if err := fn(ctx, clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}); err != nil {
+			return err
+		}
+		if link == "" {
+			return nil
+		}
+		if next, err = c.resolveNext(link); err != nil {
+			return c.dec.errf(string(r), page, "links.next", err.Error(), nil)
+		}
+		if seen[next] {
+			return c.dec.errf(string(r), page, "links.next", "points back at a page already listed", nil)
+		}
+	}
+}
+
+func (c *Client) firstURL(r clients.Resource, w clients.Window) string {
+	q := url.Values{}
+	q.Set("per_page", strconv.Itoa(c.perPage))
+	if w.ByDate() {
+		if !w.From.IsZero() {
+			q.Set("from", w.From.String())
+		}
+		if !w.To.IsZero() {
+			q.Set("to", w.To.String())
+		}
+	} else if !w.UpdatedSince.IsZero() {
+		q.Set("updated_since", w.UpdatedSince.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + "/" + string(r)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// resolveNext accepts a next link only on the configured scheme and host:
+// following one elsewhere would send the token to another server.
+func (c *Client) resolveNext(link string) (string, error) {
+	u, err := c.base.Parse(link)
+	if err != nil {
+		return "", fmt.Errorf("not a URL: %q", link)
+	}
+	if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+		return "", fmt.Errorf("points to another host (%s://%s), not %s", u.Scheme, u.Host, c.base.Host)
+	}
+	return u.String(), nil
+}
