@@ -1,0 +1,325 @@
+package harvesttest
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+)
+
+// TimeEntry is a stored time entry. It is compact (names of the user,
+// project, client and task are looked up when rendering) so that a million
+// fit in memory; the JSON is rendered per request.
+type TimeEntry struct {
+	ID        int64
+	SpentDate clients.Date
+	// Hours is decimal text ("1.25"), rendered as a JSON number.
+	Hours     string
+	Notes     *string
+	UserID    int64
+	ProjectID int64
+	TaskID    int64
+	ClientID  int64
+	Billable  bool
+	IsLocked  bool
+	IsClosed  bool
+	IsBilled  bool
+	IsRunning bool
+	InvoiceID int64 // 0: not invoiced
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Project is a stored project.
+type Project struct {
+	ID         int64
+	ClientID   int64
+	Name, Code string
+	IsActive   bool
+	IsBillable bool
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Client is a stored client.
+type Client struct {
+	ID        int64
+	Name      string
+	Currency  string
+	IsActive  bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// User is a stored user.
+type User struct {
+	ID                         int64
+	FirstName, LastName, Email string
+	IsActive                   bool
+	CreatedAt                  time.Time
+	UpdatedAt                  time.Time
+}
+
+// Task is a stored task.
+type Task struct {
+	ID        int64
+	Name      string
+	IsActive  bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+func dateKey(d clients.Date) int64 { return int64(d.Year)*10000 + int64(d.Month)*100 + int64(d.Day) }
+
+// table holds one resource: items in insertion slots, an id index and the
+// listing order (descending key: spent_date then id for time entries,
+// created_at then id for the others, as Harvest documents).
+type table[T any] struct {
+	items   []T
+	pos     map[int64]int32
+	order   []int32
+	key     func(*T) [2]int64
+	id      func(*T) int64
+	updated func(*T) time.Time
+}
+
+func (t *table[T]) less(a, b [2]int64) int {
+	// Descending.
+	switch {
+	case a[0] != b[0]:
+		if a[0] > b[0] {
+			return -1
+		}
+		return 1
+	case a[1] > b[1]:
+		return -1
+	case a[1] < b[1]:
+		return 1
+	}
+	return 0
+}
+
+func (t *table[T]) find(k [2]int64) (int, bool) {
+	return slices.BinarySearchFunc(t.order, k, func(p int32, k [2]int64) int { return t.less(t.key(&t.items[p]), k) })
+}
+
+func (t *table[T]) get(id int64) (T, bool) {
+	p, ok := t.pos[id]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return t.items[p], true
+}
+
+func (t *table[T]) put(v T) {
+	id := t.id(&v)
+	if p, ok := t.pos[id]; ok {
+		old := t.key(&t.items[p])
+		if i, found := t.find(old); found {
+			t.order = slices.Delete(t.order, i, i+1)
+		}
+		t.items[p] = v
+		i, _ := t.find(t.key(&v))
+		t.order = slices.Insert(t.order, i, p)
+		return
+	}
+	p := int32(len(t.items))
+	t.items = append(t.items, v)
+	t.pos[id] = p
+	i, _ := t.find(t.key(&v))
+	t.order = slices.Insert(t.order, i, p)
+}
+
+// load appends many new items and sorts once.
+func (t *table[T]) load(vs []T) {
+	t.items = slices.Grow(t.items, len(vs))
+	for _, v := range vs {
+		id := t.id(&v)
+		if p, ok := t.pos[id]; ok {
+			t.items[p] = v
+			continue
+		}
+		t.pos[id] = int32(len(t.items))
+		t.order = append(t.order, int32(len(t.items)))
+		t.items = append(t.items, v)
+	}
+	slices.SortFunc(t.order, func(a, b int32) int { return t.less(t.key(&t.items[a]), t.key(&t.items[b])) })
+}
+
+func (t *table[T]) del(id int64) bool {
+	p, ok := t.pos[id]
+	if !ok {
+		return false
+	}
+	if i, found := t.find(t.key(&t.items[p])); found {
+		t.order = slices.Delete(t.order, i, i+1)
+	}
+	delete(t.pos, id)
+	var zero T
+	t.items[p] = zero
+	return true
+}
+
+func (t *table[T]) len() int { return len(t.pos) }
+
+func newTables() *tables {
+	return &tables{
+		entries: table[TimeEntry]{
+			pos:     map[int64]int32{},
+			key:     func(e *TimeEntry) [2]int64 { return [2]int64{dateKey(e.SpentDate), e.ID} },
+			id:      func(e *TimeEntry) int64 { return e.ID },
+			updated: func(e *TimeEntry) time.Time { return e.UpdatedAt },
+		},
+		projects: table[Project]{
+			pos:     map[int64]int32{},
+			key:     func(e *Project) [2]int64 { return [2]int64{e.CreatedAt.Unix(), e.ID} },
+			id:      func(e *Project) int64 { return e.ID },
+			updated: func(e *Project) time.Time { return e.UpdatedAt },
+		},
+		clients: table[Client]{
+			pos:     map[int64]int32{},
+			key:     func(e *Client) [2]int64 { return [2]int64{e.CreatedAt.Unix(), e.ID} },
+			id:      func(e *Client) int64 { return e.ID },
+			updated: func(e *Client) time.Time { return e.UpdatedAt },
+		},
+		users: table[User]{
+			pos:     map[int64]int32{},
+			key:     func(e *User) [2]int64 { return [2]int64{e.CreatedAt.Unix(), e.ID} },
+			id:      func(e *User) int64 { return e.ID },
+			updated: func(e *User) time.Time { return e.UpdatedAt },
+		},
+		tasks: table[Task]{
+			pos:     map[int64]int32{},
+			key:     func(e *Task) [2]int64 { return [2]int64{e.CreatedAt.Unix(), e.ID} },
+			id:      func(e *Task) int64 { return e.ID },
+			updated: func(e *Task) time.Time { return e.UpdatedAt },
+		},
+		deleted: map[clients.Resource]map[int64]time.Time{},
+	}
+}
+
+type tables struct {
+	entries  table[TimeEntry]
+	projects table[Project]
+	clients  table[Client]
+	users    table[User]
+	tasks    table[Task]
+	deleted  map[clients.Resource]map[int64]time.Time
+}
+
+// State is a snapshot of what the fake serves: the ground truth a mirror is
+// compared with.
+type State struct {
+	TimeEntries map[int64]TimeEntry
+	Projects    map[int64]Project
+	Clients     map[int64]Client
+	Users       map[int64]User
+	Tasks       map[int64]Task
+	// Deleted maps each resource's deleted ids to when they were deleted
+	// (the source clock). An id deleted and later re-created is not here.
+	Deleted map[clients.Resource]map[int64]time.Time
+}
+
+func snapshot[T any](t *table[T]) map[int64]T {
+	m := make(map[int64]T, t.len())
+	for id, p := range t.pos {
+		m[id] = t.items[p]
+	}
+	return m
+}
+
+func (ts *tables) state() State {
+	st := State{
+		TimeEntries: snapshot(&ts.entries),
+		Projects:    snapshot(&ts.projects),
+		Clients:     snapshot(&ts.clients),
+		Users:       snapshot(&ts.users),
+		Tasks:       snapshot(&ts.tasks),
+		Deleted:     map[clients.Resource]map[int64]time.Time{},
+	}
+	for r, m := range ts.deleted {
+		st.Deleted[r] = make(map[int64]time.Time, len(m))
+		for id, at := range m {
+			st.Deleted[r][id] = at
+		}
+	}
+	return st
+}
+
+// Count returns the number of live records of r.
+func (st State) Count(r clients.Resource) int {
+	switch r {
+	case clients.TimeEntries:
+		return len(st.TimeEntries)
+	case clients.Projects:
+		return len(st.Projects)
+	case clients.Clients:
+		return len(st.Clients)
+	case clients.Users:
+		return len(st.Users)
+	case clients.Tasks:
+		return len(st.Tasks)
+	}
+	return 0
+}
+
+// Versions returns r's live ids (decimal text, as in the mirror) with their
+// updated_at.
+func (st State) Versions(r clients.Resource) map[string]time.Time {
+	out := map[string]time.Time{}
+	for id, rec := range st.Expected(r) {
+		out[id] = rec.Version
+	}
+	return out
+}
+
+func ids(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// Expected returns r's live records as a correct client normalizes them
+// (typed fields and version; no Raw, no FetchedAt), keyed by id.
+func (st State) Expected(r clients.Resource) map[string]clients.Record {
+	out := map[string]clients.Record{}
+	switch r {
+	case clients.TimeEntries:
+		for _, e := range st.TimeEntries {
+			out[ids(e.ID)] = clients.Record{ID: ids(e.ID), Version: e.UpdatedAt.UTC(), TimeEntry: &clients.TimeEntry{
+				SpentDate: e.SpentDate, Hours: clients.Decimal(e.Hours), Notes: e.Notes,
+				UserID: ids(e.UserID), ProjectID: ids(e.ProjectID), TaskID: ids(e.TaskID), ClientID: ids(e.ClientID),
+				Billable: e.Billable, IsLocked: e.IsLocked, IsClosed: e.IsClosed, IsBilled: e.IsBilled,
+				IsRunning: e.IsRunning, InvoiceID: ids(e.InvoiceID),
+			}}
+		}
+	case clients.Projects:
+		for _, p := range st.Projects {
+			out[ids(p.ID)] = clients.Record{ID: ids(p.ID), Version: p.UpdatedAt.UTC(), Project: &clients.Project{
+				Name: p.Name, Code: p.Code, ClientID: ids(p.ClientID), IsActive: p.IsActive, IsBillable: p.IsBillable,
+			}}
+		}
+	case clients.Clients:
+		for _, c := range st.Clients {
+			out[ids(c.ID)] = clients.Record{ID: ids(c.ID), Version: c.UpdatedAt.UTC(), Client: &clients.Client{
+				Name: c.Name, Currency: c.Currency, IsActive: c.IsActive,
+			}}
+		}
+	case clients.Users:
+		for _, u := range st.Users {
+			out[ids(u.ID)] = clients.Record{ID: ids(u.ID), Version: u.UpdatedAt.UTC(), User: &clients.User{
+				FirstName: u.FirstName, LastName: u.LastName, Email: u.Email, IsActive: u.IsActive,
+			}}
+		}
+	case clients.Tasks:
+		for _, t := range st.Tasks {
+			out[ids(t.ID)] = clients.Record{ID: ids(t.ID), Version: t.UpdatedAt.UTC(), Task: &clients.Task{
+				Name: t.Name, IsActive: t.IsActive,
+			}}
+		}
+	}
+	return out
+}
