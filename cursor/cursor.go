@@ -7,8 +7,10 @@
 // operator command (Set, Reset) that is recorded in sync_runs with its actor.
 // Writes that must commit with the data they describe (Advance, FinishRun,
 // BackfillProgress) take the caller's transaction. It knows nothing of HTTP,
-// and returns its own errors (ErrNotFound, *BackwardError, ...) rather than
-// pgx's; database failures are wrapped with the operation that failed.
+// and callers decide on its own errors (ErrNotFound, ErrBackward with
+// *BackwardError, ErrRunExists), never on pgx's: pgx.ErrNoRows never escapes.
+// Other database failures are wrapped (%w) with the operation that failed,
+// so that context.Canceled stays visible to errors.Is.
 package cursor
 
 import (
