@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -194,7 +195,9 @@ func describe(err error) (field, what string) {
 		if te.Field == "" {
 			return "", fmt.Sprintf("want an object, got %s", te.Value)
 		}
-		return te.Field, fmt.Sprintf("want %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
+		// Embedded structs show up in the path by their Go name.
+		field := strings.ReplaceAll(te.Field, "common.", "")
+		return field, fmt.Sprintf("want %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
 	case errors.As(err, &se):
 		return "", fmt.Sprintf("not JSON (%s at byte %d)", se.Error(), se.Offset)
 	}
