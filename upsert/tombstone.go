@@ -1,0 +1,82 @@
+package upsert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tidemarkhq/tidemark/clients"
+)
+
+// ErrTooManyTombstones is returned (wrapped) by TombstoneMissing when it
+// would mark more rows deleted than its ceiling allows; it then writes nothing.
+var ErrTooManyTombstones = errors.New("too many rows would be marked deleted")
+
+// TombstoneParams selects what TombstoneMissing may mark deleted.
+type TombstoneParams struct {
+	Source   string
+	Resource clients.Resource
+	// From and To (inclusive) restrict to rows with spent_date in range, for
+	// time_entries only; a zero bound is open.
+	From, To clients.Date
+	// Seen holds every id the source listed for the range.
+	Seen []string
+	// AsOf is when the listing started: rows with a newer version may have
+	// been created after it and are kept. Marked rows get deleted_at = AsOf.
+	AsOf time.Time
+	// Max is the most rows one call may mark (0: no ceiling). A listing that
+	// came back short by mistake must not wipe the mirror.
+	Max int
+}
+
+// TombstoneMissing marks deleted the stored live rows of (Source, Resource) —
+// within [From, To] when set, with a version not newer than AsOf — whose id
+// is not in Seen. It keeps updated_at (the source's version) and the content
+// hash, so that a later version delivered by Apply brings the row back, while
+// the same version delivered again stays unchanged. It returns how many rows
+// it marked.
+func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64, error) {
+	t, ok := tables[p.Resource]
+	if !ok {
+		return 0, fmt.Errorf("tombstone: unknown resource %q", p.Resource)
+	}
+	where := fmt.Sprintf("tombstone %s/%s", p.Source, p.Resource)
+	if p.Source == "" || checkText(p.Source) != "" {
+		return 0, fmt.Errorf("%s: invalid source name", where)
+	}
+	if !t.byDate && (!p.From.IsZero() || !p.To.IsZero()) {
+		return 0, fmt.Errorf("%s: a spent-date range applies to time_entries only", where)
+	}
+	if r := checkTime(p.AsOf); r != "" {
+		return 0, fmt.Errorf("%s: AsOf: %s", where, r)
+	}
+	for i, id := range p.Seen {
+		if r := checkText(id); r != "" {
+			return 0, fmt.Errorf("%s: seen id %d (%q): %s", where, i, id, r)
+		}
+	}
+	if p.Seen == nil {
+		p.Seen = []string{}
+	}
+	var n, marked int64
+	err := tx.QueryRow(ctx, t.tombstoneMissing, p.Source, p.AsOf.Truncate(time.Microsecond),
+		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max)).Scan(&n, &marked)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", where, err)
+	}
+	if p.Max > 0 && n > int64(p.Max) {
+		return 0, fmt.Errorf("%s: %w: %d rows not in the listing, the ceiling is %d; check that the listing was complete, or raise the ceiling", where, ErrTooManyTombstones, n, p.Max)
+	}
+	return marked, nil
+}
+
+func dateArg(d clients.Date) pgtype.Date {
+	if d.IsZero() {
+		return pgtype.Date{}
+	}
+	return pgtype.Date{Time: d.Time(), Valid: true}
+}

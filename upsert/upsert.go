@@ -1,0 +1,418 @@
+// Package upsert owns the versioned write of tracker records into the mirror
+// tables: validation of a page, staging, the merge under the version guard,
+// the counts of what happened, and tombstones.
+//
+// It promises the write rule of DESIGN.md: a row only ever moves to a newer
+// (version, fetched_at); a re-delivery of stored content writes nothing at all
+// (no row lock, no WAL); one row per (source, id) whatever the order of pages
+// and however many appliers run at once; and a page with a bad record writes
+// nothing.
+package upsert
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tidemarkhq/tidemark/clients"
+)
+
+// Counts says what Apply did with each record of a page. Inserted, Updated,
+// Unchanged and Stale add up to the records given; Ties is the part of
+// Updated that replaced the same version (fetched later); Tombstoned counts
+// rows marked deleted (by a deletion record or by TombstoneMissing).
+type Counts struct{ Inserted, Updated, Unchanged, Stale, Ties, Tombstoned int64 }
+
+// Add adds o to c.
+func (c *Counts) Add(o Counts) {
+	c.Inserted += o.Inserted
+	c.Updated += o.Updated
+	c.Unchanged += o.Unchanged
+	c.Stale += o.Stale
+	c.Ties += o.Ties
+	c.Tombstoned += o.Tombstoned
+}
+
+// Total is the number of records the counts account for.
+func (c Counts) Total() int64 { return c.Inserted + c.Updated + c.Unchanged + c.Stale }
+
+// item is a validated record ready to write.
+type item struct {
+	rec              *clients.Record
+	version, fetched time.Time // truncated to the database's microseconds
+	deletedAt        any       // time.Time or nil
+	hash             [32]byte
+	typed            []any // typed column values; nil for a tombstone without fields
+}
+
+func (it *item) newerThan(v, f time.Time) bool {
+	if c := it.version.Compare(v); c != 0 {
+		return c > 0
+	}
+	return it.fetched.After(f)
+}
+
+// maxRounds bounds the lookup-and-write rounds of one Apply. A round only
+// repeats for rows that a concurrent applier wrote between our lookup and our
+// write, so more than a few means something else is wrong.
+const maxRounds = 8
+
+// Apply writes one page of normalized records of one resource for one source,
+// in the caller's transaction, following the write rule. It validates the
+// whole page first: on a bad record it returns a *RecordError and writes
+// nothing. The same id twice in a page keeps its highest (Version, FetchedAt);
+// the others count as stale.
+func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, recs []clients.Record) (Counts, error) {
+	t, ok := tables[r]
+	if !ok {
+		return Counts{}, fmt.Errorf("apply: unknown resource %q", r)
+	}
+	if source == "" || checkText(source) != "" {
+		return Counts{}, fmt.Errorf("apply %s: invalid source name %q", r, source)
+	}
+	items, err := prepare(t, recs)
+	if err != nil {
+		return Counts{}, err
+	}
+	var c Counts
+	items, c.Stale = dedupe(items)
+	for round := 0; len(items) > 0; round++ {
+		if round == maxRounds {
+			return c, fmt.Errorf("apply %s/%s: %d records still contended after %d rounds", source, r, len(items), maxRounds)
+		}
+		var rc Counts
+		rc, items, err = applyRound(ctx, tx, t, source, items, round == 0)
+		c.Add(rc)
+		if err != nil {
+			return c, fmt.Errorf("apply %s/%s: %w", source, r, err)
+		}
+	}
+	return c, nil
+}
+
+// prepare validates every record and computes its hash and column values.
+func prepare(t *table, recs []clients.Record) ([]item, error) {
+	items := make([]item, len(recs))
+	for i := range recs {
+		rec := &recs[i]
+		if err := prepareOne(t, rec, &items[i]); err != nil {
+			err.Index, err.ID = i, rec.ID
+			return nil, err
+		}
+	}
+	return items, nil
+}
+
+func prepareOne(t *table, rec *clients.Record, it *item) *RecordError {
+	if rec.ID == "" {
+		return &RecordError{Field: "id", Reason: "empty"}
+	}
+	if r := checkText(rec.ID); r != "" {
+		return &RecordError{Field: "id", Reason: r}
+	}
+	if r := checkTime(rec.Version); r != "" {
+		return &RecordError{Field: "version", Reason: r}
+	}
+	if r := checkTime(rec.FetchedAt); r != "" {
+		return &RecordError{Field: "fetched_at", Reason: r}
+	}
+	it.rec = rec
+	it.version = rec.Version.Truncate(time.Microsecond)
+	it.fetched = rec.FetchedAt.Truncate(time.Microsecond)
+	if rec.DeletedAt != nil {
+		if r := checkTime(*rec.DeletedAt); r != "" {
+			return &RecordError{Field: "deleted_at", Reason: r}
+		}
+		it.deletedAt = rec.DeletedAt.Truncate(time.Microsecond)
+	}
+	if len(rec.Raw) == 0 {
+		return &RecordError{Field: "raw", Reason: "empty"}
+	}
+	cz := canonPool.Get().(*canonicalizer)
+	out, flags, err := cz.canonical(rec.Raw)
+	if err == nil {
+		it.hash = sha256.Sum256(out)
+	}
+	canonPool.Put(cz)
+	switch {
+	case err != nil:
+		return &RecordError{Field: "raw", Reason: err.Error()}
+	case !flags.object:
+		return &RecordError{Field: "raw", Reason: "not a JSON object"}
+	case flags.nulEscape:
+		return &RecordError{Field: "raw", Reason: `holds a \u0000 escape, which jsonb cannot store`}
+	case flags.badSurrogate:
+		return &RecordError{Field: "raw", Reason: "holds an unpaired UTF-16 surrogate escape, which jsonb refuses"}
+	}
+	if n := typedCount(rec); n > 1 || (n == 1 && !hasTyped(t, rec)) {
+		return &RecordError{Field: "typed fields", Reason: "set for another resource than " + t.name}
+	}
+	if rec.DeletedAt != nil && !hasTyped(t, rec) {
+		return nil // a tombstone without content: typed stays nil
+	}
+	vals, re := t.values(rec, make([]any, 0, len(t.typed)))
+	if re != nil {
+		return re
+	}
+	it.typed = vals
+	return nil
+}
+
+func typedCount(rec *clients.Record) int {
+	n := 0
+	for _, set := range [...]bool{rec.TimeEntry != nil, rec.Project != nil, rec.Client != nil, rec.User != nil, rec.Task != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+func hasTyped(t *table, rec *clients.Record) bool {
+	switch t {
+	case tables[clients.TimeEntries]:
+		return rec.TimeEntry != nil
+	case tables[clients.Projects]:
+		return rec.Project != nil
+	case tables[clients.Clients]:
+		return rec.Client != nil
+	case tables[clients.Users]:
+		return rec.User != nil
+	case tables[clients.Tasks]:
+		return rec.Task != nil
+	}
+	return false
+}
+
+// dedupe keeps, per id, the record with the highest (version, fetched_at);
+// of equal ones, the first. It returns the kept items sorted by id and the
+// number dropped.
+func dedupe(items []item) ([]item, int64) {
+	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.rec.ID, b.rec.ID) })
+	out := items[:0]
+	var dropped int64
+	for i := range items {
+		if n := len(out); n > 0 && out[n-1].rec.ID == items[i].rec.ID {
+			dropped++
+			if items[i].newerThan(out[n-1].version, out[n-1].fetched) {
+				out[n-1] = items[i]
+			}
+			continue
+		}
+		out = append(out, items[i])
+	}
+	return out, dropped
+}
+
+type stored struct {
+	version, fetched time.Time
+	hash             []byte
+}
+
+// applyRound looks up the stored state of items, writes the new and newer
+// ones and counts the rest. It returns the items a concurrent writer touched
+// between lookup and write: they need another round.
+func applyRound(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, first bool) (Counts, []item, error) {
+	var c Counts
+	ids := make([]string, len(items))
+	for i := range items {
+		ids[i] = items[i].rec.ID
+	}
+	have, err := lookup(ctx, tx, t, source, ids, first)
+	if err != nil {
+		return c, nil, err
+	}
+
+	var fresh, newer, typeless []*item
+	ties := map[string]bool{}
+	for i := range items {
+		it := &items[i]
+		s, ok := have[it.rec.ID]
+		switch {
+		case !ok:
+			fresh = append(fresh, it)
+		case bytes.Equal(s.hash, it.hash[:]):
+			c.Unchanged++
+		case !it.newerThan(s.version, s.fetched):
+			c.Stale++
+		default:
+			if it.version.Equal(s.version) {
+				ties[it.rec.ID] = true
+			}
+			if it.typed == nil {
+				typeless = append(typeless, it)
+			} else {
+				newer = append(newer, it)
+			}
+		}
+	}
+	if len(fresh)+len(newer)+len(typeless) == 0 {
+		return c, nil, nil
+	}
+
+	if len(fresh)+len(newer) > 0 {
+		if err := stage(ctx, tx, t, fresh, newer); err != nil {
+			return c, nil, err
+		}
+	}
+	b := &pgx.Batch{}
+	if len(fresh) > 0 {
+		b.Queue(t.insertNew, source)
+	}
+	if len(newer) > 0 {
+		b.Queue(t.upsertExisting, source)
+	}
+	if len(typeless) > 0 {
+		b.Queue(t.updateTypeless, typelessArgs(source, typeless)...)
+	}
+	if len(fresh)+len(newer) > 0 {
+		b.Queue(t.clearStage)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+
+	var retry []item
+	count := func(group []*item, inserted bool) error {
+		written, err := returnedIDs(br, len(group))
+		if err != nil {
+			return err
+		}
+		for _, it := range group {
+			if !written[it.rec.ID] {
+				retry = append(retry, *it) // written meanwhile by another applier
+				continue
+			}
+			if inserted {
+				c.Inserted++
+			} else {
+				c.Updated++
+				if ties[it.rec.ID] {
+					c.Ties++
+				}
+			}
+			if it.deletedAt != nil {
+				c.Tombstoned++
+			}
+		}
+		return nil
+	}
+	if len(fresh) > 0 {
+		if err := count(fresh, true); err != nil {
+			return c, nil, fmt.Errorf("insert: %w", err)
+		}
+	}
+	if len(newer) > 0 {
+		if err := count(newer, false); err != nil {
+			return c, nil, fmt.Errorf("update: %w", err)
+		}
+	}
+	if len(typeless) > 0 {
+		if err := count(typeless, false); err != nil {
+			return c, nil, fmt.Errorf("tombstone: %w", err)
+		}
+	}
+	if len(fresh)+len(newer) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return c, nil, fmt.Errorf("clear staging: %w", err)
+		}
+	}
+	return c, retry, br.Close()
+}
+
+// lookup returns the stored version and hash of ids. With create it also
+// makes sure the session's staging table exists, in the same round trip.
+func lookup(ctx context.Context, tx pgx.Tx, t *table, source string, ids []string, create bool) (map[string]stored, error) {
+	b := &pgx.Batch{}
+	if create {
+		b.Queue(t.createStage)
+	}
+	b.Queue(t.lookup, source, ids)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if create {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("create staging table: %w", err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("look up stored versions: %w", err)
+	}
+	have := make(map[string]stored, len(ids))
+	var id string
+	var s stored
+	_, err = pgx.ForEachRow(rows, []any{&id, &s.version, &s.fetched, &s.hash}, func() error {
+		have[id] = s
+		s.hash = nil // ForEachRow scans into the same variables; keep the slice
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up stored versions: %w", err)
+	}
+	return have, br.Close()
+}
+
+// stage copies the rows to write into the session's staging table, in id
+// order.
+func stage(ctx context.Context, tx pgx.Tx, t *table, fresh, newer []*item) error {
+	all := make([]*item, 0, len(fresh)+len(newer))
+	all = append(append(all, fresh...), newer...)
+	nFresh := len(fresh)
+	var defaults []any
+	row := make([]any, 0, len(t.typed)+8)
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", t.stage}, t.stageColumns(),
+		pgx.CopyFromSlice(len(all), func(i int) ([]any, error) {
+			it := all[i]
+			row = append(row[:0], it.rec.ID)
+			if it.typed != nil {
+				row = append(row, it.typed...)
+			} else {
+				defaults = t.typeless(it.rec, defaults[:0])
+				row = append(row, defaults...)
+			}
+			row = append(row, it.version, it.fetched, it.hash[:], it.rec.Raw, it.deletedAt, i < nFresh)
+			return row, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("stage rows: %w", err)
+	}
+	return nil
+}
+
+func typelessArgs(source string, items []*item) []any {
+	ids := make([]string, len(items))
+	versions := make([]time.Time, len(items))
+	fetched := make([]time.Time, len(items))
+	hashes := make([][]byte, len(items))
+	raws := make([]string, len(items))
+	deleted := make([]pgtype.Timestamptz, len(items))
+	for i, it := range items {
+		ids[i], versions[i], fetched[i] = it.rec.ID, it.version, it.fetched
+		hashes[i], raws[i] = it.hash[:], string(it.rec.Raw)
+		if d, ok := it.deletedAt.(time.Time); ok {
+			deleted[i] = pgtype.Timestamptz{Time: d, Valid: true}
+		}
+	}
+	return []any{source, ids, versions, fetched, hashes, raws, deleted}
+}
+
+// returnedIDs reads the ids a write statement returned.
+func returnedIDs(br pgx.BatchResults, n int) (map[string]bool, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	got := make(map[string]bool, n)
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { got[id] = true; return nil }); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
