@@ -89,10 +89,22 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(g),
 		newMigrateCmd(g),
+		newRunCmd(g),
+		newSyncCmd(g),
+		newBackfillCmd(g),
+		newCursorsCmd(g),
+		newCursorCmd(g),
+		newRunsCmd(g),
+		newDemoCmd(g),
 	)
-	for _, c := range root.Commands() {
-		c.Args = wrapArgs(c.Args)
+	var wrap func(c *cobra.Command)
+	wrap = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			sub.Args = wrapArgs(sub.Args)
+			wrap(sub)
+		}
 	}
+	wrap(root)
 	return root
 }
 

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/config"
+)
+
+// cursorJSON is one element of `cursors --json` (a contract: add fields,
+// rename none).
+type cursorJSON struct {
+	Source            string     `json:"source"`
+	Resource          string     `json:"resource"`
+	HighWater         *time.Time `json:"high_water"`
+	LagSeconds        *float64   `json:"lag_seconds"`
+	UpdatedBy         string     `json:"updated_by,omitempty"`
+	LastRunID         string     `json:"last_run_id,omitempty"`
+	LastRunKind       string     `json:"last_run_kind,omitempty"`
+	LastRunStatus     string     `json:"last_run_status"`
+	LastRunStartedAt  *time.Time `json:"last_run_started_at"`
+	LastRunFinishedAt *time.Time `json:"last_run_finished_at"`
+	LastRunError      string     `json:"last_run_error,omitempty"`
+	LastRunCounts     countsJSON `json:"last_run_counts"`
+	LastOKAt          *time.Time `json:"last_ok_at"`
+	NextRunAt         *time.Time `json:"next_run_at"`
+}
+
+// countsJSON is a run's counts with stable lower-case keys.
+type countsJSON struct {
+	Fetched    int64 `json:"fetched"`
+	Inserted   int64 `json:"inserted"`
+	Updated    int64 `json:"updated"`
+	Unchanged  int64 `json:"unchanged"`
+	Stale      int64 `json:"stale"`
+	Ties       int64 `json:"ties"`
+	Tombstoned int64 `json:"tombstoned"`
+}
+
+func newCursorsCmd(g *globals) *cobra.Command {
+	var f appFlags
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "cursors",
+		Short: "Show the cursor and last pass of every source and resource",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := newApp(cmd.Context(), g, &f)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			rows, err := cursorRows(cmd.Context(), a, f.source, time.Now())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(g.stdout, rows)
+			}
+			writeCursorTable(g.stdout, rows)
+			return nil
+		},
+	}
+	f.register(c, true)
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (an array of objects)")
+	return c
+}
+
+func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]cursorJSON, error) {
+	sts, err := cursor.New(a.pool).List(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]cursor.Status{}
+	for _, s := range sts {
+		byKey[s.Source+"/"+s.Resource] = s
+	}
+	var out []cursorJSON
+	add := func(st cursor.Status, sc *config.Source) {
+		row := cursorJSON{Source: st.Source, Resource: st.Resource, UpdatedBy: st.UpdatedBy, LastOKAt: st.LastOK}
+		if !st.HighWater.IsZero() {
+			hw := st.HighWater.UTC()
+			row.HighWater = &hw
+			lag := now.Sub(hw).Seconds()
+			row.LagSeconds = &lag
+		}
+		if r := st.LastRun; r != nil {
+			started := r.StartedAt.UTC()
+			row.LastRunID, row.LastRunKind, row.LastRunStatus = r.RunID, r.Kind, r.Status
+			row.LastRunStartedAt, row.LastRunFinishedAt = &started, r.FinishedAt
+			row.LastRunError, row.LastRunCounts = r.Error, countsJSON(r.Counts)
+		}
+		if sc != nil {
+			if sched, err := config.CronParser.Parse(sc.Schedule); err == nil {
+				next := sched.Next(now.UTC())
+				row.NextRunAt = &next
+			}
+		}
+		out = append(out, row)
+	}
+	// Configured sources first, every resource shown even before its first run.
+	for i := range a.cfg.Sources {
+		sc := &a.cfg.Sources[i]
+		if only != "" && sc.Name != only {
+			continue
+		}
+		for _, r := range sc.Resources {
+			key := sc.Name + "/" + r
+			st, ok := byKey[key]
+			if !ok {
+				st = cursor.Status{Source: sc.Name, Resource: r}
+			}
+			delete(byKey, key)
+			add(st, sc)
+		}
+	}
+	// Then what the database knows of sources no longer configured.
+	for _, st := range sts {
+		if _, ok := byKey[st.Source+"/"+st.Resource]; ok {
+			add(st, nil)
+		}
+	}
+	return out, nil
+}
+
+func writeCursorTable(w io.Writer, rows []cursorJSON) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tRESOURCE\tHIGH WATER\tLAG\tLAST RUN\tSTATUS\tAT\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tNEXT RUN")
+	for _, r := range rows {
+		hw, lag := "never", "-"
+		if r.HighWater != nil {
+			hw = r.HighWater.Format(time.RFC3339)
+			lag = (time.Duration(*r.LagSeconds) * time.Second).Round(time.Second).String()
+		}
+		at := "-"
+		if r.LastRunFinishedAt != nil {
+			at = r.LastRunFinishedAt.UTC().Format(time.RFC3339)
+		} else if r.LastRunStartedAt != nil {
+			at = r.LastRunStartedAt.Format(time.RFC3339)
+		}
+		next := "-"
+		if r.NextRunAt != nil {
+			next = r.NextRunAt.Format(time.RFC3339)
+		}
+		c := r.LastRunCounts
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
+			r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), cmp.Or(r.LastRunStatus, "-"), at,
+			c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next)
+	}
+	tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func actor() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + cmp.Or(host, "unknown")
+}
+
+// confirm asks on a terminal; elsewhere it requires --yes.
+func confirm(g *globals, yes bool, in io.Reader, question string) error {
+	if yes {
+		return nil
+	}
+	if !isTerminal(in) || !isTerminal(g.stderr) {
+		return usagef("%s: not on a terminal, so pass --yes to confirm", question)
+	}
+	fmt.Fprintf(g.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(in).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		return fmt.Errorf("not confirmed; nothing changed")
+	}
+	return nil
+}
+
+func newCursorCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "cursor", Short: "Operator repair of a cursor: set or reset (recorded in sync_runs)"}
+	var sf appFlags
+	var resource, to string
+	var yes bool
+	set := &cobra.Command{
+		Use:   "set",
+		Short: "Move a cursor to a time (even backward); the next pass starts there minus the overlap",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sf.source == "" || resource == "" || to == "" {
+				return usagef("--source, --resource and --to are required")
+			}
+			if _, err := clients.ParseResource(resource); err != nil {
+				return usagef("--resource: %v", err)
+			}
+			t, err := time.Parse(time.RFC3339, to)
+			if err != nil {
+				return usagef("--to %q: want RFC 3339, e.g. 2026-01-31T00:00:00Z", to)
+			}
+			a, err := newApp(cmd.Context(), g, &sf)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			if err := confirm(g, yes, os.Stdin, fmt.Sprintf("set cursor %s/%s to %s", sf.source, resource, t.UTC().Format(time.RFC3339))); err != nil {
+				return err
+			}
+			prev, err := cursor.New(a.pool).Set(cmd.Context(), cursor.SetParams{Source: sf.source, Resource: resource, To: t, Actor: actor()})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> %s\n", sf.source, resource, fmtTime(prev.HighWater), fmtTime(t))
+			return nil
+		},
+	}
+	sf.register(set, true)
+	set.Flags().StringVar(&resource, "resource", "", "resource")
+	set.Flags().StringVar(&to, "to", "", "new high water, RFC 3339")
+	set.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+
+	var rf appFlags
+	var rresource string
+	var ryes bool
+	reset := &cobra.Command{
+		Use:   "reset",
+		Short: "Forget a cursor: the next pass lists everything again",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rf.source == "" {
+				return usagef("--source is required")
+			}
+			a, err := newApp(cmd.Context(), g, &rf)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			sc, _ := a.cfg.Source(rf.source)
+			rs := sc.Resources
+			if rresource != "" {
+				if _, err := clients.ParseResource(rresource); err != nil {
+					return usagef("--resource: %v", err)
+				}
+				rs = []string{rresource}
+			}
+			if err := confirm(g, ryes, os.Stdin, fmt.Sprintf("reset cursors of %s: %s", rf.source, strings.Join(rs, ", "))); err != nil {
+				return err
+			}
+			for _, r := range rs {
+				prev, err := cursor.New(a.pool).Reset(cmd.Context(), cursor.ResetParams{Source: rf.source, Resource: r, Actor: actor()})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> never\n", rf.source, r, fmtTime(prev.HighWater))
+			}
+			return nil
+		},
+	}
+	rf.register(reset, true)
+	reset.Flags().StringVar(&rresource, "resource", "", "only this resource (default: all of the source's)")
+	reset.Flags().BoolVar(&ryes, "yes", false, "do not ask for confirmation")
+	c.AddCommand(set, reset)
+	return c
+}
+
+func newRunsCmd(g *globals) *cobra.Command {
+	var f appFlags
+	var asJSON bool
+	var limit int
+	var resource string
+	c := &cobra.Command{
+		Use:   "runs",
+		Short: "Show recent passes and operator changes, newest first",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := newApp(cmd.Context(), g, &f)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			runs, err := cursor.New(a.pool).Runs(cmd.Context(), cursor.RunsParams{Source: f.source, Resource: resource, Limit: limit})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if runs == nil {
+					runs = []cursor.Run{}
+				}
+				return writeJSON(g.stdout, runs)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "STARTED\tKIND\tSOURCE\tRESOURCE\tSTATUS\tTOOK\tPAGES\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tACTOR/ERROR")
+			for _, r := range runs {
+				took := "-"
+				if r.FinishedAt != nil {
+					took = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+				}
+				note := r.Actor
+				if r.Error != "" {
+					note = strings.ReplaceAll(r.Error, "\n", "; ")
+					if len(note) > 120 {
+						note = note[:117] + "..."
+					}
+				}
+				c := r.Counts
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
+					r.StartedAt.UTC().Format(time.RFC3339), r.Kind, r.Source, r.Resource, r.Status, took, r.Pages,
+					c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, note)
+			}
+			return tw.Flush()
+		},
+	}
+	f.register(c, true)
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().IntVar(&limit, "limit", 50, "how many runs")
+	c.Flags().StringVar(&resource, "resource", "", "only this resource")
+	return c
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/simulated"
+	"github.com/tidemarkhq/tidemark/configs"
+	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/metrics"
+	"github.com/tidemarkhq/tidemark/internal/pgcluster"
+	"github.com/tidemarkhq/tidemark/internal/verify"
+	"github.com/tidemarkhq/tidemark/migrations"
+	"github.com/tidemarkhq/tidemark/poller"
+)
+
+// startSimulated starts the built-in tracker of a kind: simulated source, with
+// its mutation stream when configured.
+func startSimulated(ctx context.Context, sc *config.Source, log zerolog.Logger) (*simulated.Tracker, error) {
+	tr, err := simulated.New(simulated.Params{
+		Seed:  sc.Simulated.Seed,
+		Users: sc.Simulated.Users,
+		Days:  sc.Simulated.Days,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sc.Simulated.MutationsPerTick > 0 {
+		every := sc.Simulated.Every.D()
+		if every <= 0 {
+			every = time.Second
+		}
+		go tr.Run(ctx, every, sc.Simulated.MutationsPerTick)
+	}
+	log.Info().Str("source", sc.Name).Str("url", tr.URL()).Msg("simulated tracker started")
+	return tr, nil
+}
+
+func newDemoCmd(g *globals) *cobra.Command {
+	var every time.Duration
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the whole system on this machine: a simulated tracker, a real Postgres, the daemon",
+		Long: `demo starts the built-in simulated tracker (Harvest dialect, with a stream of
+creates, edits and deletes), uses DATABASE_URL or else starts a throwaway
+PostgreSQL from the local server binaries, migrates it, and runs the daemon
+with configs/simulated.yaml. Every few seconds it prints the cursors, the row
+counts and a mirror-versus-source check. Ctrl-C stops it and removes the
+throwaway database.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithCancel(context.WithoutCancel(cmd.Context()))
+			defer cancel()
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			return runDemo(ctx, g, every, sigs)
+		},
+	}
+	c.Flags().DurationVar(&every, "every", 5*time.Second, "how often to print the status")
+	return c
+}
+
+func runDemo(ctx context.Context, g *globals, every time.Duration, sigs <-chan os.Signal) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	dbURL := os.Getenv("DATABASE_URL")
+	if dbURL == "" {
+		fmt.Fprintln(g.stdout, "Starting a throwaway PostgreSQL (set DATABASE_URL to use yours)...")
+		cl, err := pgcluster.Start(ctx, pgcluster.Options{})
+		if err != nil {
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		defer func() {
+			if err := cl.Stop(); err != nil {
+				log.Warn().Err(err).Msg("stop PostgreSQL")
+			}
+		}()
+		dbURL = cl.URL("postgres")
+		fmt.Fprintf(g.stdout, "PostgreSQL is at %s (removed when the demo ends)\n", dbURL)
+	}
+	if _, err := migrations.Up(ctx, dbURL); err != nil {
+		return err
+	}
+	cfg, err := config.Parse("configs/simulated.yaml", configs.Simulated, func(k string) (string, bool) {
+		if k == "DATABASE_URL" {
+			return dbURL, true
+		}
+		return os.LookupEnv(k)
+	})
+	if err != nil {
+		return err
+	}
+	a := &app{g: g, cfg: cfg, dbURL: dbURL, log: log}
+	a.metrics = metrics.New()
+	if err := a.connect(ctx); err != nil {
+		return err
+	}
+	defer a.Close()
+	listen := cfg.Listen
+	if l, err := net.Listen("tcp", listen); err != nil {
+		listen = "" // taken (another demo?): run without the ops endpoints
+	} else {
+		l.Close()
+		fmt.Fprintf(g.stdout, "Metrics: http://%s/metrics\n", listen)
+	}
+	fmt.Fprintf(g.stdout, "Running the daemon with configs/simulated.yaml. Ctrl-C to stop.\n\n")
+
+	return runDaemon(ctx, a, listen, sigs, func(p *poller.Poller) {
+		go func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					printDemoStatus(ctx, g, a)
+				}
+			}
+		}()
+	})
+}
+
+func printDemoStatus(ctx context.Context, g *globals, a *app) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "── %s ──\n", time.Now().Format(time.TimeOnly))
+	rows, err := cursorRows(ctx, a, "", time.Now())
+	if err != nil {
+		fmt.Fprintf(g.stdout, "status: %v\n", err)
+		return
+	}
+	writeCursorTable(&b, rows)
+	for name, tr := range a.simulated {
+		truth := tr.Truth()
+		for _, r := range []clients.Resource{clients.Clients, clients.Users, clients.Projects, clients.Tasks, clients.TimeEntries} {
+			rep, err := verify.Compare(ctx, a.pool, name, r, truth.Versions(r))
+			if err != nil {
+				fmt.Fprintf(&b, "%s/%s: %v\n", name, r, err)
+				continue
+			}
+			state := "in sync"
+			if !rep.InSync() {
+				state = "catching up"
+			}
+			fmt.Fprintf(&b, "%-24s %s: %d live at the source, %d missing, %d stale, %d deleted there but live here\n",
+				name+"/"+string(r), state, rep.Live, rep.Missing, rep.Stale+rep.Ahead, rep.Undeleted)
+		}
+	}
+	fmt.Fprintln(g.stdout, b.String())
+}

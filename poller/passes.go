@@ -1,0 +1,335 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/upsert"
+)
+
+// Incremental runs one incremental pass of a source: for each resource,
+// everything updated since the cursor minus the overlap. It takes the
+// source's lease (ErrBusy when another pass holds it). One resource failing
+// does not stop the others; the errors are joined.
+func (p *Poller) Incremental(ctx context.Context, source string, only ...clients.Resource) ([]Result, error) {
+	s, err := p.source(source)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := p.resources(s, only)
+	if err != nil {
+		return nil, err
+	}
+	release, err := p.leaser.TryAcquire(ctx, "source:"+source)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var results []Result
+	var errs []error
+	for _, r := range rs {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		res, err := p.incremental(ctx, s, r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		results = append(results, res)
+	}
+	return results, errors.Join(errs...)
+}
+
+func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource) (Result, error) {
+	start := time.Now()
+	res := Result{RunID: newRunID(), Source: s.Name(), Resource: r, Kind: cursor.KindIncremental}
+	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
+
+	cur, err := p.store.Load(ctx, s.Name(), string(r))
+	if err != nil && !errors.Is(err, cursor.ErrNotFound) {
+		return res, fmt.Errorf("%s/%s: load cursor: %w", s.Name(), r, err)
+	}
+	res.HighWaterBefore = cur.HighWater
+	var w clients.Window
+	if !cur.HighWater.IsZero() {
+		w.UpdatedSince = cur.HighWater.Add(-s.Overlap)
+	}
+	if err := p.store.StartRun(ctx, cursor.StartRunParams{
+		RunID: res.RunID, Source: s.Name(), Resource: string(r), Kind: res.Kind,
+		WindowSince: timePtr(w.UpdatedSince), HighWaterBefore: timePtr(cur.HighWater),
+	}); err != nil {
+		return res, fmt.Errorf("%s/%s: record run start: %w", s.Name(), r, err)
+	}
+	log.Info().Time("since", w.UpdatedSince).Msg("incremental pass started")
+
+	l, err := p.applyListing(ctx, log, s, r, w, false, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+		// The new high water: the newest version seen, capped by the source's
+		// clock when the pass began (records changed after that instant may sit
+		// on pages already served). Never our own clock.
+		hw := l.maxVersion
+		if !l.sourceTime.IsZero() && hw.After(l.sourceTime) {
+			hw = l.sourceTime
+		}
+		res.HighWaterAfter = cur.HighWater
+		if hw.After(cur.HighWater) {
+			if err := cursor.Advance(ctx, tx, s.Name(), string(r), hw); err != nil {
+				return err
+			}
+			res.HighWaterAfter = hw
+		}
+		return cursor.FinishRun(ctx, tx, cursor.FinishRunParams{
+			RunID: res.RunID, Status: cursor.StatusOK, Pages: l.pages, Counts: l.counts,
+			HighWaterAfter: timePtr(res.HighWaterAfter),
+		})
+	})
+	res.Took = time.Since(start)
+	if l != nil {
+		res.Pages, res.Counts, res.SourceTime = l.pages, l.counts, l.sourceTime
+	}
+	if err != nil {
+		err = fmt.Errorf("%s/%s: %w", s.Name(), r, err)
+		p.finishFailed(ctx, log, res.RunID, l, err)
+		p.metrics.Pass(s.Name(), string(r), res.Kind, "failed", res.Took)
+		return res, err
+	}
+	if !res.SourceTime.IsZero() && !res.HighWaterAfter.IsZero() {
+		p.metrics.Lag(s.Name(), string(r), res.SourceTime.Sub(res.HighWaterAfter))
+	}
+	p.metrics.Pass(s.Name(), string(r), res.Kind, "ok", res.Took)
+	logCounts(log.Info(), res).Msg("incremental pass done")
+	return res, nil
+}
+
+// BackfillParams select a backfill.
+type BackfillParams struct {
+	Source   string
+	Resource clients.Resource
+	From, To clients.Date
+	// WindowDays overrides the source's window size.
+	WindowDays int
+	// Progress, when set, is called after each window.
+	Progress func(BackfillProgress)
+}
+
+// BackfillProgress reports a backfill's advance.
+type BackfillProgress struct {
+	Backfill     cursor.Backfill
+	WindowsDone  int
+	WindowsTotal int
+	Records      int64 // applied by this invocation
+	Elapsed      time.Duration
+}
+
+// Backfill lists a spent-date range window by window and records progress
+// after each one, so a killed backfill resumes where it stopped when run
+// again with the same range. It never moves the incremental cursor and may
+// run beside the daemon: the version guard makes the race harmless. It takes
+// a lease of its own, so two backfills of one source never run at once.
+func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error) {
+	start := time.Now()
+	res := Result{RunID: newRunID(), Source: bp.Source, Resource: bp.Resource, Kind: cursor.KindBackfill}
+	s, err := p.source(bp.Source)
+	if err != nil {
+		return res, err
+	}
+	if _, err := p.resources(s, []clients.Resource{bp.Resource}); err != nil {
+		return res, err
+	}
+	if bp.From.IsZero() || bp.To.IsZero() || bp.To.Before(bp.From) {
+		return res, fmt.Errorf("backfill needs --from <= --to (got %s..%s)", bp.From, bp.To)
+	}
+	release, err := p.leaser.TryAcquire(ctx, "backfill:"+bp.Source)
+	if err != nil {
+		return res, err
+	}
+	defer release()
+	wd := bp.WindowDays
+	if wd <= 0 {
+		wd = s.WindowDays
+	}
+	bf, err := p.store.StartBackfill(ctx, cursor.BackfillParams{
+		Source: bp.Source, Resource: string(bp.Resource), From: bp.From, To: bp.To, WindowDays: wd,
+	})
+	if err != nil {
+		return res, fmt.Errorf("%s/%s: start backfill: %w", bp.Source, bp.Resource, err)
+	}
+	log := p.passLogger(s.Name(), bp.Resource, res.RunID, res.Kind)
+	if err := p.store.StartRun(ctx, cursor.StartRunParams{
+		RunID: res.RunID, Source: s.Name(), Resource: string(bp.Resource), Kind: res.Kind,
+		WindowFrom: bf.Next, WindowTo: bp.To,
+	}); err != nil {
+		return res, fmt.Errorf("%s/%s: record run start: %w", s.Name(), bp.Resource, err)
+	}
+	log.Info().Stringer("from", bp.From).Stringer("to", bp.To).Stringer("resume_at", bf.Next).
+		Int("window_days", bf.WindowDays).Msg("backfill started")
+
+	// Only time entries can be listed by spent date; the other resources are
+	// small and listed whole, as one window.
+	byDate := bp.Resource == clients.TimeEntries
+	done := bf.WindowsDone
+	var total cursor.Counts
+	var runErr error
+	for next := bf.Next; !next.After(bp.To); {
+		if err := ctx.Err(); err != nil {
+			runErr = err
+			break
+		}
+		end := next.AddDays(bf.WindowDays - 1)
+		if end.After(bp.To) {
+			end = bp.To
+		}
+		w := clients.Window{From: next, To: end}
+		if !byDate {
+			w, end = clients.Window{}, bp.To
+		}
+		l, err := p.applyListing(ctx, log, s, bp.Resource, w, false, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+			return cursor.BackfillProgress(ctx, tx, bf.ID, end.AddDays(1), l.counts.Fetched)
+		})
+		if l != nil {
+			res.Pages += l.pages
+			addCursorCounts(&total, l.counts)
+		}
+		if err != nil {
+			runErr = fmt.Errorf("window %s..%s: %w", next, end, err)
+			break
+		}
+		done++
+		next = end.AddDays(1)
+		log.Info().Stringer("window_from", w.From).Stringer("window_to", end).Int64("records", l.counts.Fetched).
+			Int("windows_done", done).Int("windows_total", bf.WindowsTotal).Msg("backfill window applied")
+		if bp.Progress != nil {
+			bp.Progress(BackfillProgress{Backfill: bf, WindowsDone: done, WindowsTotal: bf.WindowsTotal,
+				Records: total.Fetched, Elapsed: time.Since(start)})
+		}
+	}
+	res.Counts, res.Took = total, time.Since(start)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if runErr != nil {
+		runErr = fmt.Errorf("%s/%s: backfill: %w", s.Name(), bp.Resource, runErr)
+		status := cursor.StatusFailed
+		if errors.Is(runErr, context.Canceled) {
+			status = cursor.StatusCancelled
+		}
+		_ = p.store.FinishBackfill(fctx, bf.ID, status, runErr.Error())
+		p.finishFailed(ctx, log, res.RunID, &listing{pages: res.Pages, counts: total}, runErr)
+		p.metrics.Pass(s.Name(), string(bp.Resource), res.Kind, "failed", res.Took)
+		return res, runErr
+	}
+	if err := p.store.FinishBackfill(fctx, bf.ID, cursor.BackfillDone, ""); err != nil {
+		return res, err
+	}
+	if err := cursor.FinishRun(fctx, p.pool, cursor.FinishRunParams{RunID: res.RunID, Status: cursor.StatusOK,
+		Pages: res.Pages, Counts: total}); err != nil {
+		return res, err
+	}
+	p.metrics.Pass(s.Name(), string(bp.Resource), res.Kind, "ok", res.Took)
+	logCounts(log.Info(), res).Msg("backfill done")
+	return res, nil
+}
+
+func addCursorCounts(c *cursor.Counts, o cursor.Counts) {
+	c.Fetched += o.Fetched
+	c.Inserted += o.Inserted
+	c.Updated += o.Updated
+	c.Unchanged += o.Unchanged
+	c.Stale += o.Stale
+	c.Ties += o.Ties
+	c.Tombstoned += o.Tombstoned
+}
+
+// Reconcile finds deletions the source does not report: it re-lists a recent
+// spent-date range (time entries) or everything (the other resources) and
+// tombstones stored ids the listing no longer returns. A listing that fails
+// tombstones nothing; a row whose version is newer than the listing's start
+// (less the overlap) is never tombstoned; more than MaxTombstones at once is
+// refused and reported.
+func (p *Poller) Reconcile(ctx context.Context, source string, only ...clients.Resource) ([]Result, error) {
+	s, err := p.source(source)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := p.resources(s, only)
+	if err != nil {
+		return nil, err
+	}
+	release, err := p.leaser.TryAcquire(ctx, "source:"+source)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var results []Result
+	var errs []error
+	for _, r := range rs {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		res, err := p.reconcile(ctx, s, r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		results = append(results, res)
+	}
+	return results, errors.Join(errs...)
+}
+
+func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource) (Result, error) {
+	start := time.Now()
+	res := Result{RunID: newRunID(), Source: s.Name(), Resource: r, Kind: cursor.KindReconcile}
+	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
+	var w clients.Window
+	if r == clients.TimeEntries {
+		// The range is chosen on our clock; that only decides what is checked.
+		// What may be tombstoned is decided on the source's clock (AsOf).
+		today := clients.DateOf(time.Now().UTC())
+		w = clients.Window{From: today.AddDays(-s.LookbackDays), To: today.AddDays(7)}
+	}
+	if err := p.store.StartRun(ctx, cursor.StartRunParams{
+		RunID: res.RunID, Source: s.Name(), Resource: string(r), Kind: res.Kind,
+		WindowFrom: w.From, WindowTo: w.To,
+	}); err != nil {
+		return res, fmt.Errorf("%s/%s: record run start: %w", s.Name(), r, err)
+	}
+	log.Info().Stringer("from", w.From).Stringer("to", w.To).Msg("reconcile started")
+	l, err := p.applyListing(ctx, log, s, r, w, true, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+		if l.sourceTime.IsZero() {
+			return errors.New("the source sent no Date header: cannot tell which rows are older than the listing, so nothing is tombstoned")
+		}
+		n, err := upsert.TombstoneMissing(ctx, tx, upsert.TombstoneParams{
+			Source: s.Name(), Resource: r, From: w.From, To: w.To, Seen: l.seen,
+			AsOf: l.sourceTime.Add(-s.Overlap), Max: s.MaxTombstones,
+		})
+		if err != nil {
+			return err
+		}
+		l.counts.Tombstoned += n
+		return cursor.FinishRun(ctx, tx, cursor.FinishRunParams{
+			RunID: res.RunID, Status: cursor.StatusOK, Pages: l.pages, Counts: l.counts,
+		})
+	})
+	res.Took = time.Since(start)
+	if l != nil {
+		res.Pages, res.Counts, res.SourceTime = l.pages, l.counts, l.sourceTime
+		l.seen = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("%s/%s: reconcile: %w", s.Name(), r, err)
+		p.finishFailed(ctx, log, res.RunID, l, err)
+		p.metrics.Pass(s.Name(), string(r), res.Kind, "failed", res.Took)
+		return res, err
+	}
+	p.metrics.Records(s.Name(), string(r), "tombstoned", res.Counts.Tombstoned)
+	p.metrics.Pass(s.Name(), string(r), res.Kind, "ok", res.Took)
+	logCounts(log.Info(), res).Msg("reconcile done")
+	return res, nil
+}

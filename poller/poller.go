@@ -1,0 +1,293 @@
+// Package poller owns the passes that keep a mirror current — incremental,
+// backfill and reconcile —, the leases that keep one pass per source at a
+// time across processes, and the cron daemon that schedules them. It plans
+// windows from cursors and drives clients, upsert and cursor; it holds no SQL.
+package poller
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/metrics"
+	"github.com/tidemarkhq/tidemark/upsert"
+)
+
+// Defaults for Source fields left zero.
+const (
+	DefaultOverlap       = 10 * time.Minute
+	DefaultLookbackDays  = 90
+	DefaultMaxTombstones = 1000
+	DefaultWindowDays    = 30
+	// dbTimeout bounds one database step of a pass. Database work runs on a
+	// context detached from shutdown, so the page in hand commits or rolls
+	// back on its own terms rather than being cut mid-statement.
+	dbTimeout = 2 * time.Minute
+)
+
+// Source is a configured source with its pass settings.
+type Source struct {
+	clients.Source
+	Resources     []clients.Resource
+	Overlap       time.Duration
+	LookbackDays  int
+	MaxTombstones int
+	WindowDays    int
+}
+
+// Params configure a Poller.
+type Params struct {
+	Pool    *pgxpool.Pool
+	Sources []Source
+	Logger  zerolog.Logger
+	Metrics *metrics.Metrics // nil: none
+	// Leaser defaults to one on Pool's database.
+	Leaser *Leaser
+}
+
+// Poller runs passes.
+type Poller struct {
+	pool    *pgxpool.Pool
+	store   *cursor.Store
+	leaser  *Leaser
+	log     zerolog.Logger
+	metrics *metrics.Metrics
+	sources map[string]*Source
+	order   []string
+}
+
+// New returns a Poller.
+func New(p Params) (*Poller, error) {
+	if p.Pool == nil {
+		return nil, errors.New("poller: no database pool")
+	}
+	pl := &Poller{
+		pool:    p.Pool,
+		store:   cursor.New(p.Pool),
+		leaser:  p.Leaser,
+		log:     p.Logger,
+		metrics: p.Metrics,
+		sources: map[string]*Source{},
+	}
+	if pl.leaser == nil {
+		pl.leaser = NewLeaser(p.Pool.Config().ConnString())
+	}
+	for i := range p.Sources {
+		s := p.Sources[i]
+		if _, dup := pl.sources[s.Name()]; dup {
+			return nil, fmt.Errorf("poller: duplicate source %q", s.Name())
+		}
+		if len(s.Resources) == 0 {
+			s.Resources = s.Source.Resources()
+		}
+		s.Overlap = cmp.Or(s.Overlap, DefaultOverlap)
+		s.LookbackDays = cmp.Or(s.LookbackDays, DefaultLookbackDays)
+		s.MaxTombstones = cmp.Or(s.MaxTombstones, DefaultMaxTombstones)
+		s.WindowDays = cmp.Or(s.WindowDays, DefaultWindowDays)
+		pl.sources[s.Name()] = &s
+		pl.order = append(pl.order, s.Name())
+	}
+	return pl, nil
+}
+
+// Close frees the leases.
+func (p *Poller) Close() { p.leaser.Close() }
+
+// Store exposes the cursor store (for the CLI's listings).
+func (p *Poller) Store() *cursor.Store { return p.store }
+
+// Sources returns the source names in configuration order.
+func (p *Poller) Sources() []string { return p.order }
+
+func (p *Poller) source(name string) (*Source, error) {
+	s, ok := p.sources[name]
+	if !ok {
+		return nil, fmt.Errorf("no source named %q", name)
+	}
+	return s, nil
+}
+
+func (p *Poller) resources(s *Source, only []clients.Resource) ([]clients.Resource, error) {
+	if len(only) == 0 {
+		return s.Resources, nil
+	}
+	for _, r := range only {
+		ok := false
+		for _, have := range s.Resources {
+			ok = ok || have == r
+		}
+		if !ok {
+			return nil, fmt.Errorf("source %q does not mirror %s (its resources: %v)", s.Name(), r, s.Resources)
+		}
+	}
+	return only, nil
+}
+
+// Result reports one finished pass of one resource.
+type Result struct {
+	RunID           string
+	Source          string
+	Resource        clients.Resource
+	Kind            string
+	Pages           int
+	Counts          cursor.Counts
+	HighWaterBefore time.Time
+	HighWaterAfter  time.Time
+	SourceTime      time.Time
+	Took            time.Duration
+}
+
+func newRunID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b))
+}
+
+// listing accumulates what a listing delivered.
+type listing struct {
+	pages      int
+	counts     cursor.Counts
+	maxVersion time.Time
+	sourceTime time.Time // the source's clock when it served the first page
+	seen       []string  // ids seen, when collecting (reconcile)
+}
+
+func addCounts(c *cursor.Counts, u upsert.Counts, fetched int) {
+	c.Fetched += int64(fetched)
+	c.Inserted += u.Inserted
+	c.Updated += u.Updated
+	c.Unchanged += u.Unchanged
+	c.Stale += u.Stale
+	c.Ties += u.Ties
+	c.Tombstoned += u.Tombstoned
+}
+
+// applyListing streams a listing into the database, each page in its own
+// transaction. A page's transaction stays open until the next page arrives,
+// so that the last page commits together with finalize (the cursor move, the
+// backfill progress, the tombstones): a crash anywhere leaves either the old
+// cursor or the new one with everything before it applied. When the listing
+// fails, pages already applied stay (they are valid records; re-applying them
+// is a no-op) and finalize does not run.
+func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
+	collect bool, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
+	l := &listing{}
+	dbctx := context.WithoutCancel(ctx)
+	var pending pgx.Tx
+	defer func() {
+		if pending != nil {
+			_ = pending.Rollback(dbctx)
+		}
+	}()
+	commitPending := func() error {
+		if pending == nil {
+			return nil
+		}
+		tx := pending
+		pending = nil
+		c, cancel := context.WithTimeout(dbctx, dbTimeout)
+		defer cancel()
+		return tx.Commit(c)
+	}
+	err := s.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
+		if err := commitPending(); err != nil {
+			return fmt.Errorf("commit page %d: %w", l.pages, err)
+		}
+		if l.pages == 0 {
+			l.sourceTime = pg.SourceTime
+		}
+		l.pages++
+		c, cancel := context.WithTimeout(dbctx, dbTimeout)
+		defer cancel()
+		tx, err := p.pool.Begin(c)
+		if err != nil {
+			return fmt.Errorf("begin page %d: %w", pg.Number, err)
+		}
+		uc, err := upsert.Apply(c, tx, s.Name(), r, pg.Records)
+		if err != nil {
+			_ = tx.Rollback(dbctx)
+			return fmt.Errorf("apply page %d of %s/%s: %w", pg.Number, s.Name(), r, err)
+		}
+		pending = tx
+		addCounts(&l.counts, uc, len(pg.Records))
+		for i := range pg.Records {
+			if v := pg.Records[i].Version; v.After(l.maxVersion) {
+				l.maxVersion = v
+			}
+			if collect {
+				l.seen = append(l.seen, pg.Records[i].ID)
+			}
+		}
+		p.metrics.Records(s.Name(), string(r), "inserted", uc.Inserted)
+		p.metrics.Records(s.Name(), string(r), "updated", uc.Updated)
+		p.metrics.Records(s.Name(), string(r), "unchanged", uc.Unchanged)
+		p.metrics.Records(s.Name(), string(r), "stale", uc.Stale)
+		log.Debug().Int("page", pg.Number).Int("records", len(pg.Records)).
+			Int64("inserted", uc.Inserted).Int64("updated", uc.Updated).
+			Int64("unchanged", uc.Unchanged).Int64("stale", uc.Stale).Msg("page applied")
+		return nil
+	})
+	if err != nil {
+		if cerr := commitPending(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("commit last good page: %w", cerr))
+		}
+		return l, err
+	}
+	c, cancel := context.WithTimeout(dbctx, dbTimeout)
+	defer cancel()
+	if pending == nil {
+		tx, err := p.pool.Begin(c)
+		if err != nil {
+			return l, fmt.Errorf("begin: %w", err)
+		}
+		pending = tx
+	}
+	if err := finalize(c, pending, l); err != nil {
+		return l, err
+	}
+	if err := commitPending(); err != nil {
+		return l, fmt.Errorf("commit last page: %w", err)
+	}
+	return l, nil
+}
+
+// passLogger is the child logger of one pass: every line carries source,
+// resource and run id.
+func (p *Poller) passLogger(source string, r clients.Resource, runID, kind string) zerolog.Logger {
+	return p.log.With().Str("source", source).Str("resource", string(r)).Str("run_id", runID).Str("kind", kind).Logger()
+}
+
+// finish records a failed or cancelled run (a successful one is recorded in
+// the transaction of its last page).
+func (p *Poller) finishFailed(ctx context.Context, log zerolog.Logger, runID string, l *listing, err error) {
+	status := cursor.StatusFailed
+	if errors.Is(err, context.Canceled) {
+		status = cursor.StatusCancelled
+	}
+	fp := cursor.FinishRunParams{RunID: runID, Status: status, Error: err.Error()}
+	if l != nil {
+		fp.Pages, fp.Counts = l.pages, l.counts
+	}
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if ferr := cursor.FinishRun(c, p.pool, fp); ferr != nil {
+		log.Error().Err(ferr).Msg("could not record the end of the run")
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

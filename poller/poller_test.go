@@ -1,0 +1,406 @@
+package poller_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/poller"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var day = clients.Date{Year: 2026, Month: 3, Day: 1}
+
+// t0 is the source's clock at the start of each test: far from ours, so a
+// test passes only if nothing uses the local clock.
+var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+
+func setup(t *testing.T, srcs ...*fakeSource) (*poller.Poller, *pgxpool.Pool) {
+	t.Helper()
+	pool := pgtest.DB(t)
+	var ps []poller.Source
+	for _, s := range srcs {
+		ps = append(ps, poller.Source{Source: s, Overlap: 2 * time.Minute, MaxTombstones: 100, WindowDays: 3})
+	}
+	p, err := poller.New(poller.Params{Pool: pool, Sources: ps, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, pool
+}
+
+type row struct {
+	version time.Time
+	deleted bool
+	notes   string
+}
+
+func mirror(t *testing.T, pool *pgxpool.Pool, source string) map[string]row {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT id, updated_at, deleted_at IS NOT NULL, coalesce(notes, '') FROM time_entries WHERE source = $1`, source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]row{}
+	for rows.Next() {
+		var id string
+		var r row
+		if err := rows.Scan(&id, &r.version, &r.deleted, &r.notes); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = r
+	}
+	return out
+}
+
+// assertConverged checks the mirror holds exactly the source's live records
+// at their versions (deleted ones tombstoned, if present).
+func assertConverged(t *testing.T, pool *pgxpool.Pool, src *fakeSource) {
+	t.Helper()
+	truth := src.truth()
+	m := mirror(t, pool, src.name)
+	for id, v := range truth {
+		r, ok := m[id]
+		switch {
+		case !ok:
+			t.Errorf("id %s missing from the mirror", id)
+		case r.deleted:
+			t.Errorf("id %s is live at the source but tombstoned", id)
+		case !r.version.Equal(v):
+			t.Errorf("id %s at version %v, source has %v", id, r.version, v)
+		}
+	}
+	for id, r := range m {
+		if _, ok := truth[id]; !ok && !r.deleted {
+			t.Errorf("id %s deleted at the source but live in the mirror", id)
+		}
+	}
+}
+
+func highWater(t *testing.T, p *poller.Poller, source string) time.Time {
+	t.Helper()
+	c, err := p.Store().Load(context.Background(), source, string(clients.TimeEntries))
+	if errors.Is(err, cursor.ErrNotFound) {
+		return time.Time{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.HighWater
+}
+
+func TestIncrementalConvergesAndCursorUsesSourceClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	for i := 1; i <= 10; i++ {
+		src.put(i, day, "first")
+		src.tick(time.Second)
+	}
+	p, pool := setup(t, src)
+
+	res, err := p.Incremental(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertConverged(t, pool, src)
+	if got := res[0].Counts; got.Fetched != 10 || got.Inserted != 10 {
+		t.Fatalf("counts %+v", got)
+	}
+	// The newest version seen (t0+9s), not our clock.
+	if hw := highWater(t, p, "acme"); !hw.Equal(t0.Add(9 * time.Second)) {
+		t.Fatalf("high water %v, want %v", hw, t0.Add(9*time.Second))
+	}
+
+	// Re-running changes nothing: every overlapping record is unchanged.
+	res, err = p.Incremental(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res[0].Counts; c.Inserted+c.Updated != 0 || c.Unchanged != c.Fetched {
+		t.Fatalf("re-delivery wrote: %+v", c)
+	}
+}
+
+func TestHighWaterCappedBySourceClockAtPassStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	src.put(1, day, "a")
+	// A record stamped after the source's clock at the first page (written
+	// while the listing ran) must not carry the cursor past that clock.
+	src.putAt(2, t0.Add(time.Hour), day, "future")
+	p, _ := setup(t, src)
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if hw := highWater(t, p, "acme"); !hw.Equal(t0) {
+		t.Fatalf("high water %v, want the source clock %v", hw, t0)
+	}
+}
+
+func TestSourceClockBehindAndLateVisibleWritesAreNotLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// The source's clock runs 5 minutes behind ours: nothing may depend on ours.
+	src := newFakeSource("acme", time.Now().UTC().Add(-5*time.Minute).Truncate(time.Second))
+	p, pool := setup(t, src)
+	id := 1
+	for round := 0; round < 5; round++ {
+		for i := 0; i < 4; i++ {
+			src.put(id, day, "x")
+			id++
+			src.tick(time.Second)
+		}
+		if _, err := p.Incremental(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		// A write that becomes visible only now, stamped 90 s ago (within
+		// the 2-minute overlap), like a long transaction at the source.
+		src.mu.Lock()
+		late := src.now.Add(-90 * time.Second)
+		src.mu.Unlock()
+		src.putAt(id, late, day, "late")
+		id++
+		src.tick(30 * time.Second)
+	}
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	assertConverged(t, pool, src)
+}
+
+func TestFailedPageKeepsCursorAndNextPassConverges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	for i := 1; i <= 10; i++ {
+		src.put(i, day, "v1")
+	}
+	p, pool := setup(t, src)
+	src.failPage = 3
+	_, err := p.Incremental(ctx, "acme")
+	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "acme/time_entries") || !strings.Contains(err.Error(), "page 3") {
+		t.Fatalf("error %v, want the injected failure naming source, resource and page", err)
+	}
+	if hw := highWater(t, p, "acme"); !hw.IsZero() {
+		t.Fatalf("cursor moved to %v after a failed pass", hw)
+	}
+	runs, err := p.Store().Runs(ctx, cursor.RunsParams{Source: "acme"})
+	if err != nil || len(runs) != 1 || runs[0].Status != cursor.StatusFailed || !strings.Contains(runs[0].Error, "page 3") {
+		t.Fatalf("runs %+v (%v)", runs, err)
+	}
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	assertConverged(t, pool, src)
+}
+
+func TestLeaseOnePassPerSourceAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	src.put(1, day, "a")
+	p1, pool := setup(t, src)
+	// A second "process": its own poller and lease connection, same database.
+	p2, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+
+	entered, leave := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	src.onPage = func(clients.Window, int) {
+		once.Do(func() { close(entered); <-leave })
+	}
+	done := make(chan error)
+	go func() { _, err := p1.Incremental(ctx, "acme"); done <- err }()
+	<-entered
+	if _, err := p2.Incremental(ctx, "acme"); !errors.Is(err, poller.ErrBusy) {
+		t.Errorf("second process: %v, want ErrBusy", err)
+	}
+	if _, err := p1.Incremental(ctx, "acme"); !errors.Is(err, poller.ErrBusy) {
+		t.Errorf("same process: %v, want ErrBusy", err)
+	}
+	close(leave)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Incremental(ctx, "acme"); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+}
+
+func TestBackfillResumesAndNeverMovesTheCursor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	from := clients.Date{Year: 2026, Month: 1, Day: 1}
+	for i := 0; i < 30; i++ {
+		src.put(i+1, from.AddDays(i), "old")
+	}
+	p, pool := setup(t, src)
+	to := from.AddDays(29)
+
+	// Fail in the 4th window (window_days 3): three windows are recorded.
+	var windows int
+	src.onPage = func(w clients.Window, page int) {
+		if page == 1 {
+			windows++
+			if windows == 4 {
+				src.mu.Lock()
+				src.failPage = 1
+				src.mu.Unlock()
+			}
+		}
+	}
+	_, err := p.Backfill(ctx, poller.BackfillParams{Source: "acme", Resource: clients.TimeEntries, From: from, To: to})
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("first backfill: %v", err)
+	}
+	bfs, err := p.Store().Backfills(ctx, "acme")
+	if err != nil || len(bfs) != 1 || bfs[0].Next != from.AddDays(9) || bfs[0].WindowsDone != 3 {
+		t.Fatalf("progress after failure: %+v (%v)", bfs, err)
+	}
+	// Run again with the same range: resumes at the 4th window.
+	var resumedFrom clients.Date
+	src.onPage = func(w clients.Window, page int) {
+		if resumedFrom.IsZero() {
+			resumedFrom = w.From
+		}
+	}
+	if _, err := p.Backfill(ctx, poller.BackfillParams{Source: "acme", Resource: clients.TimeEntries, From: from, To: to}); err != nil {
+		t.Fatal(err)
+	}
+	if resumedFrom != from.AddDays(9) {
+		t.Fatalf("resumed at %v, want %v", resumedFrom, from.AddDays(9))
+	}
+	assertConverged(t, pool, src)
+	if hw := highWater(t, p, "acme"); !hw.IsZero() {
+		t.Fatalf("backfill moved the incremental cursor to %v", hw)
+	}
+	bfs, _ = p.Store().Backfills(ctx, "acme")
+	if bfs[0].Status != cursor.BackfillDone {
+		t.Fatalf("backfill status %q", bfs[0].Status)
+	}
+}
+
+func TestSlowBackfillPageAfterNewerIncrementalIsHarmless(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	src.put(1, day, "old")
+	p, pool := setup(t, src)
+
+	// The backfill fetches the old version, then stalls before applying it.
+	fetched, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	src.onPage = func(w clients.Window, page int) {
+		if w.ByDate() {
+			once.Do(func() { close(fetched); <-release })
+		}
+	}
+	bfDone := make(chan error)
+	go func() {
+		_, err := p.Backfill(ctx, poller.BackfillParams{Source: "acme", Resource: clients.TimeEntries, From: day, To: day})
+		bfDone <- err
+	}()
+	<-fetched
+	// Meanwhile the record is edited and the daemon applies the newer version.
+	src.tick(time.Minute)
+	src.put(1, day, "new")
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	// Now the slow backfill page arrives with the old version (the fake
+	// snapshots a listing when it starts).
+	close(release)
+	if err := <-bfDone; err != nil {
+		t.Fatal(err)
+	}
+	if r := mirror(t, pool, "acme")["1"]; r.notes != "new" || !r.version.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("row regressed to %+v", r)
+	}
+}
+
+func TestReconcileTombstonesDeletionsSafely(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	today := clients.DateOf(time.Now().UTC())
+	src := newFakeSource("acme", t0)
+	for i := 1; i <= 6; i++ {
+		src.put(i, today.AddDays(-i), "x")
+	}
+	p, pool := setup(t, src)
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	src.remove(2)
+	src.remove(5)
+	src.tick(10 * time.Minute)
+
+	// A listing that fails tombstones nothing.
+	src.failPage = 2
+	if _, err := p.Reconcile(ctx, "acme", clients.TimeEntries); !errors.Is(err, errInjected) {
+		t.Fatalf("reconcile with failing listing: %v", err)
+	}
+	for id, r := range mirror(t, pool, "acme") {
+		if r.deleted {
+			t.Fatalf("id %s tombstoned by a failed listing", id)
+		}
+	}
+	res, err := p.Reconcile(ctx, "acme", clients.TimeEntries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Counts.Tombstoned != 2 {
+		t.Fatalf("tombstoned %d, want 2", res[0].Counts.Tombstoned)
+	}
+	assertConverged(t, pool, src)
+}
+
+func TestReconcileCeilingRefuses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	today := clients.DateOf(time.Now().UTC())
+	src := newFakeSource("acme", t0)
+	for i := 1; i <= 5; i++ {
+		src.put(i, today, "x")
+	}
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.Nop(),
+		Sources: []poller.Source{{Source: src, MaxTombstones: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		src.remove(i)
+	}
+	src.tick(10 * time.Minute)
+	_, err = p.Reconcile(ctx, "acme")
+	if err == nil || !strings.Contains(err.Error(), "4") {
+		t.Fatalf("reconcile over the ceiling: %v", err)
+	}
+	for id, r := range mirror(t, pool, "acme") {
+		if r.deleted {
+			t.Fatalf("id %s tombstoned although the ceiling refused", id)
+		}
+	}
+}
