@@ -168,6 +168,19 @@ func (t *table) stageColumns() []string {
 	return append(cols, "is_new")
 }
 
+// copyColumns are the table's columns a COPY of new rows fills;
+// first_seen_at takes its default, now().
+func (t *table) copyColumns() []string {
+	cols := []string{"source", "id"}
+	for _, c := range t.typed {
+		cols = append(cols, c.name)
+	}
+	for _, c := range versionColumns {
+		cols = append(cols, c.name)
+	}
+	return cols
+}
+
 func (t *table) build() {
 	var ddl, ins, sel, set []string
 	ddl = append(ddl, "id text")
