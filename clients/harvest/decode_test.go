@@ -1,0 +1,157 @@
+package harvest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+const goodEntry = `{"id":1,"spent_date":"2026-01-02","hours":1.5,"notes":"n","user":{"id":2,"name":"A"},"project":{"id":3},"task":{"id":4},"client":{"id":5},"invoice":null,"billable":true,"is_locked":false,"is_closed":true,"is_billed":false,"is_running":false,"updated_at":"2026-01-02T10:00:00Z"}`
+
+func page(res, recs string) string {
+	return `{"` + res + `":[` + recs + `],"per_page":2000,"page":1,"links":{"next":null}}`
+}
+
+// decodeCases feed both the table test and the fuzz corpus.
+var decodeCases = []struct {
+	name, res, body string
+	field, what     string // "" when the page is good
+}{
+	{"good entry", "time_entries", page("time_entries", goodEntry), "", ""},
+	{"good project", "projects", page("projects", `{"id":9,"name":"P","code":null,"client":{"id":1},"is_active":true,"is_billable":false,"updated_at":"2026-01-02T10:00:00Z"}`), "", ""},
+	{"good client", "clients", page("clients", `{"id":9,"name":"C","currency":"EUR","is_active":true,"updated_at":"2026-01-02T10:00:00Z"}`), "", ""},
+	{"good user", "users", page("users", `{"id":9,"first_name":"A","last_name":"B","email":"a@b","is_active":true,"updated_at":"2026-01-02T10:00:00Z"}`), "", ""},
+	{"good task", "tasks", page("tasks", `{"id":9,"name":"T","is_active":true,"updated_at":"2026-01-02T10:00:00Z"}`), "", ""},
+	{"empty page", "users", page("users", ``), "", ""},
+	{"html", "time_entries", "<html><body>Oops</body></html>", "(page)", "not JSON"},
+	{"truncated", "time_entries", page("time_entries", goodEntry)[:80], "(page)", "not JSON"},
+	{"array missing", "time_entries", `{"projects":[],"links":{"next":null}}`, "time_entries", "missing"},
+	{"array null", "time_entries", `{"time_entries":null,"links":{"next":null}}`, "time_entries", "missing"},
+	{"array wrong type", "time_entries", `{"time_entries":{},"links":{"next":null}}`, "time_entries", "want array"},
+	{"links missing", "time_entries", `{"time_entries":[]}`, "links", "missing"},
+	{"links.next wrong type", "time_entries", `{"time_entries":[],"links":{"next":3}}`, "links.next", "want string"},
+	{"record not object", "time_entries", page("time_entries", `5`), "time_entries[0]", "want an object"},
+	{"id missing", "time_entries", page("time_entries", strings.Replace(goodEntry, `"id":1,`, ``, 1)), "time_entries[0].id", "missing"},
+	{"id null", "users", page("users", `{"id":null,"updated_at":"2026-01-02T10:00:00Z"}`), "users[0].id", "missing"},
+	{"id not integer", "users", page("users", `{"id":1.5,"updated_at":"2026-01-02T10:00:00Z"}`), "users[0].id", "want an integer id"},
+	{"id bool", "users", page("users", `{"id":true,"updated_at":"2026-01-02T10:00:00Z"}`), "users[0].id", "want string, got bool"},
+	{"updated_at missing", "tasks", page("tasks", `{"id":1,"name":"x"}`), "tasks[0].updated_at", "missing"},
+	{"updated_at not RFC3339", "tasks", page("tasks", `{"id":1,"updated_at":"yesterday"}`), "tasks[0].updated_at", "want RFC 3339"},
+	{"updated_at number", "tasks", page("tasks", `{"id":1,"updated_at":5}`), "tasks[0].updated_at", "want string, got number"},
+	{"hours string", "time_entries", page("time_entries", strings.Replace(goodEntry, `"hours":1.5`, `"hours":"abc"`, 1)), "time_entries[0]", "invalid number literal"},
+	{"hours missing", "time_entries", page("time_entries", strings.Replace(goodEntry, `"hours":1.5,`, ``, 1)), "time_entries[0].hours", "missing"},
+	{"billable string", "time_entries", page("time_entries", strings.Replace(goodEntry, `"billable":true`, `"billable":"yes"`, 1)), "time_entries[0].billable", "want boolean, got string"},
+	{"user missing", "time_entries", page("time_entries", strings.Replace(goodEntry, `"user":{"id":2,"name":"A"},`, ``, 1)), "time_entries[0].user.id", "missing"},
+	{"user.id string", "time_entries", page("time_entries", strings.Replace(goodEntry, `"user":{"id":2`, `"user":{"id":"x"`, 1)), "time_entries[0]", "invalid number literal"},
+	{"invoice.id float", "time_entries", page("time_entries", strings.Replace(goodEntry, `"invoice":null`, `"invoice":{"id":2.5}`, 1)), "time_entries[0].invoice.id", "want an integer id"},
+	{"spent_date bad", "time_entries", page("time_entries", strings.Replace(goodEntry, `2026-01-02"`, `02/01/2026"`, 1)), "time_entries[0].spent_date", "want YYYY-MM-DD"},
+	{"notes number", "time_entries", page("time_entries", strings.Replace(goodEntry, `"notes":"n"`, `"notes":3`, 1)), "time_entries[0].notes", "want string, got number"},
+	{"second record bad", "time_entries", page("time_entries", goodEntry+`,{"id":2}`), "time_entries[1].updated_at", "missing"},
+}
+
+func TestDecodePageTable(t *testing.T) {
+	t.Parallel()
+	d := newDecoder("acme", nil)
+	for _, tc := range decodeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			recs, next, err := d.decodePage(clients.Resource(tc.res), 4, []byte(tc.body), time.Now())
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if next != "" {
+					t.Errorf("next = %q", next)
+				}
+				for _, r := range recs {
+					if r.ID == "" || r.Version.IsZero() || r.Raw == nil {
+						t.Errorf("record %+v", r)
+					}
+				}
+				return
+			}
+			if !errors.Is(err, httpx.ErrDecode) {
+				t.Fatalf("err = %v, want a decode error", err)
+			}
+			msg := err.Error()
+			prefix := fmt.Sprintf("decode acme %s page 4: field %s: ", tc.res, tc.field)
+			if !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, tc.what) {
+				t.Fatalf("error %q\nwant prefix %q and %q", msg, prefix, tc.what)
+			}
+			var he *httpx.Error
+			if errors.As(err, &he) && len(he.Body) > httpx.SnippetLen+len("…") {
+				t.Errorf("body snippet %d bytes", len(he.Body))
+			}
+		})
+	}
+}
+
+func TestDecodeEntryFields(t *testing.T) {
+	t.Parallel()
+	recs, _, err := newDecoder("acme", nil).decodePage(clients.TimeEntries, 1, []byte(page("time_entries", goodEntry)), time.Unix(5, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := recs[0]
+	te := r.TimeEntry
+	if r.ID != "1" || !r.Version.Equal(time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)) || !r.FetchedAt.Equal(time.Unix(5, 0)) ||
+		string(r.Raw) != goodEntry || te.SpentDate != (clients.Date{Year: 2026, Month: 1, Day: 2}) || te.Hours != "1.5" ||
+		*te.Notes != "n" || te.UserID != "2" || te.ProjectID != "3" || te.TaskID != "4" || te.ClientID != "5" || te.InvoiceID != "" ||
+		!te.Billable || te.IsLocked || !te.IsClosed || te.IsBilled || te.IsRunning {
+		t.Fatalf("record %+v %+v", r, te)
+	}
+}
+
+func FuzzDecodePage(f *testing.F) {
+	for _, tc := range decodeCases {
+		f.Add(tc.res, []byte(tc.body))
+	}
+	d := newDecoder("acme", nil)
+	f.Fuzz(func(t *testing.T, res string, body []byte) {
+		recs, _, err := d.decodePage(clients.Resource(res), 1, body, time.Now())
+		if err != nil {
+			if len(err.Error()) > 1000 {
+				t.Fatalf("error too long: %d", len(err.Error()))
+			}
+			return
+		}
+		for _, r := range recs {
+			if r.ID == "" || r.Version.IsZero() || len(r.Raw) == 0 {
+				t.Fatalf("incomplete record %+v", r)
+			}
+		}
+	})
+}
+
+// benchPage renders a realistic 2000-entry page (~1 KB per entry, as real
+// Harvest entries with nested objects).
+func benchPage() []byte {
+	var b strings.Builder
+	b.WriteString(`{"time_entries":[`)
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%d,"spent_date":"2026-01-%02d","user":{"id":1782959,"name":"Kim Allen"},"client":{"id":5735774,"name":"ABC Corp","currency":"USD"},"project":{"id":14307913,"name":"Marketing Website","code":"MW"},"task":{"id":8083365,"name":"Graphic Design"},"user_assignment":{"id":125068553,"is_project_manager":true,"is_active":true,"budget":null,"created_at":"2017-06-26T22:32:52Z","updated_at":"2017-06-26T22:32:52Z","hourly_rate":100.0},"task_assignment":{"id":155502709,"billable":true,"is_active":true,"created_at":"2017-06-26T21:36:23Z","updated_at":"2017-06-26T21:36:23Z","hourly_rate":100.0,"budget":null},"hours":2.11,"hours_without_timer":2.11,"rounded_hours":2.25,"notes":"Adding CSS styling","created_at":"2017-06-27T15:50:15Z","updated_at":"2017-06-27T16:47:14Z","is_locked":true,"locked_reason":"Item Approved and Locked for this Time Period","is_closed":true,"is_billed":false,"timer_started_at":null,"started_time":"3:00pm","ended_time":"5:00pm","is_running":false,"invoice":null,"external_reference":null,"billable":true,"budgeted":true,"billable_rate":100.0,"cost_rate":50.0}`, 636709355+i, i%28+1)
+	}
+	b.WriteString(`],"per_page":2000,"total_pages":1,"total_entries":2000,"next_page":null,"previous_page":null,"page":1,"links":{"first":"https://api.harvestapp.com/v2/time_entries?page=1&per_page=2000","next":null,"previous":null,"last":"https://api.harvestapp.com/v2/time_entries?page=1&per_page=2000"}}`)
+	return []byte(b.String())
+}
+
+func BenchmarkDecodePage2000(b *testing.B) {
+	body := benchPage()
+	d := newDecoder("acme", nil)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		recs, _, err := d.decodePage(clients.TimeEntries, 1, body, time.Time{})
+		if err != nil || len(recs) != 2000 {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "ns/record")
+}
