@@ -1,11 +1,13 @@
 package upsert
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
-	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -50,9 +52,9 @@ const maxDepth = 512
 var canonPool = sync.Pool{New: func() any { return new(canonicalizer) }}
 
 type member struct {
-	sortKey    string
-	key        []byte // the key as given, quotes included
-	start, end int    // value span in the scratch buffer
+	sortKey    []byte // the key's text: a view of the input unless it has escapes
+	k0, k1     int32  // the key as given, quotes included: src[k0:k1]
+	start, end int32  // the canonical value: scratch[start:end]
 }
 
 // canonicalizer holds reusable buffers; one per goroutine at a time.
@@ -73,6 +75,9 @@ type syntaxError struct {
 func (e *syntaxError) Error() string { return fmt.Sprintf("invalid JSON at byte %d: %s", e.off, e.msg) }
 
 func (c *canonicalizer) canonical(src []byte) ([]byte, jsonFlags, error) {
+	if len(src) > math.MaxInt32 {
+		return nil, jsonFlags{}, errors.New("JSON text larger than 2 GiB")
+	}
 	c.src, c.pos, c.out, c.flags = src, 0, c.out[:0], jsonFlags{}
 	defer func() { c.src = nil }()
 	c.skipWS()
@@ -203,13 +208,13 @@ func (c *canonicalizer) object(dst []byte, depth int) ([]byte, error) {
 			return dst, err
 		}
 		key := c.src[kstart:c.pos]
-		sortKey := string(key[1 : len(key)-1])
+		sortKey := key[1 : len(key)-1]
 		if escaped {
 			var s string
 			if err := json.Unmarshal(key, &s); err != nil {
 				return dst, c.errf("invalid key: %v", err)
 			}
-			sortKey = s
+			sortKey = []byte(s)
 		}
 		c.skipWS()
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
@@ -220,7 +225,7 @@ func (c *canonicalizer) object(dst []byte, depth int) ([]byte, error) {
 		if scratch, err = c.value(scratch, depth+1); err != nil {
 			return dst, err
 		}
-		members = append(members, member{sortKey: sortKey, key: key, start: vstart, end: len(scratch)})
+		members = append(members, member{sortKey: sortKey, k0: int32(kstart), k1: int32(kstart + len(key)), start: int32(vstart), end: int32(len(scratch))})
 		c.skipWS()
 		if c.pos >= len(c.src) {
 			return dst, c.errf("unterminated object")
@@ -235,18 +240,34 @@ func (c *canonicalizer) object(dst []byte, depth int) ([]byte, error) {
 		c.pos++
 		break
 	}
-	slices.SortStableFunc(members, func(a, b member) int { return strings.Compare(a.sortKey, b.sortKey) })
+	sorted := true
+	for i := 1; i < len(members); i++ {
+		if bytes.Compare(members[i-1].sortKey, members[i].sortKey) >= 0 {
+			sorted = false
+			break
+		}
+	}
+	if !sorted {
+		// Values sit in the scratch buffer in input order, so start breaks
+		// ties between duplicate keys by position.
+		slices.SortFunc(members, func(a, b member) int {
+			if c := bytes.Compare(a.sortKey, b.sortKey); c != 0 {
+				return c
+			}
+			return int(a.start - b.start)
+		})
+	}
 	dst = append(dst, '{')
 	first := true
 	for i, m := range members {
-		if i+1 < len(members) && members[i+1].sortKey == m.sortKey {
+		if i+1 < len(members) && bytes.Equal(members[i+1].sortKey, m.sortKey) {
 			continue // a later duplicate of this key wins, as in jsonb
 		}
 		if !first {
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = append(dst, m.key...)
+		dst = append(dst, c.src[m.k0:m.k1]...)
 		dst = append(dst, ':')
 		dst = append(dst, scratch[m.start:m.end]...)
 	}

@@ -16,7 +16,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,7 +81,34 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 	if source == "" || checkText(source) != "" {
 		return Counts{}, fmt.Errorf("apply %s: invalid source name %q", r, source)
 	}
+	// The stored state of the page's ids is read while the page is validated
+	// and hashed: both take about as long, and the lookup writes nothing.
+	// Ids are checked first, so that the lookup never sends an invalid one.
+	type lookupResult struct {
+		have map[string]stored
+		err  error
+	}
+	var looked chan lookupResult
+	if idsValid(recs) {
+		ids := make([]string, len(recs))
+		for i := range recs {
+			ids[i] = recs[i].ID
+		}
+		looked = make(chan lookupResult, 1)
+		go func() {
+			have, err := lookup(ctx, tx, t, source, ids, true)
+			looked <- lookupResult{have, err}
+		}()
+	}
 	items, err := prepare(t, recs)
+	var have map[string]stored
+	if looked != nil {
+		lr := <-looked
+		if err == nil && lr.err != nil {
+			err = fmt.Errorf("apply %s/%s: %w", source, r, lr.err)
+		}
+		have = lr.have
+	}
 	if err != nil {
 		return Counts{}, err
 	}
@@ -90,7 +119,8 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 			return c, fmt.Errorf("apply %s/%s: %d records still contended after %d rounds", source, r, len(items), maxRounds)
 		}
 		var rc Counts
-		rc, items, err = applyRound(ctx, tx, t, source, items, round == 0)
+		rc, items, err = applyRound(ctx, tx, t, source, items, have)
+		have = nil
 		c.Add(rc)
 		if err != nil {
 			return c, fmt.Errorf("apply %s/%s: %w", source, r, err)
@@ -99,17 +129,51 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 	return c, nil
 }
 
-// prepare validates every record and computes its hash and column values.
+func idsValid(recs []clients.Record) bool {
+	for i := range recs {
+		if recs[i].ID == "" || checkText(recs[i].ID) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// prepare validates every record and computes its hash and column values,
+// on all cores: hashing is most of Apply's own CPU time. The error returned
+// is the one of the lowest index.
 func prepare(t *table, recs []clients.Record) ([]item, error) {
 	items := make([]item, len(recs))
-	for i := range recs {
-		rec := &recs[i]
-		if err := prepareOne(t, rec, &items[i]); err != nil {
-			err.Index, err.ID = i, rec.ID
+	workers := min(runtime.GOMAXPROCS(0), (len(recs)+255)/256)
+	if workers <= 1 {
+		if err := prepareRange(t, recs, items, 0, len(recs)); err != nil {
+			return nil, err
+		}
+		return items, nil
+	}
+	errs := make([]*RecordError, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*len(recs)/workers, (w+1)*len(recs)/workers
+		wg.Go(func() { errs[w] = prepareRange(t, recs, items, lo, hi) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return nil, err
 		}
 	}
 	return items, nil
+}
+
+func prepareRange(t *table, recs []clients.Record, items []item, lo, hi int) *RecordError {
+	for i := lo; i < hi; i++ {
+		rec := &recs[i]
+		if err := prepareOne(t, rec, &items[i]); err != nil {
+			err.Index, err.ID = i, rec.ID
+			return err
+		}
+	}
+	return nil
 }
 
 func prepareOne(t *table, rec *clients.Record, it *item) *RecordError {
@@ -221,15 +285,17 @@ type stored struct {
 // applyRound looks up the stored state of items, writes the new and newer
 // ones and counts the rest. It returns the items a concurrent writer touched
 // between lookup and write: they need another round.
-func applyRound(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, first bool) (Counts, []item, error) {
+func applyRound(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored) (Counts, []item, error) {
 	var c Counts
-	ids := make([]string, len(items))
-	for i := range items {
-		ids[i] = items[i].rec.ID
-	}
-	have, err := lookup(ctx, tx, t, source, ids, first)
-	if err != nil {
-		return c, nil, err
+	if have == nil {
+		ids := make([]string, len(items))
+		for i := range items {
+			ids[i] = items[i].rec.ID
+		}
+		var err error
+		if have, err = lookup(ctx, tx, t, source, ids, true); err != nil {
+			return c, nil, err
+		}
 	}
 
 	var fresh, newer, typeless []*item
