@@ -935,3 +935,19 @@ func filterTable[T any](t *table[T], match func(time.Time) bool) []int32 {
 	}
 	return out
 }
+
+// TimeEntriesWhere returns the visible entries for which match is true (in
+// listing order). match must not call the Server.
+func (s *Server) TimeEntriesWhere(match func(*TimeEntry) bool) []TimeEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flush()
+	var out []TimeEntry
+	t := &s.tables.entries
+	for _, p := range t.order {
+		if match(&t.items[p]) {
+			out = append(out, t.items[p])
+		}
+	}
+	return out
+}

@@ -1,0 +1,510 @@
+// Package simulated is the built-in tracker behind `tidemark demo` and the
+// end-to-end tests: a generated agency (clients, projects, tasks, users and
+// a year of time entries), deterministic from a seed, served in the Harvest
+// dialect over loopback HTTP by harvesttest, so that the real Harvest client
+// is exercised. A mutation stream (creates, updates, same-second double
+// updates, deletes, back-dated entries, bulk approvals and invoicing) and
+// fault knobs make it behave like a live account.
+package simulated
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+// Params configures a Tracker. Zero fields take defaults.
+type Params struct {
+	Seed int64
+	// Users defaults to 20.
+	Users int
+	// Days of history, default 365.
+	Days int
+	// Entries, when > 0, sets the number of generated time entries
+	// (otherwise about 2.5 per user per working day).
+	Entries int
+	// Token and AccountID default to harvesttest's.
+	Token, AccountID string
+	// Anchor is the source clock at generation: history ends there. Default:
+	// the source clock (now + Skew). Fix it to make generated stamps
+	// reproducible.
+	Anchor time.Time
+	// Skew offsets the source's clock from ours.
+	Skew time.Duration
+	// VisibilityDelay makes a write visible that long after its updated_at.
+	VisibilityDelay time.Duration
+	// RateLimit defaults to Harvest's 100 per 15 s; NoRateLimit disables it.
+	RateLimit   httpx.RateLimit
+	NoRateLimit bool
+	// FaultRate and RateLimitRate are the probabilities of a 500 and of a
+	// spurious 429 per request.
+	FaultRate, RateLimitRate float64
+	// Cursor serves cursor pagination instead of page numbers.
+	Cursor bool
+}
+
+// Truth is the ground truth a mirror is compared with.
+type Truth = harvesttest.State
+
+// Tracker is a running simulated Harvest account.
+type Tracker struct {
+	fake *harvesttest.Server
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	days     int
+	nextID   int64
+	live     []int64 // live entry ids, for picking
+	liveIdx  map[int64]int
+	users    []int64
+	projects []harvesttest.Project
+	tasks    []int64
+	clients  []int64
+	invoice  int64
+}
+
+var (
+	clientNames  = []string{"Acme Corp", "Globex", "Initech", "Umbrella Health", "Stark Industries", "Wayne Foundation", "Hooli", "Vandelay Imports"}
+	currencies   = []string{"EUR", "USD", "GBP"}
+	projectKinds = []string{"Website", "Mobile App", "Brand Refresh", "SEO Audit", "Retainer", "Campaign", "Data Platform", "Intranet"}
+	taskNames    = []string{"Design", "Development", "Project Management", "Copywriting", "QA", "Meetings", "Research", "Analytics", "Support", "Strategy", "Photography", "Training"}
+	firstNames   = []string{"Kim", "Alex", "Sam", "Jordan", "Robin", "Charlie", "Dana", "Eli", "Fran", "Gus", "Hana", "Ines", "Jules", "Kai", "Lea", "Milo", "Nora", "Omar", "Pia", "Quinn"}
+	lastNames    = []string{"Allen", "Baker", "Chen", "Dubois", "Evans", "Fischer", "García", "Haddad", "Ito", "Jensen", "Kowalski", "López", "Müller", "Nakamura", "O'Brien", "Petrov"}
+	noteTexts    = []string{"Client call", "Wireframes for the landing page", "Code review", "Fixing \"checkout\" bug", "Sprint planning", "Copy edits\nround 2", "Deploy to staging", "Research: competitor analysis", "Photo shoot prep", "Weekly report", "Accessibility fixes", "Café meeting with the team ☕"}
+	hoursText    = func() []string {
+		var out []string
+		for q := 1; q <= 32; q++ {
+			out = append(out, fmt.Sprintf("%d.%02d", q/4, (q%4)*25))
+		}
+		return out
+	}()
+)
+
+// Entry id base: Harvest ids are large integers.
+const firstEntryID = 1_000_000_000
+
+// New generates the account and starts serving it on a loopback port.
+func New(p Params) (*Tracker, error) {
+	if p.Users < 0 || p.Days < 0 || p.Entries < 0 {
+		return nil, fmt.Errorf("simulated: users, days and entries must not be negative")
+	}
+	p.Users = cmp.Or(p.Users, 20)
+	p.Days = cmp.Or(p.Days, 365)
+	fake := harvesttest.New(harvesttest.Options{
+		Token: p.Token, AccountID: p.AccountID, RateLimit: p.RateLimit, NoRateLimit: p.NoRateLimit,
+		Cursor: p.Cursor, Skew: p.Skew, VisibilityDelay: p.VisibilityDelay,
+		FaultRate: p.FaultRate, RateLimitRate: p.RateLimitRate, Seed: uint64(p.Seed),
+	})
+	t := &Tracker{
+		fake:    fake,
+		rng:     rand.New(rand.NewPCG(uint64(p.Seed), 0x71de)),
+		days:    p.Days,
+		liveIdx: map[int64]int{},
+	}
+	anchor := p.Anchor
+	if anchor.IsZero() {
+		anchor = fake.Now()
+	}
+	t.generate(anchor.UTC().Truncate(time.Second), p)
+	return t, nil
+}
+
+// URL is the API base URL to configure as a Harvest source's base_url.
+func (t *Tracker) URL() string { return t.fake.URL() }
+
+// Token and AccountID are the credentials the tracker accepts.
+func (t *Tracker) Token() string     { return t.fake.Token() }
+func (t *Tracker) AccountID() string { return t.fake.AccountID() }
+
+// Now is the tracker's (possibly skewed) clock.
+func (t *Tracker) Now() time.Time { return t.fake.Now() }
+
+// Server exposes the underlying fake for fault injection and request logs.
+func (t *Tracker) Server() *harvesttest.Server { return t.fake }
+
+// Close stops serving.
+func (t *Tracker) Close() { t.fake.Close() }
+
+// Truth returns what the tracker serves now.
+func (t *Tracker) Truth() Truth { return t.fake.State() }
+
+// SetFaultRates changes the 5xx and 429 probabilities.
+func (t *Tracker) SetFaultRates(fault, rateLimit float64) { t.fake.SetFaultRates(fault, rateLimit) }
+
+func (t *Tracker) generate(anchor time.Time, p Params) {
+	r := t.rng
+	f := t.fake
+	start := anchor.AddDate(0, 0, -p.Days)
+	stampIn := func(lo, hi time.Time) time.Time {
+		if !hi.After(lo) {
+			return lo
+		}
+		return lo.Add(time.Duration(r.Int64N(int64(hi.Sub(lo)/time.Second)+1)) * time.Second)
+	}
+	created := start.Add(-30 * 24 * time.Hour)
+
+	nClients := 3 + r.IntN(4)
+	for i := range nClients {
+		id := int64(5_000_000 + i)
+		f.PutClient(harvesttest.Client{ID: id, Name: clientNames[i], Currency: currencies[r.IntN(len(currencies))],
+			IsActive: true, CreatedAt: created, UpdatedAt: created.Add(time.Duration(i) * time.Minute)})
+		t.clients = append(t.clients, id)
+	}
+	for i := range 12 {
+		cid := t.clients[i%nClients]
+		pr := harvesttest.Project{ID: int64(14_000_000 + i), ClientID: cid,
+			Name:     fmt.Sprintf("%s %s", clientNames[i%nClients], projectKinds[i%len(projectKinds)]),
+			Code:     fmt.Sprintf("P%03d", i+1),
+			IsActive: r.IntN(10) > 0, IsBillable: r.IntN(5) > 0, CreatedAt: created, UpdatedAt: created.Add(time.Hour)}
+		f.PutProject(pr)
+		t.projects = append(t.projects, pr)
+	}
+	for i, name := range taskNames {
+		id := int64(8_000_000 + i)
+		f.PutTask(harvesttest.Task{ID: id, Name: name, IsActive: true, CreatedAt: created, UpdatedAt: created.Add(2 * time.Hour)})
+		t.tasks = append(t.tasks, id)
+	}
+	for i := range p.Users {
+		id := int64(1_700_000 + i)
+		fn, ln := firstNames[i%len(firstNames)], lastNames[(i*7)%len(lastNames)]
+		f.PutUser(harvesttest.User{ID: id, FirstName: fn, LastName: ln,
+			Email:    fmt.Sprintf("%s.%s%d@agency.example", lower(fn), lower(ln), i),
+			IsActive: r.IntN(12) > 0, CreatedAt: created, UpdatedAt: created.Add(3 * time.Hour)})
+		t.users = append(t.users, id)
+	}
+
+	n := p.Entries
+	if n == 0 {
+		n = p.Users * p.Days * 5 / 7 * 5 / 2
+	}
+	entries := make([]harvesttest.TimeEntry, n)
+	approvedBefore := anchor.AddDate(0, 0, -14)
+	invoicedBefore := anchor.AddDate(0, -1, 0)
+	for i := range entries {
+		day := start.Add(time.Duration(r.IntN(p.Days+1)) * 24 * time.Hour)
+		for wd := day.Weekday(); (wd == time.Saturday || wd == time.Sunday) && r.IntN(10) > 0; wd = day.Weekday() {
+			day = day.Add(-24 * time.Hour)
+		}
+		if day.Before(start) {
+			day = start
+		}
+		pr := t.projects[r.IntN(len(t.projects))]
+		e := harvesttest.TimeEntry{
+			SpentDate: clients.DateOf(day),
+			Hours:     hoursText[r.IntN(len(hoursText))],
+			UserID:    t.users[r.IntN(len(t.users))],
+			ProjectID: pr.ID, ClientID: pr.ClientID, TaskID: t.tasks[r.IntN(len(t.tasks))],
+			Billable: pr.IsBillable && r.IntN(10) > 0,
+		}
+		if r.IntN(5) > 0 {
+			e.Notes = &noteTexts[r.IntN(len(noteTexts))]
+		}
+		// Logged the same day (or a few days late), edited a little later.
+		e.CreatedAt = minTime(stampIn(day.Add(8*time.Hour), day.Add(time.Duration(18+24*r.IntN(3))*time.Hour)), anchor)
+		e.UpdatedAt = minTime(e.CreatedAt.Add(time.Duration(r.IntN(3600))*time.Second), anchor)
+		entries[i] = e
+	}
+	// Ids grow with creation, as Harvest's do.
+	sortByCreated(entries)
+	for i := range entries {
+		entries[i].ID = firstEntryID + int64(i)
+	}
+	// Approvals: per user and ISO week, one bulk stamp; invoices: per client
+	// and month, one bulk stamp.
+	type uw struct {
+		user       int64
+		year, week int
+	}
+	type cm struct {
+		client int64
+		month  int
+	}
+	approvals := map[uw]time.Time{}
+	invoices := map[cm]int64{}
+	invoiceAt := map[int64]time.Time{}
+	for i := range entries {
+		e := &entries[i]
+		day := e.SpentDate.Time()
+		if day.Before(approvedBefore) {
+			y, w := day.ISOWeek()
+			k := uw{e.UserID, y, w}
+			at, ok := approvals[k]
+			if !ok {
+				at = minTime(day.AddDate(0, 0, 7-int(day.Weekday())+1).Add(10*time.Hour+time.Duration(r.IntN(3600))*time.Second), anchor)
+				approvals[k] = at
+			}
+			e.IsClosed, e.IsLocked = true, true
+			e.UpdatedAt = maxTime(e.UpdatedAt, at)
+		}
+		if e.Billable && e.IsClosed && day.Before(invoicedBefore) {
+			k := cm{e.ClientID, day.Year()*12 + int(day.Month())}
+			inv, ok := invoices[k]
+			if !ok {
+				t.invoice++
+				inv = 30_000_000 + t.invoice
+				invoices[k] = inv
+				first := time.Date(day.Year(), day.Month()+1, 3, 9, 0, 0, 0, time.UTC)
+				invoiceAt[inv] = minTime(first.Add(time.Duration(r.IntN(7200))*time.Second), anchor)
+			}
+			e.IsBilled, e.InvoiceID = true, inv
+			e.UpdatedAt = maxTime(e.UpdatedAt, invoiceAt[inv])
+		}
+	}
+	f.LoadTimeEntries(entries)
+	t.nextID = firstEntryID + int64(len(entries))
+	t.live = make([]int64, len(entries))
+	for i := range entries {
+		t.live[i] = entries[i].ID
+		t.liveIdx[entries[i].ID] = i
+	}
+}
+
+func sortByCreated(es []harvesttest.TimeEntry) {
+	slices.SortStableFunc(es, func(a, b harvesttest.TimeEntry) int { return a.CreatedAt.Compare(b.CreatedAt) })
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// ---- mutations ---------------------------------------------------------------
+
+// Step applies n random mutations, chosen deterministically from the seed
+// (their stamps come from the tracker's clock).
+func (t *Tracker) Step(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for range n {
+		switch k := t.rng.IntN(100); {
+		case k < 30:
+			t.create(false)
+		case k < 40:
+			t.create(true)
+		case k < 65:
+			t.update(false)
+		case k < 72:
+			t.update(true)
+		case k < 82:
+			t.delete()
+		case k < 86:
+			t.bulkApprove()
+		case k < 88:
+			t.bulkInvoice()
+		case k < 93:
+			t.toggleTimer()
+		default:
+			t.touchReference()
+		}
+	}
+}
+
+// Run applies perTick mutations every interval until ctx ends.
+func (t *Tracker) Run(ctx context.Context, every time.Duration, perTick int) error {
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tk.C:
+			t.Step(perTick)
+		}
+	}
+}
+
+func (t *Tracker) stamp() time.Time { return t.fake.Now().UTC().Truncate(time.Second) }
+
+func (t *Tracker) pick() (harvesttest.TimeEntry, bool) {
+	for range 8 {
+		if len(t.live) == 0 {
+			return harvesttest.TimeEntry{}, false
+		}
+		id := t.live[t.rng.IntN(len(t.live))]
+		if e, ok := t.fake.TimeEntry(id); ok {
+			return e, true
+		}
+		t.forget(id)
+	}
+	return harvesttest.TimeEntry{}, false
+}
+
+func (t *Tracker) forget(id int64) {
+	i, ok := t.liveIdx[id]
+	if !ok {
+		return
+	}
+	last := t.live[len(t.live)-1]
+	t.live[i] = last
+	t.liveIdx[last] = i
+	t.live = t.live[:len(t.live)-1]
+	delete(t.liveIdx, id)
+}
+
+// create logs a new entry for today, or back-dated by up to the history.
+func (t *Tracker) create(backdated bool) {
+	r := t.rng
+	now := t.stamp()
+	day := now
+	if backdated {
+		day = now.AddDate(0, 0, -1-r.IntN(max(t.days, 2)-1))
+	}
+	pr := t.projects[r.IntN(len(t.projects))]
+	e := harvesttest.TimeEntry{
+		ID:        t.nextID,
+		SpentDate: clients.DateOf(day),
+		Hours:     hoursText[r.IntN(len(hoursText))],
+		UserID:    t.users[r.IntN(len(t.users))],
+		ProjectID: pr.ID, ClientID: pr.ClientID, TaskID: t.tasks[r.IntN(len(t.tasks))],
+		Billable:  pr.IsBillable,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if r.IntN(4) > 0 {
+		e.Notes = &noteTexts[r.IntN(len(noteTexts))]
+	}
+	t.nextID++
+	t.fake.PutTimeEntry(e)
+	t.liveIdx[e.ID] = len(t.live)
+	t.live = append(t.live, e.ID)
+}
+
+// update edits hours or notes; twice within one second when double is set
+// (the two states share a version).
+func (t *Tracker) update(double bool) {
+	e, ok := t.pick()
+	if !ok {
+		return
+	}
+	r := t.rng
+	now := t.stamp()
+	for range 1 + btoi(double) {
+		e.Hours = hoursText[r.IntN(len(hoursText))]
+		if r.IntN(2) == 0 {
+			e.Notes = &noteTexts[r.IntN(len(noteTexts))]
+		}
+		e.UpdatedAt = now
+		t.fake.PutTimeEntry(e)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (t *Tracker) delete() {
+	e, ok := t.pick()
+	if !ok {
+		return
+	}
+	t.fake.Delete(clients.TimeEntries, e.ID)
+	t.forget(e.ID)
+}
+
+// bulkApprove closes one user's unapproved entries of a recent fortnight
+// with a single stamp.
+func (t *Tracker) bulkApprove() {
+	user := t.users[t.rng.IntN(len(t.users))]
+	now := t.stamp()
+	from := clients.DateOf(now.AddDate(0, 0, -28))
+	for _, e := range t.fake.TimeEntriesWhere(func(e *harvesttest.TimeEntry) bool {
+		return e.UserID == user && !e.IsClosed && !e.SpentDate.Before(from)
+	}) {
+		e.IsClosed, e.IsLocked, e.UpdatedAt = true, true, now
+		t.fake.PutTimeEntry(e)
+	}
+}
+
+// bulkInvoice invoices one client's approved, billable, uninvoiced entries
+// with a single stamp.
+func (t *Tracker) bulkInvoice() {
+	client := t.clients[t.rng.IntN(len(t.clients))]
+	now := t.stamp()
+	t.invoice++
+	inv := 30_000_000 + t.invoice
+	for _, e := range t.fake.TimeEntriesWhere(func(e *harvesttest.TimeEntry) bool {
+		return e.ClientID == client && e.Billable && e.IsClosed && !e.IsBilled
+	}) {
+		e.IsBilled, e.IsLocked, e.InvoiceID, e.UpdatedAt = true, true, inv, now
+		t.fake.PutTimeEntry(e)
+	}
+}
+
+// toggleTimer starts or stops a timer on today's entry.
+func (t *Tracker) toggleTimer() {
+	e, ok := t.pick()
+	if !ok || e.IsClosed {
+		return
+	}
+	e.IsRunning = !e.IsRunning
+	e.UpdatedAt = t.stamp()
+	t.fake.PutTimeEntry(e)
+}
+
+// touchReference renames or (de)activates a project, task, user or client.
+func (t *Tracker) touchReference() {
+	r := t.rng
+	now := t.stamp()
+	switch r.IntN(4) {
+	case 0:
+		i := r.IntN(len(t.projects))
+		p := t.projects[i]
+		p.IsActive = !p.IsActive
+		p.UpdatedAt = now
+		t.projects[i] = p
+		t.fake.PutProject(p)
+	case 1:
+		id := t.tasks[r.IntN(len(t.tasks))]
+		if v, ok := t.fake.Get(clients.Tasks, id); ok {
+			tk := v.(harvesttest.Task)
+			tk.Name += "*"
+			tk.UpdatedAt = now
+			t.fake.PutTask(tk)
+		}
+	case 2:
+		id := t.users[r.IntN(len(t.users))]
+		if v, ok := t.fake.Get(clients.Users, id); ok {
+			u := v.(harvesttest.User)
+			u.IsActive = !u.IsActive
+			u.UpdatedAt = now
+			t.fake.PutUser(u)
+		}
+	default:
+		id := t.clients[r.IntN(len(t.clients))]
+		if v, ok := t.fake.Get(clients.Clients, id); ok {
+			c := v.(harvesttest.Client)
+			c.Name += "."
+			c.UpdatedAt = now
+			t.fake.PutClient(c)
+		}
+	}
+}
