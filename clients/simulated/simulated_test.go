@@ -199,7 +199,7 @@ func TestMutationsVisibleToUpdatedSinceAndDeletionsDisappear(t *testing.T) {
 func TestSkewAndVisibilityDelay(t *testing.T) {
 	t.Parallel()
 	tr := newTracker(t, simulated.Params{Seed: 9, Users: 10, Days: 30, NoRateLimit: true,
-		Skew: -2 * time.Hour, VisibilityDelay: 300 * time.Millisecond})
+		Skew: -2 * time.Hour, VisibilityDelay: time.Second})
 	if d := time.Until(tr.Now()); d > -119*time.Minute || d < -121*time.Minute {
 		t.Fatalf("Now skewed by %v", d)
 	}
@@ -208,7 +208,7 @@ func TestSkewAndVisibilityDelay(t *testing.T) {
 	if tr.Server().Pending() == 0 {
 		t.Fatal("no pending writes right after Step")
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond)
 	if tr.Server().Pending() != 0 {
 		t.Fatal("writes still pending after the delay")
 	}
