@@ -1,0 +1,194 @@
+package upsert
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+)
+
+func deletion(rec clients.Record, typed bool) clients.Record {
+	d := rec.Version
+	rec.DeletedAt = &d
+	rec.Raw = append(rec.Raw[:len(rec.Raw)-1:len(rec.Raw)-1], `,"server_deleted_at":"x"}`...)
+	if !typed {
+		rec.TimeEntry = nil
+	}
+	return rec
+}
+
+func TestDeletionRecord(t *testing.T) {
+	t.Parallel()
+	for _, typed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "with fields", false: "without fields"}[typed], func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.DB(t)
+			v1, v2, v3 := t0, t0.Add(time.Second), t0.Add(2*time.Second)
+			live := entry(1, v1, v1, "a")
+			applyTx(t, pool, []clients.Record{live})
+			before, _ := readRow(t, pool, "1")
+
+			del := deletion(entry(1, v2, v2, "a"), typed)
+			if c := applyTx(t, pool, []clients.Record{del}); c != (Counts{Updated: 1, Tombstoned: 1}) {
+				t.Fatalf("deletion counts = %+v", c)
+			}
+			r, _ := readRow(t, pool, "1")
+			if r.DeletedAt == nil || !r.DeletedAt.Equal(v2) || !r.UpdatedAt.Equal(v2) {
+				t.Fatalf("after deletion: deleted_at %v updated_at %v, want both %v", r.DeletedAt, r.UpdatedAt, v2)
+			}
+			if r.Hours != "1.25" || r.UserID != "1782959" || *r.Notes != *live.TimeEntry.Notes || !r.FirstSeenAt.Equal(before.FirstSeenAt) {
+				t.Errorf("typed columns or first_seen_at not kept: %+v", r)
+			}
+			// Re-delivered deletion: unchanged. The older live version: stale.
+			if c := applyTx(t, pool, []clients.Record{del, live}); c != (Counts{Unchanged: 1, Stale: 1}) {
+				t.Fatalf("re-delivery counts = %+v", c)
+			}
+			// A later live version brings the row back.
+			back := entry(1, v3, v3, "b")
+			if c := applyTx(t, pool, []clients.Record{back}); c != (Counts{Updated: 1}) {
+				t.Fatalf("resurrection counts = %+v", c)
+			}
+			if r, _ := readRow(t, pool, "1"); r.DeletedAt != nil || *r.Notes != *back.TimeEntry.Notes {
+				t.Errorf("after a newer live version: deleted_at %v notes %q", r.DeletedAt, *r.Notes)
+			}
+		})
+	}
+}
+
+// TestDeletionOfUnknownID: a deletion seen before any live version is
+// stored, so that an older live version delivered later cannot resurrect it.
+func TestDeletionOfUnknownID(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	del := deletion(entry(9, t0.Add(time.Second), t0.Add(time.Second), "a"), false)
+	if c := applyTx(t, pool, []clients.Record{del}); c != (Counts{Inserted: 1, Tombstoned: 1}) {
+		t.Fatalf("counts = %+v", c)
+	}
+	if c := applyTx(t, pool, []clients.Record{entry(9, t0, t0, "a")}); c != (Counts{Stale: 1}) {
+		t.Fatalf("older live version: counts = %+v", c)
+	}
+	r, ok := readRow(t, pool, "9")
+	if !ok || r.DeletedAt == nil || r.Hours != "0" || r.Notes != nil {
+		t.Fatalf("row = %+v, want a tombstone with neutral typed columns", r)
+	}
+}
+
+func onDay(rec clients.Record, day int) clients.Record {
+	e := *rec.TimeEntry
+	e.SpentDate = clients.Date{Year: 2026, Month: 3, Day: day}
+	rec.TimeEntry = &e
+	return rec
+}
+
+func tombstone(t *testing.T, pool *pgxpool.Pool, p TombstoneParams) (int64, error) {
+	t.Helper()
+	var n int64
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		var err error
+		n, err = TombstoneMissing(context.Background(), tx, p)
+		return err
+	})
+	return n, err
+}
+
+func deletedIDs(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var s string
+	err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(id, ',' ORDER BY id), '') FROM time_entries WHERE deleted_at IS NOT NULL`).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestTombstoneMissing(t *testing.T) {
+	t.Parallel()
+	asOf := t0.Add(time.Hour)
+	f := t0.Add(time.Minute)
+	seed := []clients.Record{
+		onDay(entry(1, t0, f, "a"), 1),                    // before the range
+		onDay(entry(2, t0, f, "a"), 2),                    // in range, seen
+		onDay(entry(3, t0, f, "a"), 2),                    // in range, missing
+		onDay(entry(4, t0, f, "a"), 3),                    // in range, missing
+		onDay(entry(5, asOf.Add(time.Second), f, "a"), 3), // missing, but newer than AsOf
+		onDay(entry(6, t0, f, "a"), 4),                    // after the range
+	}
+	from, to := clients.Date{Year: 2026, Month: 3, Day: 2}, clients.Date{Year: 2026, Month: 3, Day: 3}
+
+	t.Run("range and AsOf guard", func(t *testing.T) {
+		t.Parallel()
+		pool := pgtest.DB(t)
+		applyTx(t, pool, seed)
+		n, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.TimeEntries, From: from, To: to, Seen: []string{"2"}, AsOf: asOf, Max: 2})
+		if err != nil || n != 2 {
+			t.Fatalf("TombstoneMissing = %d, %v; want 2", n, err)
+		}
+		if got := deletedIDs(t, pool); got != "3,4" {
+			t.Fatalf("deleted ids = %s, want 3,4", got)
+		}
+		r, _ := readRow(t, pool, "3")
+		if !r.DeletedAt.Equal(asOf) || !r.UpdatedAt.Equal(t0) || !r.FetchedAt.Equal(asOf) {
+			t.Errorf("tombstoned row: deleted_at %v updated_at %v fetched_at %v", r.DeletedAt, r.UpdatedAt, r.FetchedAt)
+		}
+		// Again: nothing more to mark.
+		if n, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.TimeEntries, From: from, To: to, Seen: []string{"2"}, AsOf: asOf}); err != nil || n != 0 {
+			t.Fatalf("second TombstoneMissing = %d, %v; want 0", n, err)
+		}
+
+		// The same version again stays deleted; a newer version resurrects.
+		if c := applyTx(t, pool, []clients.Record{onDay(entry(3, t0, f, "a"), 2)}); c != (Counts{Unchanged: 1}) {
+			t.Fatalf("same version re-delivered: %+v", c)
+		}
+		if c := applyTx(t, pool, []clients.Record{onDay(entry(4, t0.Add(time.Second), asOf.Add(time.Minute), "b"), 3)}); c != (Counts{Updated: 1}) {
+			t.Fatalf("newer version: %+v", c)
+		}
+		if got := deletedIDs(t, pool); got != "3" {
+			t.Fatalf("deleted ids = %s, want 3 (4 resurrected)", got)
+		}
+	})
+
+	t.Run("no range", func(t *testing.T) {
+		t.Parallel()
+		pool := pgtest.DB(t)
+		applyTx(t, pool, seed)
+		n, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.TimeEntries, Seen: []string{"1", "2"}, AsOf: asOf})
+		if err != nil || n != 3 || deletedIDs(t, pool) != "3,4,6" {
+			t.Fatalf("TombstoneMissing = %d, %v, deleted %s; want 3 (3,4,6)", n, err, deletedIDs(t, pool))
+		}
+	})
+
+	t.Run("ceiling refuses and writes nothing", func(t *testing.T) {
+		t.Parallel()
+		pool := pgtest.DB(t)
+		applyTx(t, pool, seed)
+		n, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.TimeEntries, Seen: nil, AsOf: asOf, Max: 4})
+		if !errors.Is(err, ErrTooManyTombstones) || n != 0 {
+			t.Fatalf("TombstoneMissing = %d, %v; want ErrTooManyTombstones", n, err)
+		}
+		if !strings.Contains(err.Error(), "5 rows") || !strings.Contains(err.Error(), "ceiling is 4") {
+			t.Errorf("error %q does not say how many and the ceiling", err)
+		}
+		if got := deletedIDs(t, pool); got != "" {
+			t.Fatalf("deleted ids = %s after a refusal, want none", got)
+		}
+	})
+
+	t.Run("range only for time entries", func(t *testing.T) {
+		t.Parallel()
+		pool := pgtest.DB(t)
+		_, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.Projects, From: from, AsOf: asOf})
+		if err == nil {
+			t.Fatal("a spent-date range on projects was accepted")
+		}
+		if _, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.Projects, Seen: []string{"1"}, AsOf: asOf}); err != nil {
+			t.Fatalf("projects without range: %v", err)
+		}
+	})
+}
