@@ -212,11 +212,9 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 		e.UpdatedAt = minTime(e.CreatedAt.Add(time.Duration(r.IntN(3600))*time.Second), anchor)
 		entries[i] = e
 	}
-	// Ids grow with creation, as Harvest's do.
-	sortByCreated(entries)
-	for i := range entries {
-		entries[i].ID = firstEntryID + int64(i)
-	}
+	// Ids grow with creation, as Harvest's do: rank by (created_at, index)
+	// without moving the large structs.
+	assignIDs(entries)
 	// Approvals: per user and ISO week, one bulk stamp; invoices: per client
 	// and month, one bulk stamp.
 	type uw struct {
@@ -267,8 +265,24 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 	}
 }
 
-func sortByCreated(es []harvesttest.TimeEntry) {
-	slices.SortStableFunc(es, func(a, b harvesttest.TimeEntry) int { return a.CreatedAt.Compare(b.CreatedAt) })
+func assignIDs(es []harvesttest.TimeEntry) {
+	type rank struct {
+		at int64
+		i  int32
+	}
+	rs := make([]rank, len(es))
+	for i := range es {
+		rs[i] = rank{es[i].CreatedAt.Unix(), int32(i)}
+	}
+	slices.SortFunc(rs, func(a, b rank) int {
+		if a.at != b.at {
+			return cmp.Compare(a.at, b.at)
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	for j, r := range rs {
+		es[r.i].ID = firstEntryID + int64(j)
+	}
 }
 
 func minTime(a, b time.Time) time.Time {

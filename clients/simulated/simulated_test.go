@@ -134,7 +134,7 @@ func TestHarvestClientListsEverything(t *testing.T) {
 	for _, cursor := range []bool{false, true} {
 		t.Run("cursor="+strconv.FormatBool(cursor), func(t *testing.T) {
 			t.Parallel()
-			tr := newTracker(t, simulated.Params{Seed: 3, Users: 12, Anchor: anchor, NoRateLimit: true, Cursor: cursor})
+			tr := newTracker(t, simulated.Params{Seed: 3, Users: 10, Days: 90, Anchor: anchor, NoRateLimit: true, Cursor: cursor})
 			c := client(t, tr)
 			truth := tr.Truth()
 			for _, r := range clients.AllResources {
@@ -233,7 +233,7 @@ func TestRunStreamsMutations(t *testing.T) {
 
 func TestLargeGeneration(t *testing.T) {
 	t.Parallel()
-	n := 100_000
+	n := 50_000
 	if testing.Short() {
 		n = 20_000
 	}
