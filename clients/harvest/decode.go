@@ -47,19 +47,19 @@ type ref struct {
 
 type common struct {
 	ID        json.Number `json:"id"`
-	UpdatedAt *string     `json:"updated_at"`
+	UpdatedAt string      `json:"updated_at"`
 }
 
 type timeEntryJSON struct {
 	common
-	SpentDate *string     `json:"spent_date"`
+	SpentDate string      `json:"spent_date"`
 	Hours     json.Number `json:"hours"`
 	Notes     *string     `json:"notes"`
-	User      *ref        `json:"user"`
-	Project   *ref        `json:"project"`
-	Task      *ref        `json:"task"`
-	Client    *ref        `json:"client"`
-	Invoice   *ref        `json:"invoice"`
+	User      ref         `json:"user"`
+	Project   ref         `json:"project"`
+	Task      ref         `json:"task"`
+	Client    ref         `json:"client"`
+	Invoice   ref         `json:"invoice"`
 	Billable  bool        `json:"billable"`
 	IsLocked  bool        `json:"is_locked"`
 	IsClosed  bool        `json:"is_closed"`
@@ -71,7 +71,7 @@ type projectJSON struct {
 	common
 	Name       string  `json:"name"`
 	Code       *string `json:"code"`
-	Client     *ref    `json:"client"`
+	Client     ref     `json:"client"`
 	IsActive   bool    `json:"is_active"`
 	IsBillable bool    `json:"is_billable"`
 }
@@ -246,20 +246,20 @@ func (c *common) fill(rec *clients.Record) *fieldErr {
 		return &fieldErr{"id", fmt.Sprintf("want an integer id, got %q", string(c.ID))}
 	}
 	rec.ID = s
-	if c.UpdatedAt == nil || *c.UpdatedAt == "" {
+	if c.UpdatedAt == "" {
 		return &fieldErr{"updated_at", "missing"}
 	}
-	t, err := time.Parse(time.RFC3339, *c.UpdatedAt)
+	t, err := time.Parse(time.RFC3339, c.UpdatedAt)
 	if err != nil {
-		return &fieldErr{"updated_at", fmt.Sprintf("want RFC 3339, got %q", *c.UpdatedAt)}
+		return &fieldErr{"updated_at", fmt.Sprintf("want RFC 3339, got %q", c.UpdatedAt)}
 	}
 	rec.Version = t.UTC()
 	return nil
 }
 
 // optRef returns the id of a nullable {"id":…} object, "" when null.
-func optRef(r *ref, field string) (string, *fieldErr) {
-	if r == nil || r.ID == "" {
+func optRef(r ref, field string) (string, *fieldErr) {
+	if r.ID == "" {
 		return "", nil
 	}
 	s, ok := id(r.ID)
@@ -269,8 +269,8 @@ func optRef(r *ref, field string) (string, *fieldErr) {
 	return s, nil
 }
 
-func reqRef(r *ref, field string) (string, *fieldErr) {
-	if r == nil || r.ID == "" {
+func reqRef(r ref, field string) (string, *fieldErr) {
+	if r.ID == "" {
 		return "", &fieldErr{field, "missing"}
 	}
 	return optRef(r, field)
@@ -288,12 +288,12 @@ func timeEntry(j *timeEntryJSON, t *clients.TimeEntry, rec *clients.Record) *fie
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	if j.SpentDate == nil {
+	if j.SpentDate == "" {
 		return &fieldErr{"spent_date", "missing"}
 	}
-	d, err := clients.ParseDate(*j.SpentDate)
+	d, err := clients.ParseDate(j.SpentDate)
 	if err != nil {
-		return &fieldErr{"spent_date", fmt.Sprintf("want YYYY-MM-DD, got %q", *j.SpentDate)}
+		return &fieldErr{"spent_date", fmt.Sprintf("want YYYY-MM-DD, got %q", j.SpentDate)}
 	}
 	if !validDecimal(j.Hours) {
 		return &fieldErr{"hours", "missing or not a number"}
