@@ -110,8 +110,6 @@ func (f *fakeSource) List(ctx context.Context, r clients.Resource, w clients.Win
 		sel = append(sel, &cp)
 	}
 	sort.Slice(sel, func(i, j int) bool { return sel[i].id < sel[j].id })
-	failPage := f.failPage
-	f.failPage = 0
 	pageSize := f.pageSize
 	f.mu.Unlock()
 
@@ -122,12 +120,16 @@ func (f *fakeSource) List(ctx context.Context, r clients.Resource, w clients.Win
 		if f.onPage != nil {
 			f.onPage(w, n)
 		}
-		if n == failPage {
-			return fmt.Errorf("%s %s page %d: %w", f.name, r, n, errInjected)
-		}
 		f.mu.Lock()
+		fail := n == f.failPage
+		if fail {
+			f.failPage = 0
+		}
 		now := f.now
 		f.mu.Unlock()
+		if fail {
+			return fmt.Errorf("%s %s page %d: %w", f.name, r, n, errInjected)
+		}
 		end := min(len(sel), pageSize)
 		page := clients.Page{Resource: r, Number: n, SourceTime: now}
 		for _, rec := range sel[:end] {

@@ -1,0 +1,107 @@
+package poller_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/poller"
+)
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestDaemonSkipsTicksWhilePassRunsAndStopsPromptly(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource("acme", t0)
+	src.put(1, day, "a")
+	block := make(chan struct{})
+	var blocked sync.Once
+	src.onPage = func(clients.Window, int) {
+		blocked.Do(func() { <-block })
+	}
+	var logs syncBuffer
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(context.Background(), true)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "still running; skipping") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no skipped tick logged:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(block)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("stop took %v", took)
+	}
+	if !strings.Contains(logs.String(), `"source":"acme"`) {
+		t.Fatal("log lines lack the source")
+	}
+}
+
+func TestDaemonBacksOffAfterFailureAndRecovers(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource("acme", t0)
+	src.put(1, day, "a")
+	src.failPage = 1
+	var logs syncBuffer
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(context.Background(), true)
+	defer d.Stop(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "backing off after failures") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no back-off logged:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), "pass failed") {
+		t.Fatalf("failure not reported:\n%s", logs.String())
+	}
+}
