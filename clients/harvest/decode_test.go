@@ -114,7 +114,9 @@ func FuzzDecodePage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, res string, body []byte) {
 		recs, _, err := d.decodePage(clients.Resource(res), 1, body, time.Now())
 		if err != nil {
-			if len(err.Error()) > 1000 {
+			// Names come from the request (resource) and the body excerpt
+			// (bounded); with a real resource the message stays short.
+			if _, perr := clients.ParseResource(res); perr == nil && len(err.Error()) > 1000 {
 				t.Fatalf("error too long: %d", len(err.Error()))
 			}
 			return
