@@ -142,20 +142,32 @@ func printDemoStatus(ctx context.Context, g *globals, a *app) {
 		return
 	}
 	writeCursorTable(&b, rows)
+	hw := map[string]time.Time{}
+	for _, r := range rows {
+		if r.HighWater != nil {
+			hw[r.Source+"/"+r.Resource] = *r.HighWater
+		}
+	}
 	for name, tr := range a.simulated {
 		truth := tr.Truth()
-		for _, r := range []clients.Resource{clients.Clients, clients.Users, clients.Projects, clients.Tasks, clients.TimeEntries} {
-			rep, err := verify.Compare(ctx, a.pool, name, r, truth.Versions(r))
+		for _, r := range clients.AllResources {
+			key := name + "/" + string(r)
+			asOf, ok := hw[key]
+			if !ok {
+				fmt.Fprintf(&b, "%-24s waiting for the first pass\n", key)
+				continue
+			}
+			rep, err := verify.Compare(ctx, a.pool, name, r, truth.Versions(r), asOf)
 			if err != nil {
-				fmt.Fprintf(&b, "%s/%s: %v\n", name, r, err)
+				fmt.Fprintf(&b, "%-24s %v\n", key, err)
 				continue
 			}
 			state := "in sync"
-			if !rep.InSync() {
-				state = "catching up"
+			if rep.Missing+rep.Stale+rep.Ahead > 0 {
+				state = "NOT in sync"
 			}
-			fmt.Fprintf(&b, "%-24s %s: %d live at the source, %d missing, %d stale, %d deleted there but live here\n",
-				name+"/"+string(r), state, rep.Live, rep.Missing, rep.Stale+rep.Ahead, rep.Undeleted)
+			fmt.Fprintf(&b, "%-24s %s: %d live, %d missing, %d stale; %d changed since the cursor (next pass), %d deleted at the source awaiting reconcile\n",
+				key, state, rep.Live, rep.Missing, rep.Stale+rep.Ahead, rep.Pending, rep.Undeleted)
 		}
 	}
 	fmt.Fprintln(g.stdout, b.String())

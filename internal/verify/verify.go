@@ -22,6 +22,7 @@ type Report struct {
 	Stale            int // mirror holds an older version than the source
 	Ahead            int // mirror holds a newer version than the source (a regression elsewhere)
 	Undeleted        int // deleted at the source, still live in the mirror
+	Pending          int // changed at the source after AsOf: not expected yet
 	Examples         []string
 }
 
@@ -44,8 +45,9 @@ var tables = map[clients.Resource]string{
 }
 
 // Compare compares the mirror of (source, resource) with truth: live id →
-// the source's version.
-func Compare(ctx context.Context, pool *pgxpool.Pool, source string, r clients.Resource, truth map[string]time.Time) (Report, error) {
+// the source's version. With a non-zero asOf (e.g. the cursor's high water),
+// records the source changed after it are counted as pending, not checked.
+func Compare(ctx context.Context, pool *pgxpool.Pool, source string, r clients.Resource, truth map[string]time.Time, asOf time.Time) (Report, error) {
 	table, ok := tables[r]
 	if !ok {
 		return Report{}, fmt.Errorf("unknown resource %q", r)
@@ -79,6 +81,8 @@ func Compare(ctx context.Context, pool *pgxpool.Pool, source string, r clients.R
 	for id, v := range truth {
 		m, ok := mirror[id]
 		switch {
+		case !asOf.IsZero() && v.After(asOf):
+			rep.Pending++
 		case !ok || m.deleted:
 			rep.Missing++
 			note("%s missing", id)
