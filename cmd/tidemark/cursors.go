@@ -50,6 +50,50 @@ type countsJSON struct {
 	Tombstoned int64 `json:"tombstoned"`
 }
 
+// runJSON is one element of `runs --json` (a contract like cursorJSON: add
+// fields, rename none). Times are RFC 3339 in UTC; dates are YYYY-MM-DD.
+type runJSON struct {
+	RunID           string     `json:"run_id"`
+	Source          string     `json:"source"`
+	Resource        string     `json:"resource"`
+	Kind            string     `json:"kind"`
+	Status          string     `json:"status"`
+	Error           string     `json:"error,omitempty"`
+	Actor           string     `json:"actor,omitempty"`
+	StartedAt       time.Time  `json:"started_at"`
+	FinishedAt      *time.Time `json:"finished_at"`
+	WindowSince     *time.Time `json:"window_since,omitempty"`
+	WindowFrom      string     `json:"window_from,omitempty"`
+	WindowTo        string     `json:"window_to,omitempty"`
+	HighWaterBefore *time.Time `json:"high_water_before"`
+	HighWaterAfter  *time.Time `json:"high_water_after"`
+	Pages           int        `json:"pages"`
+	Counts          countsJSON `json:"counts"`
+}
+
+func newRunJSON(r cursor.Run) runJSON {
+	utc := func(t *time.Time) *time.Time {
+		if t == nil {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	date := func(d clients.Date) string {
+		if d.IsZero() {
+			return ""
+		}
+		return d.String()
+	}
+	return runJSON{
+		RunID: r.RunID, Source: r.Source, Resource: r.Resource, Kind: r.Kind, Status: r.Status,
+		Error: r.Error, Actor: r.Actor, StartedAt: r.StartedAt.UTC(), FinishedAt: utc(r.FinishedAt),
+		WindowSince: utc(r.WindowSince), WindowFrom: date(r.WindowFrom), WindowTo: date(r.WindowTo),
+		HighWaterBefore: utc(r.HighWaterBefore), HighWaterAfter: utc(r.HighWaterAfter),
+		Pages: r.Pages, Counts: countsJSON(r.Counts),
+	}
+}
+
 func newCursorsCmd(g *globals) *cobra.Command {
 	var f appFlags
 	var asJSON bool
@@ -295,10 +339,11 @@ func newRunsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				if runs == nil {
-					runs = []cursor.Run{}
+				out := make([]runJSON, 0, len(runs))
+				for _, r := range runs {
+					out = append(out, newRunJSON(r))
 				}
-				return writeJSON(g.stdout, runs)
+				return writeJSON(g.stdout, out)
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STARTED\tKIND\tSOURCE\tRESOURCE\tSTATUS\tTOOK\tPAGES\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tACTOR/ERROR")
