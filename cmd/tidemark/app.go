@@ -37,6 +37,9 @@ type app struct {
 	closers []func()
 	// simulated holds the built-in trackers by source name (demo checks).
 	simulated map[string]*simulated.Tracker
+	// abandoned is set when passes were still running at the shutdown
+	// deadline; Close then leaves the pool to the process exit.
+	abandoned bool
 }
 
 type appFlags struct {
@@ -119,6 +122,12 @@ func (a *app) connect(ctx context.Context) error {
 }
 
 func (a *app) Close() {
+	if a.abandoned {
+		// A pass outlived the shutdown grace: closing the pool would wait for
+		// its connection. Exiting drops the connections instead, and
+		// Postgres rolls their open transactions back.
+		return
+	}
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		a.closers[i]()
 	}
@@ -191,6 +200,11 @@ func (a *app) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 	default:
 		return nil, usagef("source %s: kind %q is not supported", sc.Name, sc.Kind)
 	}
+	// The per-request timeout is an httpx setting that harvest.Params does
+	// not carry: build the HTTP client here so that `timeout` takes effect.
+	hc := harvest.HTTPConfig(p)
+	hc.Timeout = sc.Timeout.D()
+	p.HTTP = httpx.New(hc)
 	return harvest.New(p)
 }
 
