@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -114,19 +115,83 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 	}
 	var c Counts
 	items, c.Stale = dedupe(items)
-	for round := 0; len(items) > 0; round++ {
-		if round == maxRounds {
-			return c, fmt.Errorf("apply %s/%s: %d records still contended after %d rounds", source, r, len(items), maxRounds)
+	for attempt := 1; ; attempt++ {
+		wc, err := write(ctx, tx, t, source, items, have)
+		if err == nil {
+			c.Add(wc)
+			return c, nil
 		}
-		var rc Counts
-		rc, items, err = applyRound(ctx, tx, t, source, items, have)
+		if !isDeadlock(err) || attempt == maxAttempts {
+			return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
+		}
+		// Another applier wrote the same ids in another order. Our writes
+		// and their locks are undone; wait a moment and redo the page.
 		have = nil
-		c.Add(rc)
+		select {
+		case <-ctx.Done():
+			return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, ctx.Err())
+		case <-time.After(time.Duration(attempt*(1+rand.IntN(20))) * time.Millisecond):
+		}
+	}
+}
+
+// maxAttempts bounds how often Apply redoes a page after a deadlock.
+const maxAttempts = 5
+
+func isDeadlock(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "40P01"
+}
+
+// write runs lookup-and-write rounds until every item is counted. All its
+// writes sit under one savepoint, opened at the first write: on an error
+// (such as a deadlock between concurrent appliers) they are undone and their
+// row locks released, and the caller's transaction stays usable.
+func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored) (Counts, error) {
+	var c Counts
+	w := &writer{tx: tx}
+	for round := 0; len(items) > 0; round++ {
+		var err error
+		if round == maxRounds {
+			err = fmt.Errorf("%d records still contended after %d rounds", len(items), maxRounds)
+		} else {
+			var rc Counts
+			rc, items, err = applyRound(ctx, w, t, source, items, have)
+			have = nil
+			c.Add(rc)
+		}
 		if err != nil {
-			return c, fmt.Errorf("apply %s/%s: %w", source, r, err)
+			if w.sp != nil {
+				if rbErr := w.sp.Rollback(ctx); rbErr != nil {
+					return Counts{}, fmt.Errorf("%w (rollback to savepoint: %v)", err, rbErr)
+				}
+			}
+			return Counts{}, err
+		}
+	}
+	if w.sp != nil {
+		if err := w.sp.Commit(ctx); err != nil {
+			return Counts{}, fmt.Errorf("release savepoint: %w", err)
 		}
 	}
 	return c, nil
+}
+
+// writer opens the savepoint of a write phase when it is first needed, so
+// that a page with nothing to write costs no round trip for it.
+type writer struct {
+	tx, sp pgx.Tx
+}
+
+func (w *writer) db(ctx context.Context) (pgx.Tx, error) {
+	if w.sp == nil {
+		sp, err := w.tx.Begin(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("savepoint: %w", err)
+		}
+		w.sp = sp
+	}
+	return w.sp, nil
 }
 
 func idsValid(recs []clients.Record) bool {
@@ -285,8 +350,12 @@ type stored struct {
 // applyRound looks up the stored state of items, writes the new and newer
 // ones and counts the rest. It returns the items a concurrent writer touched
 // between lookup and write: they need another round.
-func applyRound(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored) (Counts, []item, error) {
+func applyRound(ctx context.Context, w *writer, t *table, source string, items []item, have map[string]stored) (Counts, []item, error) {
 	var c Counts
+	tx := w.tx
+	if w.sp != nil {
+		tx = w.sp
+	}
 	if have == nil {
 		ids := make([]string, len(items))
 		for i := range items {
@@ -323,6 +392,10 @@ func applyRound(ctx context.Context, tx pgx.Tx, t *table, source string, items [
 	}
 	if len(fresh)+len(newer)+len(typeless) == 0 {
 		return c, nil, nil
+	}
+	tx, err := w.db(ctx)
+	if err != nil {
+		return c, nil, err
 	}
 	if len(fresh) > 0 {
 		ok, err := copyNew(ctx, tx, t, source, fresh)
@@ -441,7 +514,7 @@ func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*i
 		if rbErr := sp.Rollback(ctx); rbErr != nil {
 			return false, fmt.Errorf("copy new rows: %w (rollback to savepoint: %v)", err, rbErr)
 		}
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" { // unique_violation
 			return false, nil
 		}
 		return false, fmt.Errorf("copy new rows: %w", err)
