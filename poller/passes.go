@@ -52,6 +52,7 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource)
 	start := time.Now()
 	res := Result{RunID: newRunID(), Source: s.Name(), Resource: r, Kind: cursor.KindIncremental}
 	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
+	ctx = log.WithContext(ctx)
 
 	cur, err := p.store.Load(ctx, s.Name(), string(r))
 	if err != nil && !errors.Is(err, cursor.ErrNotFound) {
@@ -162,6 +163,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 		return res, fmt.Errorf("%s/%s: start backfill: %w", bp.Source, bp.Resource, err)
 	}
 	log := p.passLogger(s.Name(), bp.Resource, res.RunID, res.Kind)
+	ctx = log.WithContext(ctx)
 	if err := p.store.StartRun(ctx, cursor.StartRunParams{
 		RunID: res.RunID, Source: s.Name(), Resource: string(bp.Resource), Kind: res.Kind,
 		WindowFrom: bf.Next, WindowTo: bp.To,
@@ -287,6 +289,7 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource) (
 	start := time.Now()
 	res := Result{RunID: newRunID(), Source: s.Name(), Resource: r, Kind: cursor.KindReconcile}
 	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
+	ctx = log.WithContext(ctx)
 	var w clients.Window
 	if r == clients.TimeEntries {
 		// The range is chosen on our clock; that only decides what is checked.

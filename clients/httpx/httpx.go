@@ -281,7 +281,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				return nil, c.fail(req, method, path, KindRateLimited, res.status, attempts, res.body, nil)
 			}
 			c.pause(d)
-			c.log.Warn().Str("resource", req.Resource).Int("page", req.Page).Int("status", res.status).
+			c.logger(ctx).Warn().Str("resource", req.Resource).Int("page", req.Page).Int("status", res.status).
 				Dur("wait", d).Msg("source asked us to wait")
 			c.notify(reason, d)
 			// The next acquire waits for the pause, with every other caller.
@@ -317,7 +317,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		if time.Since(start)+d > c.cfg.MaxRetryTime {
 			return nil, c.fail(req, method, path, kind, res.status, attempts, res.body, res.err)
 		}
-		ev := c.log.Debug()
+		ev := c.logger(ctx).Debug()
 		if res.err != nil {
 			ev = ev.Str("error", res.err.Error())
 		}
@@ -328,6 +328,15 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			return nil, c.fail(req, method, path, kind, res.status, attempts, res.body, err)
 		}
 	}
+}
+
+// logger prefers the pass's logger carried in ctx (it names the source,
+// resource and run), and falls back to the client's own.
+func (c *Client) logger(ctx context.Context) *zerolog.Logger {
+	if l := zerolog.Ctx(ctx); l.GetLevel() != zerolog.Disabled {
+		return l
+	}
+	return &c.log
 }
 
 func (c *Client) fail(req Request, method, path string, kind Kind, status, attempts int, body []byte, cause error) *Error {
