@@ -184,6 +184,20 @@ func Attach(dir string, port int) (*Cluster, error) {
 	return c, nil
 }
 
+// Restart stops the server (fast shutdown: sessions are cut, as in a real
+// restart) and starts it again on the same port and data.
+func (c *Cluster) Restart(ctx context.Context, down time.Duration) error {
+	if err := run(c.command(ctx, "pg_ctl", "stop", "-w", "-m", "fast", "-D", c.data())); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return c.start(ctx)
+}
+
 // Stop stops the server and removes its files.
 func (c *Cluster) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
