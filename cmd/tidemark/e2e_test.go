@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -223,14 +224,14 @@ func (p *proc) running() bool {
 	}
 }
 
-// wait waits for the process to exit and returns its exit code, or -1 when
-// it is still running after d.
-func (p *proc) wait(d time.Duration) int {
+// wait waits for the process to exit and returns its exit code (-1 when a
+// signal killed it); exited is false when it still runs after d.
+func (p *proc) wait(d time.Duration) (code int, exited bool) {
 	select {
 	case <-p.done:
-		return exitCodeOf(p.err)
+		return exitCodeOf(p.err), true
 	case <-time.After(d):
-		return -1
+		return 0, false
 	}
 }
 
@@ -472,4 +473,139 @@ func TestE2EChurnConverges(t *testing.T) {
 		t.Fatal("the daemon exited")
 	}
 	noDuplicates(t, e.pool)
+}
+
+// ---- 2. kill -9 at random moments -------------------------------------------
+
+func TestE2EKill9(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := newTracker(t, simulated.Params{Seed: 2})
+	cfg := e.writeConfig(source{name: "acme", tr: tr, reconcile: true})
+	s := startSampler(t, e.pool, "acme")
+	stop := churn(tr, 100*time.Millisecond, 5)
+	defer stop()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	for i := range 5 {
+		d := e.daemon(cfg)
+		life := time.Duration(50+rng.IntN(751)) * time.Millisecond
+		time.Sleep(life)
+		d.signal(syscall.SIGKILL)
+		if _, exited := d.wait(10 * time.Second); !exited {
+			t.Fatalf("restart %d: still running after SIGKILL", i)
+		}
+		t.Logf("restart %d: killed after %s", i, life)
+	}
+	finalStart := time.Now()
+	d := e.daemon(cfg)
+	time.Sleep(2 * time.Second)
+	stop()
+	took := e.waitConverged(tr, "acme", 30*time.Second, inSync)
+	t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
+	s.check(t)
+	noDuplicates(t, e.pool)
+
+	// Runs the killed processes left running are marked abandoned by the
+	// last daemon; none stays "running".
+	var left, abandoned int
+	if err := e.pool.QueryRow(context.Background(), `
+		SELECT count(*) FILTER (WHERE status = 'running'),
+		       count(*) FILTER (WHERE status = 'failed' AND error = $2)
+		FROM sync_runs WHERE source = 'acme' AND started_at < $1`, finalStart, "abandoned (process ended)").Scan(&left, &abandoned); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("sync_runs: %d runs of killed processes still running", left)
+	}
+	t.Logf("sync_runs: %d runs abandoned by killed processes", abandoned)
+	if !d.running() {
+		t.Fatal("the daemon exited")
+	}
+}
+
+// ---- 3. a source clock behind ours --------------------------------------------
+
+func TestE2ESourceClockBehind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// The source's clock runs 5 minutes behind ours, more than the overlap:
+	// a cursor taken from our clock would skip every record written since.
+	tr := newTracker(t, simulated.Params{Seed: 3, Skew: -5 * time.Minute})
+	cfg := e.writeConfig(source{name: "acme", tr: tr, overlap: "2m"})
+	e.daemon(cfg)
+	stop := churn(tr, 100*time.Millisecond, 5)
+	time.Sleep(5 * time.Second)
+	stop()
+	// Without reconcile, deletions stay; everything live must be there at
+	// its latest version.
+	e.waitConverged(tr, "acme", 30*time.Second, nothingLost)
+	var hw time.Time
+	if err := e.pool.QueryRow(context.Background(),
+		"SELECT max(high_water) FROM cursors WHERE source = 'acme'").Scan(&hw); err != nil {
+		t.Fatal(err)
+	}
+	if hw.After(tr.Now()) {
+		t.Errorf("high water %s is after the source's clock %s", hw, tr.Now())
+	}
+}
+
+// ---- 4. writes visible late --------------------------------------------------
+
+func TestE2ELateVisibleWrites(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Writes become visible 3 s after their updated_at; the 10 s overlap
+	// covers that.
+	const delay = 3 * time.Second
+	tr := newTracker(t, simulated.Params{Seed: 4, VisibilityDelay: delay})
+	cfg := e.writeConfig(source{name: "acme", tr: tr, overlap: "10s", reconcile: true})
+	e.daemon(cfg)
+	stop := churn(tr, 100*time.Millisecond, 5)
+	time.Sleep(5 * time.Second)
+	stop()
+	time.Sleep(delay)
+	if n := tr.Server().Pending(); n != 0 {
+		t.Fatalf("%d writes still invisible after the delay", n)
+	}
+	e.waitConverged(tr, "acme", 30*time.Second, inSync)
+}
+
+// ---- 5. backfill beside the daemon --------------------------------------------
+
+func TestE2EBackfillBesideDaemon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := newTracker(t, simulated.Params{Seed: 5})
+	cfg := e.writeConfig(source{name: "acme", tr: tr, reconcile: true})
+	s := startSampler(t, e.pool, "acme")
+	d := e.daemon(cfg)
+	stop := churn(tr, 100*time.Millisecond, 5)
+	defer stop()
+	time.Sleep(time.Second)
+	today := clients.DateOf(tr.Now().UTC())
+	for range 2 {
+		out, errs, code := e.cli("backfill", "--config", cfg, "--source", "acme",
+			"--from", today.AddDays(-70).String(), "--to", today.AddDays(1).String(), "--window-days", "5")
+		if code != 0 {
+			t.Fatalf("backfill exited %d\n%s%s", code, out, errs)
+		}
+		if !strings.Contains(out, "backfill acme/time_entries") {
+			t.Errorf("backfill output: %q", out)
+		}
+	}
+	stop()
+	e.waitConverged(tr, "acme", 30*time.Second, inSync)
+	s.check(t)
+	noDuplicates(t, e.pool)
+	var n int
+	if err := e.pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM sync_runs WHERE source = 'acme' AND kind = 'backfill' AND status = 'ok'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Error("no successful backfill run recorded")
+	}
+	if !d.running() {
+		t.Fatal("the daemon exited")
+	}
 }
