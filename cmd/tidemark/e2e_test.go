@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/internal/verify"
@@ -608,4 +609,90 @@ func TestE2EBackfillBesideDaemon(t *testing.T) {
 	if !d.running() {
 		t.Fatal("the daemon exited")
 	}
+}
+
+// ---- 6. malformed pages ------------------------------------------------------
+
+// snapshot renders every stored time entry, all columns, in id order.
+func snapshot(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var s string
+	if err := pool.QueryRow(context.Background(),
+		"SELECT coalesce(string_agg(te::text, E'\\n' ORDER BY id), '') FROM time_entries te").Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestE2EMalformedPage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		m    harvesttest.Malformation
+		want string // what was wrong, in the message
+	}{
+		{"bad JSON", harvesttest.BadJSON, "not JSON"},
+		{"HTML 200", harvesttest.HTMLPage, "not JSON"},
+		{"missing updated_at", harvesttest.MissingUpdatedAt, "updated_at"},
+		{"wrong type", harvesttest.WrongType, "updated_at"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			tr := newTracker(t, simulated.Params{Seed: 6})
+			cfg := e.writeConfig(source{name: "acme", tr: tr})
+			if out, errs, code := e.cli("sync", "--config", cfg, "--source", "acme"); code != 0 {
+				t.Fatalf("first sync exited %d\n%s%s", code, out, errs)
+			}
+			// Changes the next pass would apply: edits and a new entry.
+			srv := tr.Server()
+			es := srv.TimeEntriesWhere(func(*harvesttest.TimeEntry) bool { return true })
+			for i := range 5 {
+				te := es[i*7]
+				te.Hours, te.UpdatedAt = "7.75", time.Time{}
+				srv.PutTimeEntry(te)
+			}
+			te := es[0]
+			te.ID, te.UpdatedAt, te.CreatedAt = 99_000_001, time.Time{}, time.Time{}
+			srv.PutTimeEntry(te)
+
+			before := snapshot(t, e.pool)
+			srv.Malform(clients.TimeEntries, 1, tc.m)
+			_, errs, code := e.cli("sync", "--config", cfg, "--source", "acme")
+			if code != 1 {
+				t.Fatalf("sync of a malformed page exited %d, want 1\n%s", code, errs)
+			}
+			t.Logf("sync: %s", lastLine(errs))
+			for _, w := range []string{"acme", "time_entries", "page 1", tc.want} {
+				if !strings.Contains(strings.ToLower(errs), strings.ToLower(w)) {
+					t.Errorf("error does not name %q:\n%s", w, errs)
+				}
+			}
+			if strings.Contains(errs, tr.Token()) {
+				t.Errorf("error shows the token:\n%s", errs)
+			}
+			if after := snapshot(t, e.pool); after != before {
+				t.Errorf("stored time entries changed by a failed pass:\nbefore:\n%.2000s\nafter:\n%.2000s", before, after)
+			}
+			var status string
+			if err := e.pool.QueryRow(context.Background(), `SELECT status FROM sync_runs
+				WHERE source = 'acme' AND resource = 'time_entries' ORDER BY started_at DESC LIMIT 1`).Scan(&status); err != nil {
+				t.Fatal(err)
+			}
+			if status != "failed" {
+				t.Errorf("last time_entries run is %q, want failed", status)
+			}
+
+			srv.Malform(clients.TimeEntries, 1, 0)
+			if out, errs, code := e.cli("sync", "--config", cfg, "--source", "acme"); code != 0 {
+				t.Fatalf("good sync exited %d\n%s%s", code, out, errs)
+			}
+			e.waitConverged(tr, "acme", 0, inSync)
+		})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
 }

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/harvest"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/upsert"
+)
+
+// maxConns is cmd/tidemark's pool bound.
+const maxConns = 8
+
+// result is what a scenario child prints as its last stdout line.
+type result struct {
+	Records   int64   `json:"records"`
+	Pages     int     `json:"pages"`
+	WallSec   float64 `json:"wall_s"`
+	Requests  int     `json:"requests"`
+	Status429 int     `json:"status_429"`
+	MaxWindow int     `json:"max_window"`
+	PeakRSS   int64   `json:"peak_rss"` // bytes, VmHWM of the child
+	// Extra holds scenario-specific figures.
+	Extra map[string]float64 `json:"extra,omitempty"`
+	// Note is a human remark (counts of outcomes).
+	Note string `json:"note,omitempty"`
+}
+
+// scenarioArgs are the flags of the hidden `scenario` subcommand.
+type scenarioArgs struct {
+	kind              string
+	dbURL             string
+	sim               simInfo
+	limited           bool
+	sample            int
+	sources           int
+	daemonFor         time.Duration
+	daemonSchedule    string
+	overlap           time.Duration
+	cpuprofile, memfp string
+	concurrency       int
+}
+
+// runScenario is the hidden `scenario` subcommand: one measurement in its
+// own process, so that its peak RSS (VmHWM) and CPU time are its own.
+func runScenario(args []string) error {
+	fs := flag.NewFlagSet("scenario", flag.ExitOnError)
+	var a scenarioArgs
+	var simJSON string
+	fs.StringVar(&a.kind, "kind", "", "backfill | reference | idle | redelivery")
+	fs.StringVar(&a.dbURL, "db", "", "database URL")
+	fs.StringVar(&simJSON, "sim", "", "serve-sim info (JSON)")
+	fs.BoolVar(&a.limited, "limited", false, "client under Harvest's limit (else unlimited)")
+	fs.IntVar(&a.sample, "sample", 200_000, "reference: records to pre-fetch and apply")
+	fs.IntVar(&a.sources, "sources", 1000, "idle: number of sources")
+	fs.DurationVar(&a.daemonFor, "daemon-for", 2*time.Minute, "idle: how long the daemon runs")
+	fs.StringVar(&a.daemonSchedule, "daemon-schedule", "* * * * *", "idle: the daemon's schedule")
+	fs.DurationVar(&a.overlap, "overlap", 2*time.Hour, "redelivery: the source's overlap")
+	fs.IntVar(&a.concurrency, "concurrency", 50, "idle: sources synced at once")
+	fs.StringVar(&a.cpuprofile, "cpuprofile", "", "write a CPU profile here")
+	fs.StringVar(&a.memfp, "memprofile", "", "write an allocation profile here")
+	_ = fs.Parse(args)
+	if err := json.Unmarshal([]byte(simJSON), &a.sim); err != nil {
+		return fmt.Errorf("-sim: %w", err)
+	}
+	if a.cpuprofile != "" {
+		f, err := os.Create(a.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx := context.Background()
+	pc, err := pgxpool.ParseConfig(a.dbURL)
+	if err != nil {
+		return err
+	}
+	pc.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	var res result
+	switch a.kind {
+	case "backfill":
+		res, err = scenarioBackfill(ctx, pool, a)
+	case "reference":
+		res, err = scenarioReference(ctx, pool, a)
+	case "idle":
+		res, err = scenarioIdle(ctx, pool, a)
+	case "redelivery":
+		res, err = scenarioRedelivery(ctx, pool, a)
+	default:
+		err = fmt.Errorf("unknown scenario kind %q", a.kind)
+	}
+	if err != nil {
+		return err
+	}
+	res.PeakRSS = peakRSS()
+	if a.memfp != "" {
+		f, err := os.Create(a.memfp)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+	return nil
+}
+
+// harvestSource builds the real Harvest client on the simulated tracker.
+// Unlimited (lifted) unless limited: then Harvest's 100 per 15 s.
+func harvestSource(a scenarioArgs, name string, log zerolog.Logger) (*harvest.Client, error) {
+	p := harvest.Params{
+		Name: name, BaseURL: a.sim.URL, AccountID: a.sim.AccountID, Token: a.sim.Token,
+		Contact: "bench@tidemark.invalid", Version: "bench", Logger: log,
+	}
+	hc := harvest.HTTPConfig(p)
+	if !a.limited {
+		hc.RateLimit = httpx.RateLimit{}
+	}
+	p.HTTP = httpx.New(hc)
+	return harvest.New(p)
+}
+
+func (a scenarioArgs) dates() (clients.Date, clients.Date, error) {
+	from, err := clients.ParseDate(a.sim.From)
+	if err != nil {
+		return clients.Date{}, clients.Date{}, fmt.Errorf("sim from: %w", err)
+	}
+	to, err := clients.ParseDate(a.sim.To)
+	return from, to, err
+}
+
+// scenarioBackfill runs poller.Backfill of time entries over the whole
+// generated range.
+func scenarioBackfill(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
+	src, err := harvestSource(a, "bench", zerolog.Nop())
+	if err != nil {
+		return result{}, err
+	}
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}})
+	if err != nil {
+		return result{}, err
+	}
+	defer p.Close()
+	from, to, err := a.dates()
+	if err != nil {
+		return result{}, err
+	}
+	if err := resetLog(a.sim); err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	r, err := p.Backfill(ctx, poller.BackfillParams{Source: "bench", Resource: clients.TimeEntries, From: from, To: to})
+	wall := time.Since(start)
+	if err != nil {
+		return result{}, err
+	}
+	res := result{Records: r.Counts.Fetched, Pages: r.Pages, WallSec: wall.Seconds(),
+		Note: fmt.Sprintf("inserted=%d", r.Counts.Inserted)}
+	return res, fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per)
+}
+
+// errEnough stops a listing once the sample is complete.
+var errEnough = errors.New("enough")
+
+// scenarioReference pre-fetches pages (untimed), then applies them with
+// upsert.Apply, one transaction per page as the poller does: the rate the
+// database side alone reaches on the same rows.
+func scenarioReference(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
+	src, err := harvestSource(a, "bench", zerolog.Nop())
+	if err != nil {
+		return result{}, err
+	}
+	from, to, err := a.dates()
+	if err != nil {
+		return result{}, err
+	}
+	var pages [][]clients.Record
+	n := 0
+	err = src.List(ctx, clients.TimeEntries, clients.Window{From: from, To: to}, func(_ context.Context, pg clients.Page) error {
+		pages = append(pages, pg.Records)
+		n += len(pg.Records)
+		if n >= a.sample {
+			return errEnough
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errEnough) {
+		return result{}, err
+	}
+	runtime.GC()
+	start := time.Now()
+	var c upsert.Counts
+	for _, recs := range pages {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			pc, err := upsert.Apply(ctx, tx, "bench", clients.TimeEntries, recs)
+			c.Add(pc)
+			return err
+		})
+		if err != nil {
+			return result{}, err
+		}
+	}
+	wall := time.Since(start)
+	return result{Records: int64(n), Pages: len(pages), WallSec: wall.Seconds(),
+		Note: fmt.Sprintf("inserted=%d", c.Inserted)}, nil
+}
+
+// scenarioRedelivery applies entries new with a first incremental pass (the
+// reference), then runs a second pass whose overlap re-delivers all of them
+// unchanged. WAL bytes of each pass come from pg_current_wal_lsn.
+func scenarioRedelivery(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
+	src, err := harvestSource(a, "bench", zerolog.Nop())
+	if err != nil {
+		return result{}, err
+	}
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, Overlap: a.overlap}}})
+	if err != nil {
+		return result{}, err
+	}
+	defer p.Close()
+	pass := func() (poller.Result, time.Duration, float64, error) {
+		lsn, err := walLSN(ctx, pool)
+		if err != nil {
+			return poller.Result{}, 0, 0, err
+		}
+		start := time.Now()
+		rs, err := p.Incremental(ctx, "bench", clients.TimeEntries)
+		wall := time.Since(start)
+		if err != nil {
+			return poller.Result{}, 0, 0, err
+		}
+		wal, err := walSince(ctx, pool, lsn)
+		return rs[0], wall, wal, err
+	}
+	r1, w1, wal1, err := pass()
+	if err != nil {
+		return result{}, err
+	}
+	if err := resetLog(a.sim); err != nil {
+		return result{}, err
+	}
+	r2, w2, wal2, err := pass()
+	if err != nil {
+		return result{}, err
+	}
+	res := result{Records: r2.Counts.Fetched, Pages: r2.Pages, WallSec: w2.Seconds(),
+		Extra: map[string]float64{
+			"new_records": float64(r1.Counts.Fetched), "new_wall_s": w1.Seconds(),
+			"new_wal": wal1, "redelivered_wal": wal2,
+		},
+		Note: fmt.Sprintf("first pass inserted=%d; second pass unchanged=%d updated=%d inserted=%d",
+			r1.Counts.Inserted, r2.Counts.Unchanged, r2.Counts.Updated, r2.Counts.Inserted),
+	}
+	return res, fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per)
+}
+
+// scenarioIdle holds many sources on one tiny simulated tracker (one
+// account impersonating many, so the fake's own limit is off; each source
+// keeps Harvest's limit in its client). It syncs them once, measures one
+// idle pass of each, then runs the daemon and measures its CPU and its
+// database connections.
+func scenarioIdle(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
+	a.limited = true
+	log := zerolog.New(io.Discard).Level(zerolog.InfoLevel)
+	var srcs []poller.Source
+	var scheds []poller.Schedule
+	for i := range a.sources {
+		name := fmt.Sprintf("src%04d", i)
+		src, err := harvestSource(a, name, log)
+		if err != nil {
+			return result{}, err
+		}
+		srcs = append(srcs, poller.Source{Source: src})
+		scheds = append(scheds, poller.Schedule{Source: name, Incremental: a.daemonSchedule})
+	}
+	p, err := poller.New(poller.Params{Pool: pool, Sources: srcs, Logger: log})
+	if err != nil {
+		return result{}, err
+	}
+	defer p.Close()
+	syncAll := func() (cnt upsertCounts, err error) {
+		var mu sync.Mutex
+		var errs []error
+		sem := make(chan struct{}, a.concurrency)
+		var wg sync.WaitGroup
+		for _, name := range p.Sources() {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				rs, err := p.Incremental(ctx, name)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+				}
+				for _, r := range rs {
+					cnt.fetched += r.Counts.Fetched
+					cnt.unchanged += r.Counts.Unchanged
+					cnt.inserted += r.Counts.Inserted
+				}
+			})
+		}
+		wg.Wait()
+		return cnt, errors.Join(errs...)
+	}
+	if _, err := syncAll(); err != nil {
+		return result{}, fmt.Errorf("first sync: %w", err)
+	}
+	if err := resetLog(a.sim); err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	cnt, err := syncAll()
+	wall := time.Since(start)
+	if err != nil {
+		return result{}, fmt.Errorf("idle pass: %w", err)
+	}
+	res := result{Records: cnt.fetched, WallSec: wall.Seconds(), Extra: map[string]float64{
+		"sources": float64(a.sources), "resources": float64(len(clients.AllResources)),
+	}, Note: fmt.Sprintf("idle pass unchanged=%d inserted=%d", cnt.unchanged, cnt.inserted)}
+	if err := fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per); err != nil {
+		return res, err
+	}
+
+	// The daemon: CPU of this process and connections to this database.
+	d, err := poller.NewDaemon(p, config.CronParser, scheds)
+	if err != nil {
+		return res, err
+	}
+	mon, err := pgx.Connect(ctx, a.dbURL)
+	if err != nil {
+		return res, err
+	}
+	defer mon.Close(ctx)
+	if err := resetLog(a.sim); err != nil {
+		return res, err
+	}
+	cpu0, t0 := cpuTime(), time.Now()
+	d.Start(ctx, false)
+	maxConnsSeen := 0
+	tick := time.NewTicker(250 * time.Millisecond)
+	for time.Since(t0) < a.daemonFor {
+		<-tick.C
+		var n int
+		if err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			return res, err
+		}
+		maxConnsSeen = max(maxConnsSeen, n)
+	}
+	tick.Stop()
+	cpu, elapsed := cpuTime()-cpu0, time.Since(t0)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := d.Stop(sctx); err != nil {
+		return res, err
+	}
+	reqs, err := fetchLog(a.sim)
+	if err != nil {
+		return res, err
+	}
+	res.Extra["daemon_s"] = elapsed.Seconds()
+	res.Extra["daemon_cpu_pct"] = 100 * cpu.Seconds() / elapsed.Seconds()
+	res.Extra["daemon_max_conns"] = float64(maxConnsSeen)
+	res.Extra["daemon_requests"] = float64(len(reqs))
+	return res, nil
+}
+
+type upsertCounts struct{ fetched, unchanged, inserted int64 }
+
+func walLSN(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var lsn string
+	err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn)
+	return lsn, err
+}
+
+func walSince(ctx context.Context, pool *pgxpool.Pool, from string) (float64, error) {
+	var n float64
+	err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)`, from).Scan(&n)
+	return n, err
+}
+
+func resetLog(s simInfo) error {
+	resp, err := http.Post(s.Control+"/reset", "", nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+func fetchLog(s simInfo) ([]loggedRequest, error) {
+	resp, err := http.Get(s.Control + "/requests")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out []loggedRequest
+	return out, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+// fillRequests sets the request figures from the fake's log: how many, how
+// many 429s, and the most requests in any window of length per.
+func fillRequests(res *result, s simInfo, per time.Duration) error {
+	reqs, err := fetchLog(s)
+	if err != nil {
+		return err
+	}
+	res.Requests = len(reqs)
+	ats := make([]int64, 0, len(reqs))
+	for _, r := range reqs {
+		if r.Status == http.StatusTooManyRequests {
+			res.Status429++
+		}
+		ats = append(ats, r.At)
+	}
+	res.MaxWindow = maxInWindow(ats, per)
+	return nil
+}
+
+// maxInWindow returns the most timestamps (sorted ascending) that fall in
+// one half-open window of length per.
+func maxInWindow(ats []int64, per time.Duration) int {
+	best, i := 0, 0
+	for j := range ats {
+		for ats[j]-ats[i] >= int64(per) {
+			i++
+		}
+		best = max(best, j-i+1)
+	}
+	return best
+}
+
+// peakRSS reads VmHWM (the peak resident set) of this process.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+// cpuTime is the user plus system CPU time of this process.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
