@@ -12,6 +12,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +60,10 @@ type Source struct {
 	Kind      string    `yaml:"kind"`
 	BaseURL   string    `yaml:"base_url"`
 	AccountID string    `yaml:"account_id"`
+	// WorkspaceID is Toggl's and Clockify's workspace.
+	WorkspaceID string `yaml:"workspace_id"`
+	// UserIDs limits Clockify's per-user listings (default: every user).
+	UserIDs []string `yaml:"user_ids"`
 	Token     Secret    `yaml:"token"`
 	Schedule  string    `yaml:"schedule"`
 	Overlap   Duration  `yaml:"overlap"`
@@ -356,12 +361,39 @@ func (c *Config) validate(root *yaml.Node) error {
 			if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
 				s.RateLimit = RateLimit{Requests: 100, Per: Duration(15 * time.Second)}
 			}
-		case KindToggl, KindClockify:
-			return fail(key("kind"), "%q is not supported yet (coming: issue 6); supported: harvest, simulated", s.Kind)
+		case KindToggl:
+			s.BaseURL = cmp.Or(s.BaseURL, "https://api.track.toggl.com/api/v9")
+			if s.WorkspaceID == "" {
+				return fail(key("workspace_id"), "missing; Toggl needs the workspace id")
+			}
+			if _, err := strconv.ParseInt(s.WorkspaceID, 10, 64); err != nil {
+				return fail(key("workspace_id"), "%q: want Toggl's numeric workspace id", s.WorkspaceID)
+			}
+			if s.Token == "" {
+				return fail(key("token"), "missing; give it as ${VAR}, e.g. token: ${TOGGL_TOKEN}")
+			}
+			if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
+				// Toggl's leaky bucket is about one request a second per token.
+				s.RateLimit = RateLimit{Requests: 1, Per: Duration(time.Second)}
+			}
+		case KindClockify:
+			s.BaseURL = cmp.Or(s.BaseURL, "https://api.clockify.me/api/v1")
+			if s.WorkspaceID == "" {
+				return fail(key("workspace_id"), "missing; Clockify needs the workspace id")
+			}
+			if s.Token == "" {
+				return fail(key("token"), "missing; give it as ${VAR}, e.g. token: ${CLOCKIFY_API_KEY}")
+			}
+			if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
+				s.RateLimit = RateLimit{Requests: 10, Per: Duration(time.Second)}
+			}
+			// Clockify's change feed is experimental: a weekly safety
+			// reconcile is on unless configured otherwise.
+			s.Reconcile.Schedule = cmp.Or(s.Reconcile.Schedule, "0 4 * * 0")
 		case "":
-			return fail(key("kind"), "missing; one of harvest, simulated")
+			return fail(key("kind"), "missing; one of harvest, toggl, clockify, simulated")
 		default:
-			return fail(key("kind"), "unknown kind %q; one of harvest, simulated", s.Kind)
+			return fail(key("kind"), "unknown kind %q; one of harvest, toggl, clockify, simulated", s.Kind)
 		}
 		if s.BaseURL != "" {
 			if u, err := url.Parse(s.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

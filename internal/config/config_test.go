@@ -108,6 +108,36 @@ func cmpOr(a, b func(string) (string, bool)) func(string) (string, bool) {
 	return b
 }
 
+func TestTogglAndClockify(t *testing.T) {
+	doc := `
+sources:
+  - name: t
+    kind: toggl
+    workspace_id: "123"
+    token: ${HARVEST_TOKEN}
+  - name: c
+    kind: clockify
+    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d
+    user_ids: [5f1e0c2a9b3d4e5f6a7b8c90]
+    token: ${HARVEST_TOKEN}
+`
+	c, err := Parse("t.yaml", []byte(doc), fullEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sources[0].RateLimit.Requests != 1 || c.Sources[1].Reconcile.Schedule == "" || len(c.Sources[1].UserIDs) != 1 {
+		t.Fatalf("defaults: %+v", c.Sources)
+	}
+	bad := strings.Replace(doc, `workspace_id: "123"`, `workspace_id: abc`, 1)
+	if _, err := Parse("t.yaml", []byte(bad), fullEnv); err == nil || !strings.Contains(err.Error(), "t.yaml:5: sources[0].workspace_id") {
+		t.Fatalf("bad toggl workspace: %v", err)
+	}
+	bad = strings.Replace(doc, "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n", "", 1)
+	if _, err := Parse("t.yaml", []byte(bad), fullEnv); err == nil || !strings.Contains(err.Error(), "sources[1].workspace_id: missing") {
+		t.Fatalf("missing clockify workspace: %v", err)
+	}
+}
+
 func TestDuplicateNames(t *testing.T) {
 	doc := good + `  - name: acme
     kind: simulated
