@@ -12,35 +12,6 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 )
 
-// envelope is a Harvest list response. Records stay raw: each is decoded on
-// its own into a small struct, and kept byte for byte as Record.Raw.
-type envelope struct {
-	TimeEntries []json.RawMessage `json:"time_entries"`
-	Projects    []json.RawMessage `json:"projects"`
-	Clients     []json.RawMessage `json:"clients"`
-	Users       []json.RawMessage `json:"users"`
-	Tasks       []json.RawMessage `json:"tasks"`
-	Links       *struct {
-		Next *string `json:"next"`
-	} `json:"links"`
-}
-
-func (e *envelope) records(r clients.Resource) []json.RawMessage {
-	switch r {
-	case clients.TimeEntries:
-		return e.TimeEntries
-	case clients.Projects:
-		return e.Projects
-	case clients.Clients:
-		return e.Clients
-	case clients.Users:
-		return e.Users
-	case clients.Tasks:
-		return e.Tasks
-	}
-	return nil
-}
-
 type ref struct {
 	ID json.Number `json:"id"`
 }
@@ -48,23 +19,6 @@ type ref struct {
 type common struct {
 	ID        json.Number `json:"id"`
 	UpdatedAt string      `json:"updated_at"`
-}
-
-type timeEntryJSON struct {
-	common
-	SpentDate string      `json:"spent_date"`
-	Hours     json.Number `json:"hours"`
-	Notes     *string     `json:"notes"`
-	User      ref         `json:"user"`
-	Project   ref         `json:"project"`
-	Task      ref         `json:"task"`
-	Client    ref         `json:"client"`
-	Invoice   ref         `json:"invoice"`
-	Billable  bool        `json:"billable"`
-	IsLocked  bool        `json:"is_locked"`
-	IsClosed  bool        `json:"is_closed"`
-	IsBilled  bool        `json:"is_billed"`
-	IsRunning bool        `json:"is_running"`
 }
 
 type projectJSON struct {
@@ -117,25 +71,29 @@ func newDecoder(source string, hc *httpx.Client) decoder {
 }
 
 // decodePage parses one list response into normalized records and the next
-// link ("" when the listing is complete).
+// link ("" when the listing is complete). Records' Raw are slices of body.
 func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched time.Time) ([]clients.Record, string, error) {
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		field, what := describe(err)
-		return nil, "", d.errf(string(r), page, cmpStr(field, "(page)"), what, body)
+	env, err := scanEnvelope(body, r)
+	if err != nil {
+		return nil, "", d.syntaxError(r, page, body)
 	}
-	raws := env.records(r)
-	if raws == nil {
+	if env.typeErr != nil {
+		return nil, "", d.errf(string(r), page, cmpStr(env.typeErr.field, "(page)"), env.typeErr.what, body)
+	}
+	if !env.found {
 		return nil, "", d.errf(string(r), page, string(r), "missing: want an array of records", body)
 	}
-	if env.Links == nil {
+	if !env.links {
 		return nil, "", d.errf(string(r), page, "links", "missing", body)
 	}
+	raws := make([][]byte, len(env.elems))
+	for i, sp := range env.elems {
+		raws[i] = body[sp.lo:sp.hi:sp.hi]
+	}
 	recs := make([]clients.Record, len(raws))
-	var err error
 	switch r {
 	case clients.TimeEntries:
-		err = decodeAll(d, r, page, raws, recs, fetched, timeEntry)
+		err = d.timeEntries(page, body, env.elems, recs, fetched)
 	case clients.Projects:
 		err = decodeAll(d, r, page, raws, recs, fetched, project)
 	case clients.Clients:
@@ -150,11 +108,17 @@ func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched t
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if env.Links.Next != nil {
-		next = *env.Links.Next
+	return recs, env.next, nil
+}
+
+// syntaxError reports a body that is not JSON in encoding/json's words.
+func (d decoder) syntaxError(r clients.Resource, page int, body []byte) error {
+	var v json.RawMessage
+	field, what := "", "not JSON"
+	if err := json.Unmarshal(body, &v); err != nil {
+		field, what = describe(err)
 	}
-	return recs, next, nil
+	return d.errf(string(r), page, cmpStr(field, "(page)"), what, body)
 }
 
 type fieldErr struct{ field, what string }
@@ -163,7 +127,7 @@ func (e *fieldErr) Error() string { return e.field + ": " + e.what }
 
 // decodeAll decodes each raw record into J and lets fill set the typed
 // columns. Typed values are allocated in one block per page.
-func decodeAll[J any, T any](d decoder, r clients.Resource, page int, raws []json.RawMessage, recs []clients.Record,
+func decodeAll[J any, T any](d decoder, r clients.Resource, page int, raws [][]byte, recs []clients.Record,
 	fetched time.Time, fill func(*J, *T, *clients.Record) *fieldErr,
 ) error {
 	typed := make([]T, len(raws))
@@ -224,8 +188,7 @@ func cmpStr(a, b string) string {
 }
 
 // id validates a Harvest integer id and returns it as decimal text.
-func id(n json.Number) (string, bool) {
-	s := string(n)
+func id(s string) (string, bool) {
 	if s == "" || len(s) > 19 {
 		return "", false
 	}
@@ -238,7 +201,7 @@ func id(n json.Number) (string, bool) {
 }
 
 func (c *common) fill(rec *clients.Record) *fieldErr {
-	s, ok := id(c.ID)
+	s, ok := id(string(c.ID))
 	if !ok {
 		if c.ID == "" {
 			return &fieldErr{"id", "missing"}
@@ -258,68 +221,30 @@ func (c *common) fill(rec *clients.Record) *fieldErr {
 }
 
 // optRef returns the id of a nullable {"id":…} object, "" when null.
-func optRef(r ref, field string) (string, *fieldErr) {
-	if r.ID == "" {
+func optRef(ref, field string) (string, *fieldErr) {
+	if ref == "" {
 		return "", nil
 	}
-	s, ok := id(r.ID)
+	s, ok := id(ref)
 	if !ok {
-		return "", &fieldErr{field, fmt.Sprintf("want an integer id, got %q", string(r.ID))}
+		return "", &fieldErr{field, fmt.Sprintf("want an integer id, got %q", ref)}
 	}
 	return s, nil
 }
 
-func reqRef(r ref, field string) (string, *fieldErr) {
-	if r.ID == "" {
+func reqRef(ref, field string) (string, *fieldErr) {
+	if ref == "" {
 		return "", &fieldErr{field, "missing"}
 	}
-	return optRef(r, field)
+	return optRef(ref, field)
 }
 
-func validDecimal(n json.Number) bool {
+func validDecimal(n string) bool {
 	if n == "" {
 		return false
 	}
-	_, err := strconv.ParseFloat(string(n), 64)
+	_, err := strconv.ParseFloat(n, 64)
 	return err == nil
-}
-
-func timeEntry(j *timeEntryJSON, t *clients.TimeEntry, rec *clients.Record) *fieldErr {
-	if fe := j.common.fill(rec); fe != nil {
-		return fe
-	}
-	if j.SpentDate == "" {
-		return &fieldErr{"spent_date", "missing"}
-	}
-	d, err := clients.ParseDate(j.SpentDate)
-	if err != nil {
-		return &fieldErr{"spent_date", fmt.Sprintf("want YYYY-MM-DD, got %q", j.SpentDate)}
-	}
-	if !validDecimal(j.Hours) {
-		return &fieldErr{"hours", "missing or not a number"}
-	}
-	var fe *fieldErr
-	if t.UserID, fe = reqRef(j.User, "user.id"); fe != nil {
-		return fe
-	}
-	if t.ProjectID, fe = reqRef(j.Project, "project.id"); fe != nil {
-		return fe
-	}
-	if t.TaskID, fe = optRef(j.Task, "task.id"); fe != nil {
-		return fe
-	}
-	if t.ClientID, fe = optRef(j.Client, "client.id"); fe != nil {
-		return fe
-	}
-	if t.InvoiceID, fe = optRef(j.Invoice, "invoice.id"); fe != nil {
-		return fe
-	}
-	t.SpentDate = d
-	t.Hours = clients.Decimal(j.Hours)
-	t.Notes = j.Notes
-	t.Billable, t.IsLocked, t.IsClosed, t.IsBilled, t.IsRunning = j.Billable, j.IsLocked, j.IsClosed, j.IsBilled, j.IsRunning
-	rec.TimeEntry = t
-	return nil
 }
 
 func project(j *projectJSON, p *clients.Project, rec *clients.Record) *fieldErr {
@@ -327,7 +252,7 @@ func project(j *projectJSON, p *clients.Project, rec *clients.Record) *fieldErr 
 		return fe
 	}
 	var fe *fieldErr
-	if p.ClientID, fe = optRef(j.Client, "client.id"); fe != nil {
+	if p.ClientID, fe = optRef(string(j.Client.ID), "client.id"); fe != nil {
 		return fe
 	}
 	p.Name = j.Name

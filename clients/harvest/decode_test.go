@@ -43,11 +43,11 @@ var decodeCases = []struct {
 	{"updated_at missing", "tasks", page("tasks", `{"id":1,"name":"x"}`), "tasks[0].updated_at", "missing"},
 	{"updated_at not RFC3339", "tasks", page("tasks", `{"id":1,"updated_at":"yesterday"}`), "tasks[0].updated_at", "want RFC 3339"},
 	{"updated_at number", "tasks", page("tasks", `{"id":1,"updated_at":5}`), "tasks[0].updated_at", "want string, got number"},
-	{"hours string", "time_entries", page("time_entries", strings.Replace(goodEntry, `"hours":1.5`, `"hours":"abc"`, 1)), "time_entries[0]", "invalid number literal"},
+	{"hours string", "time_entries", page("time_entries", strings.Replace(goodEntry, `"hours":1.5`, `"hours":"abc"`, 1)), "time_entries[0].hours", "invalid number literal"},
 	{"hours missing", "time_entries", page("time_entries", strings.Replace(goodEntry, `"hours":1.5,`, ``, 1)), "time_entries[0].hours", "missing"},
 	{"billable string", "time_entries", page("time_entries", strings.Replace(goodEntry, `"billable":true`, `"billable":"yes"`, 1)), "time_entries[0].billable", "want boolean, got string"},
 	{"user missing", "time_entries", page("time_entries", strings.Replace(goodEntry, `"user":{"id":2,"name":"A"},`, ``, 1)), "time_entries[0].user.id", "missing"},
-	{"user.id string", "time_entries", page("time_entries", strings.Replace(goodEntry, `"user":{"id":2`, `"user":{"id":"x"`, 1)), "time_entries[0]", "invalid number literal"},
+	{"user.id string", "time_entries", page("time_entries", strings.Replace(goodEntry, `"user":{"id":2`, `"user":{"id":"x"`, 1)), "time_entries[0].user.id", "invalid number literal"},
 	{"invoice.id float", "time_entries", page("time_entries", strings.Replace(goodEntry, `"invoice":null`, `"invoice":{"id":2.5}`, 1)), "time_entries[0].invoice.id", "want an integer id"},
 	{"spent_date bad", "time_entries", page("time_entries", strings.Replace(goodEntry, `2026-01-02"`, `02/01/2026"`, 1)), "time_entries[0].spent_date", "want YYYY-MM-DD"},
 	{"notes number", "time_entries", page("time_entries", strings.Replace(goodEntry, `"notes":"n"`, `"notes":3`, 1)), "time_entries[0].notes", "want string, got number"},
@@ -156,4 +156,40 @@ func BenchmarkDecodePage2000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "ns/record")
+}
+
+// FuzzDecodeMatchesEncodingJSON checks the single-pass decoder against the
+// encoding/json decoding it replaced: a time-entry page that one accepts,
+// the other accepts too, with the same records (Raw compared after
+// compacting: encoding/json's RawMessage keeps the same bytes).
+func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
+	for _, tc := range decodeCases {
+		if tc.res == "time_entries" {
+			f.Add([]byte(tc.body))
+		}
+	}
+	f.Add([]byte(page("time_entries", strings.Replace(goodEntry, `"notes":"n"`, `"notes":"caf\u00e9 \"x\"\n\ud83d\ude00"`, 1))))
+	f.Add([]byte(page("time_entries", strings.Replace(goodEntry, `"id":1,`, `"id":"7","id":null,`, 1))))
+	f.Add([]byte(page("time_entries", strings.Replace(goodEntry, `"hours":1.5`, `"hours":"1.25e1"`, 1))))
+	f.Add([]byte(page("time_entries", strings.Replace(goodEntry, `2026-01-02T10:00:00Z`, `2026-01-02T10:00:00.5+02:00`, 1))))
+	f.Add([]byte(page("time_entries", strings.Replace(goodEntry, `2026-01-02"`, `2026-02-30"`, 1))))
+	d := newDecoder("acme", nil)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, _, err := d.decodePage(clients.TimeEntries, 1, body, time.Time{})
+		want, ok := oracleEntries(body)
+		if (err == nil) != ok {
+			t.Fatalf("fast decoder err=%v, encoding/json ok=%v", err, ok)
+		}
+		if !ok {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d records, want %d", len(got), len(want))
+		}
+		for i := range got {
+			if g, w := recordText(got[i]), recordText(want[i]); g != w {
+				t.Fatalf("record %d\n got %s\nwant %s", i, g, w)
+			}
+		}
+	})
 }

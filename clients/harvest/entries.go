@@ -1,0 +1,414 @@
+package harvest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+)
+
+// entryJSON holds a time entry's fields as read from the body: text cut
+// from the page's one string copy, "" when absent or null.
+type entryJSON struct {
+	id, updatedAt, spentDate, hours        string
+	user, project, task, client, invoice   string // ref ids
+	notes                                  string
+	hasNotes                               bool // notes present and not null
+	billable, isLocked, isClosed, isBilled bool
+	isRunning                              bool
+}
+
+var (
+	entryKeys = []string{"id", "updated_at", "spent_date", "hours", "notes", "user", "project", "task", "client",
+		"invoice", "billable", "is_locked", "is_closed", "is_billed", "is_running"}
+	refKeys = []string{"id"}
+)
+
+// canon returns the name in names that key stands for, as encoding/json
+// matches keys: exactly, else without regard to case (Unicode simple
+// folding); "" when none.
+func canon(key []byte, names []string) string {
+	for _, n := range names {
+		if string(key) == n {
+			return n
+		}
+	}
+	ascii := true
+	for _, c := range key {
+		if c >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	for _, n := range names {
+		if ascii {
+			if len(key) == len(n) && asciiFold(key, n) {
+				return n
+			}
+		} else if strings.EqualFold(string(key), n) {
+			return n
+		}
+	}
+	return ""
+}
+
+func asciiFold(key []byte, n string) bool {
+	for i := range len(n) {
+		a, b := key[i], n[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// errStop ends an object walk at the first wrong-typed field.
+var errStop = errors.New("stop")
+
+// timeEntries decodes time entries in one pass each, without reflection.
+// Typed values and notes are allocated in one block per page; strings other
+// than ids are cut from one string copy of the body (ids are copied on their
+// own: reconcile keeps them after the page is gone).
+func (d decoder) timeEntries(page int, body []byte, elems []span, recs []clients.Record, fetched time.Time) error {
+	typed := make([]clients.TimeEntry, len(elems))
+	notes := make([]string, len(elems))
+	text := string(body)
+	s := scanner{b: body}
+	for i, sp := range elems {
+		raw := body[sp.lo:sp.hi:sp.hi]
+		var e entryJSON
+		s.i, s.depth = sp.lo, 0
+		if fe := e.read(&s, text); fe != nil {
+			return d.entryErr(page, i, fe, raw)
+		}
+		rec := &recs[i]
+		rec.Raw = raw
+		rec.FetchedAt = fetched
+		if fe := e.fill(&typed[i], &notes[i], rec); fe != nil {
+			return d.entryErr(page, i, fe, raw)
+		}
+	}
+	return nil
+}
+
+func (d decoder) entryErr(page, i int, fe *fieldErr, raw []byte) error {
+	r := clients.TimeEntries
+	if fe.field == "" {
+		return d.errf(string(r), page, fmt.Sprintf("%s[%d]", r, i), fe.what, raw)
+	}
+	return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, fe.field), fe.what, raw)
+}
+
+// read reads one entry at the scanner's cursor. Like encoding/json, null
+// leaves a field as it was and the first wrong-typed field is the error.
+func (e *entryJSON) read(s *scanner, text string) *fieldErr {
+	switch k := s.peek(); k {
+	case kNull:
+		_, _, _ = s.literal()
+		return nil
+	case kObject:
+	default:
+		return &fieldErr{"", "want an object, got " + k.String()}
+	}
+	var fe *fieldErr
+	err := s.object(func(key []byte) error {
+		switch canon(key, entryKeys) {
+		case "id":
+			fe = s.num(text, &e.id, "id")
+		case "updated_at":
+			fe = s.strField(text, &e.updatedAt, "updated_at")
+		case "spent_date":
+			fe = s.strField(text, &e.spentDate, "spent_date")
+		case "hours":
+			fe = s.num(text, &e.hours, "hours")
+		case "notes":
+			fe = s.optStr(text, &e.notes, &e.hasNotes, "notes")
+		case "user":
+			fe = s.ref(text, &e.user, "user", "user.id")
+		case "project":
+			fe = s.ref(text, &e.project, "project", "project.id")
+		case "task":
+			fe = s.ref(text, &e.task, "task", "task.id")
+		case "client":
+			fe = s.ref(text, &e.client, "client", "client.id")
+		case "invoice":
+			fe = s.ref(text, &e.invoice, "invoice", "invoice.id")
+		case "billable":
+			fe = s.boolean(&e.billable, "billable")
+		case "is_locked":
+			fe = s.boolean(&e.isLocked, "is_locked")
+		case "is_closed":
+			fe = s.boolean(&e.isClosed, "is_closed")
+		case "is_billed":
+			fe = s.boolean(&e.isBilled, "is_billed")
+		case "is_running":
+			fe = s.boolean(&e.isRunning, "is_running")
+		default:
+			return s.skip()
+		}
+		if fe != nil {
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case fe != nil:
+		return fe
+	case err != nil:
+		return &fieldErr{"", "not JSON"}
+	}
+	return nil
+}
+
+// text returns the string value at the cursor: a slice of text when it
+// holds no escape, else its decoded copy.
+func (s *scanner) text(text string) (string, error) {
+	lo, hi, plain, err := s.str()
+	if err != nil {
+		return "", err
+	}
+	if plain {
+		return text[lo:hi], nil
+	}
+	var out string
+	if err := json.Unmarshal(s.b[lo-1:hi+1], &out); err != nil {
+		return "", errSyntax
+	}
+	return out, nil
+}
+
+// syntaxFE is returned by the field readers on a syntax error, which the
+// envelope scan has already ruled out.
+var syntaxFE = &fieldErr{"", "not JSON"}
+
+// num reads a json.Number field: a number, or a string holding one.
+func (s *scanner) num(text string, dst *string, field string) *fieldErr {
+	switch k := s.peek(); k {
+	case kNumber:
+		lo, hi, err := s.number()
+		if err != nil {
+			return syntaxFE
+		}
+		*dst = text[lo:hi]
+	case kString:
+		v, err := s.text(text)
+		if err != nil {
+			return syntaxFE
+		}
+		if !isNumber(v) {
+			return &fieldErr{field, fmt.Sprintf("invalid number literal %q", v)}
+		}
+		*dst = v
+	case kNull:
+		_, _, _ = s.literal()
+	default:
+		// encoding/json's words: a json.Number is of string kind.
+		return &fieldErr{field, "want string, got " + k.String()}
+	}
+	return nil
+}
+
+func isNumber(v string) bool {
+	if v == "" {
+		return false
+	}
+	t := scanner{b: []byte(v)}
+	_, hi, err := t.number()
+	return err == nil && hi == len(v)
+}
+
+func (s *scanner) strField(text string, dst *string, field string) *fieldErr {
+	switch k := s.peek(); k {
+	case kString:
+		v, err := s.text(text)
+		if err != nil {
+			return syntaxFE
+		}
+		*dst = v
+	case kNull:
+		_, _, _ = s.literal()
+	default:
+		return &fieldErr{field, "want string, got " + k.String()}
+	}
+	return nil
+}
+
+func (s *scanner) optStr(text string, dst *string, set *bool, field string) *fieldErr {
+	switch k := s.peek(); k {
+	case kString:
+		v, err := s.text(text)
+		if err != nil {
+			return syntaxFE
+		}
+		*dst, *set = v, true
+	case kNull:
+		_, _, _ = s.literal()
+		*dst, *set = "", false
+	default:
+		return &fieldErr{field, "want string, got " + k.String()}
+	}
+	return nil
+}
+
+func (s *scanner) boolean(dst *bool, field string) *fieldErr {
+	switch k := s.peek(); k {
+	case kBool:
+		_, v, _ := s.literal()
+		*dst = v
+	case kNull:
+		_, _, _ = s.literal()
+	default:
+		return &fieldErr{field, "want boolean, got " + k.String()}
+	}
+	return nil
+}
+
+// ref reads a {"id": …} object; other keys are skipped.
+func (s *scanner) ref(text string, dst *string, field, idField string) *fieldErr {
+	switch k := s.peek(); k {
+	case kObject:
+		var fe *fieldErr
+		err := s.object(func(key []byte) error {
+			if canon(key, refKeys) == "" {
+				return s.skip()
+			}
+			if fe = s.num(text, dst, idField); fe != nil {
+				return errStop
+			}
+			return nil
+		})
+		if fe != nil {
+			return fe
+		}
+		if err != nil {
+			return syntaxFE
+		}
+	case kNull:
+		_, _, _ = s.literal()
+	default:
+		return &fieldErr{field, "want object, got " + k.String()}
+	}
+	return nil
+}
+
+// fill validates the fields and sets the record, as timeEntry does for the
+// encoding/json path (kept in the tests as the reference).
+func (e *entryJSON) fill(t *clients.TimeEntry, note *string, rec *clients.Record) *fieldErr {
+	s, ok := id(e.id)
+	if !ok {
+		if e.id == "" {
+			return &fieldErr{"id", "missing"}
+		}
+		return &fieldErr{"id", fmt.Sprintf("want an integer id, got %q", e.id)}
+	}
+	rec.ID = strings.Clone(s)
+	if e.updatedAt == "" {
+		return &fieldErr{"updated_at", "missing"}
+	}
+	v, ok := parseStamp(e.updatedAt)
+	if !ok {
+		return &fieldErr{"updated_at", fmt.Sprintf("want RFC 3339, got %q", e.updatedAt)}
+	}
+	rec.Version = v
+	if e.spentDate == "" {
+		return &fieldErr{"spent_date", "missing"}
+	}
+	day, ok := parseDay(e.spentDate)
+	if !ok {
+		return &fieldErr{"spent_date", fmt.Sprintf("want YYYY-MM-DD, got %q", e.spentDate)}
+	}
+	if !validDecimal(e.hours) {
+		return &fieldErr{"hours", "missing or not a number"}
+	}
+	var fe *fieldErr
+	if t.UserID, fe = reqRef(e.user, "user.id"); fe != nil {
+		return fe
+	}
+	if t.ProjectID, fe = reqRef(e.project, "project.id"); fe != nil {
+		return fe
+	}
+	if t.TaskID, fe = optRef(e.task, "task.id"); fe != nil {
+		return fe
+	}
+	if t.ClientID, fe = optRef(e.client, "client.id"); fe != nil {
+		return fe
+	}
+	if t.InvoiceID, fe = optRef(e.invoice, "invoice.id"); fe != nil {
+		return fe
+	}
+	t.SpentDate = day
+	t.Hours = clients.Decimal(e.hours)
+	if e.hasNotes {
+		*note = e.notes
+		t.Notes = note
+	}
+	t.Billable, t.IsLocked, t.IsClosed, t.IsBilled, t.IsRunning = e.billable, e.isLocked, e.isClosed, e.isBilled, e.isRunning
+	rec.TimeEntry = t
+	return nil
+}
+
+// parseStamp parses an RFC 3339 stamp into UTC; the form Harvest sends
+// (2026-01-02T10:00:00Z) without time.Parse, anything else with it.
+func parseStamp(v string) (time.Time, bool) {
+	if len(v) == 20 && v[4] == '-' && v[7] == '-' && v[10] == 'T' && v[13] == ':' && v[16] == ':' && v[19] == 'Z' {
+		y, ok1 := digits(v[0:4])
+		mo, ok2 := digits(v[5:7])
+		d, ok3 := digits(v[8:10])
+		h, ok4 := digits(v[11:13])
+		mi, ok5 := digits(v[14:16])
+		sec, ok6 := digits(v[17:19])
+		if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && mo >= 1 && mo <= 12 && d >= 1 && d <= daysIn(y, mo) && h < 24 && mi < 60 && sec < 60 {
+			return time.Date(y, time.Month(mo), d, h, mi, sec, 0, time.UTC), true
+		}
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+// parseDay parses YYYY-MM-DD as clients.ParseDate does.
+func parseDay(v string) (clients.Date, bool) {
+	if len(v) == 10 && v[4] == '-' && v[7] == '-' {
+		y, ok1 := digits(v[0:4])
+		mo, ok2 := digits(v[5:7])
+		d, ok3 := digits(v[8:10])
+		if ok1 && ok2 && ok3 && mo >= 1 && mo <= 12 && d >= 1 && d <= daysIn(y, mo) {
+			return clients.Date{Year: y, Month: time.Month(mo), Day: d}, true
+		}
+	}
+	day, err := clients.ParseDate(v)
+	return day, err == nil
+}
+
+func digits(s string) (int, bool) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+func daysIn(y, m int) int {
+	switch m {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
