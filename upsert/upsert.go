@@ -74,6 +74,16 @@ const maxRounds = 8
 // whole page first: on a bad record it returns a *RecordError and writes
 // nothing. The same id twice in a page keeps its highest (Version, FetchedAt);
 // the others count as stale.
+//
+// How: one lookup of the stored (updated_at, fetched_at, content_hash) of the
+// page's ids splits the page in Go. Unchanged and stale records are only
+// counted. New ones are copied straight into the table; newer ones go through
+// a session staging table and one INSERT … ON CONFLICT DO UPDATE whose guard
+// repeats the rule against the row as it is at write time. Rows that a
+// concurrent applier wrote in between are looked up again and counted once.
+// The writes sit under a savepoint: a deadlock with another applier undoes
+// them and the page is redone (up to maxAttempts). Apply expects READ
+// COMMITTED, the default.
 func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, recs []clients.Record) (Counts, error) {
 	t, ok := tables[r]
 	if !ok {
@@ -81,6 +91,9 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 	}
 	if source == "" || checkText(source) != "" {
 		return Counts{}, fmt.Errorf("apply %s: invalid source name %q", r, source)
+	}
+	if len(recs) == 0 {
+		return Counts{}, nil
 	}
 	// The stored state of the page's ids is read while the page is validated
 	// and hashed: both take about as long, and the lookup writes nothing.
