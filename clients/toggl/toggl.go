@@ -1,0 +1,482 @@
+// Package toggl is the Toggl Track API v9 provider. It lists time entries of
+// the token's user (GET /me/time_entries: `since` for incremental windows,
+// deleted entries included as tombstones; start_date/end_date for
+// spent-date windows), and the workspace's projects, clients, tasks and
+// users, under the source's rate limit. It normalizes each record while
+// keeping its JSON exactly as received.
+//
+// Choices, for operators and readers of the mirror:
+//
+//   - spent_date is the UTC calendar day of `start` (Toggl sends start with an
+//     offset; the user's own time zone is not known to this client).
+//   - hours is duration/3600 as exact decimal text, rounded half up to 6
+//     decimals by integer arithmetic (5400 s → "1.5", 100 s → "0.027778").
+//     A running timer (negative duration) gets the hours from start to the
+//     source's clock when the page was served, and IsRunning. The content
+//     hash is over the raw JSON, which does not change while a timer runs,
+//     so a running entry's hours are refreshed when the timer stops.
+//   - client_id is "" (Toggl entries do not carry one); project_id is "" for
+//     an entry without a project.
+//   - `since` further back than MaxSinceAge is not served by Toggl: an
+//     incremental window that old fails with ErrSinceTooOld, which tells the
+//     operator to backfill. The first sync (zero UpdatedSince) lists the last
+//     MaxSinceAge (less a margin) via since.
+//   - users (GET /workspaces/{wid}/users) need an admin token; a 403 there
+//     fails the listing with an error that is both clients.ErrUnsupported and
+//     httpx.ErrUnauthorized, naming what to do (drop users from resources).
+//     It never turns into an empty listing, which reconcile would read as
+//     "every user was deleted".
+//   - 402 (hourly quota spent) waits until the next full quota window of the
+//     source's clock; QuotaWaitUntil reports the wait while it lasts.
+package toggl
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+// Defaults.
+const (
+	DefaultBaseURL = "https://api.track.toggl.com/api/v9"
+	// MaxSinceAge is how far back Toggl serves `since` (about 3 months).
+	MaxSinceAge = 90 * 24 * time.Hour
+	// FirstSyncMargin keeps the first sync's `since` safely inside
+	// MaxSinceAge when our estimate of the source's clock is a little off.
+	FirstSyncMargin = time.Hour
+	// PerPage is the page size asked of the paginated workspace lists
+	// (projects, tasks).
+	PerPage = 200
+	// DefaultQuotaWindow is Toggl's hourly quota window.
+	DefaultQuotaWindow = time.Hour
+	// DefaultRetryAfter is the wait after a 429 without Retry-After: the
+	// leaky bucket drains about one request per second.
+	DefaultRetryAfter = 2 * time.Second
+	// DefaultContact names the project in the User-Agent when no contact is
+	// configured (Toggl does not require one).
+	DefaultContact = "https://github.com/tidemarkhq/tidemark"
+)
+
+// DefaultRateLimit is about 1 request per second, the rate Toggl documents
+// as safe for its leaky bucket.
+var DefaultRateLimit = httpx.RateLimit{Requests: 1, Per: time.Second}
+
+// ErrSinceTooOld is matched (errors.Is) by the error List returns for an
+// incremental time-entry window older than Toggl serves.
+var ErrSinceTooOld = errors.New("since is older than Toggl serves")
+
+// SinceTooOldError says which window was too old and what to do.
+type SinceTooOldError struct {
+	Source    string
+	Since     time.Time
+	SourceNow time.Time // the source's clock (estimated) when refused
+}
+
+func (e *SinceTooOldError) Error() string {
+	from := clients.DateOf(e.Since.UTC())
+	to := clients.DateOf(e.SourceNow.UTC())
+	return fmt.Sprintf("%s time_entries: %s: the window starts %s, more than %d days before the source's clock (%s), and Toggl does not serve `since` that far back. "+
+		"Run `tidemark backfill --source %s --resource time_entries --from %s --to %s` to cover the gap, "+
+		"then `tidemark cursor reset --source %s --resource time_entries` (the next sync lists the last %d days)",
+		e.Source, ErrSinceTooOld, e.Since.UTC().Format(time.RFC3339), int(MaxSinceAge/(24*time.Hour)),
+		e.SourceNow.UTC().Format(time.RFC3339), e.Source, from, to, e.Source, int(MaxSinceAge/(24*time.Hour)))
+}
+
+// Is matches ErrSinceTooOld.
+func (e *SinceTooOldError) Is(target error) bool { return target == ErrSinceTooOld }
+
+// Params configures a Client.
+type Params struct {
+	// Name is the source name (the `source` column, and errors).
+	Name string
+	// BaseURL defaults to DefaultBaseURL.
+	BaseURL string
+	// Token is the API token, sent as Basic <token>:api_token; it is never
+	// logged or put in an error.
+	Token       string
+	WorkspaceID int64
+	// Contact and Version make the User-Agent.
+	Contact, Version string
+	// RateLimit defaults to DefaultRateLimit.
+	RateLimit httpx.RateLimit
+	// Resources defaults to clients.AllResources.
+	Resources []clients.Resource
+	// QuotaWindow is the 402 quota window (default DefaultQuotaWindow): a
+	// 402 waits until its next multiple on the source's clock.
+	QuotaWindow time.Duration
+	// Quota records 402 waits. When HTTP is set, build it from
+	// HTTPConfig(p) with the same Quota so that QuotaWaitUntil sees them;
+	// New creates one when nil.
+	Quota *Quota
+	// HTTP, when set, is used as is (build it from HTTPConfig to keep the
+	// auth header and quota hooks); otherwise one is built from Params.
+	HTTP       *httpx.Client
+	Logger     zerolog.Logger
+	OnResponse func(status int, took time.Duration)
+	OnWait     func(reason string, d time.Duration)
+}
+
+// Quota tracks a source's 402 quota wait. The zero value is ready.
+type Quota struct {
+	mu    sync.Mutex
+	until time.Time
+}
+
+// Until returns when the current quota wait ends (our clock), or the zero
+// time when the source is not waiting for its quota.
+func (q *Quota) Until() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.until.IsZero() && !time.Now().Before(q.until) {
+		return time.Time{}
+	}
+	return q.until
+}
+
+func (q *Quota) set(until time.Time) {
+	q.mu.Lock()
+	if until.After(q.until) {
+		q.until = until
+	}
+	q.mu.Unlock()
+}
+
+// resumed clears a passed wait and reports whether there was one.
+func (q *Quota) resumed() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.until.IsZero() || time.Now().Before(q.until) {
+		return time.Time{}, false
+	}
+	u := q.until
+	q.until = time.Time{}
+	return u, true
+}
+
+// Client is a Toggl Track account (one token, one workspace) as a
+// clients.Source.
+type Client struct {
+	name      string
+	base      *url.URL
+	wid       int64
+	resources []clients.Resource
+	http      *httpx.Client
+	dec       decoder
+	log       zerolog.Logger
+	quota     *Quota
+
+	mu     sync.Mutex
+	offset time.Duration // source clock − our clock, from the last Date header
+}
+
+var _ clients.Source = (*Client)(nil)
+
+func (p Params) withDefaults() Params {
+	p.BaseURL = strings.TrimRight(cmp.Or(p.BaseURL, DefaultBaseURL), "/")
+	if p.RateLimit == (httpx.RateLimit{}) {
+		p.RateLimit = DefaultRateLimit
+	}
+	if len(p.Resources) == 0 {
+		p.Resources = clients.AllResources
+	}
+	p.QuotaWindow = cmp.Or(p.QuotaWindow, DefaultQuotaWindow)
+	p.Contact = cmp.Or(p.Contact, DefaultContact)
+	return p
+}
+
+// Validate reports the first missing or invalid parameter, by its name.
+func (p Params) Validate() error {
+	p = p.withDefaults()
+	switch {
+	case p.Name == "":
+		return errors.New("toggl: name is required")
+	case p.Token == "":
+		return fmt.Errorf("toggl source %s: token is required", p.Name)
+	case p.WorkspaceID <= 0:
+		return fmt.Errorf("toggl source %s: workspace_id is required (a positive integer: the number in https://track.toggl.com/<workspace_id>/…)", p.Name)
+	case p.RateLimit.Requests < 1 || p.RateLimit.Per <= 0:
+		return fmt.Errorf("toggl source %s: rate_limit must have requests ≥ 1 and per > 0", p.Name)
+	case p.QuotaWindow < 0:
+		return fmt.Errorf("toggl source %s: quota window must be positive", p.Name)
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("toggl source %s: base_url %q is not an http(s) URL", p.Name, p.BaseURL)
+	}
+	for _, r := range p.Resources {
+		if _, err := clients.ParseResource(string(r)); err != nil {
+			return fmt.Errorf("toggl source %s: resources: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// HTTPConfig is the httpx configuration New uses: the Basic auth header
+// (secret), User-Agent, rate limit, 429 default wait, 402 quota wait and
+// hooks. Tests tweak it (shorter back-off) and pass httpx.New(cfg) as
+// Params.HTTP, with p.Quota set to keep QuotaWaitUntil working.
+func HTTPConfig(p Params) httpx.Config {
+	p = p.withDefaults()
+	q := p.Quota
+	window := p.QuotaWindow
+	log := p.Logger.With().Str("source", p.Name).Logger()
+	return httpx.Config{
+		Source:            p.Name,
+		RateLimit:         p.RateLimit,
+		Version:           p.Version,
+		Contact:           p.Contact,
+		DefaultRetryAfter: DefaultRetryAfter,
+		Headers: http.Header{"Authorization": {"Basic " +
+			base64.StdEncoding.EncodeToString([]byte(p.Token+":api_token"))}},
+		Logger: p.Logger,
+		QuotaWait: func(resp *http.Response) time.Duration {
+			d := untilNextWindow(resp.Header, window)
+			if q != nil {
+				q.set(time.Now().Add(d))
+			}
+			log.Warn().Dur("wait", d).Time("until", time.Now().Add(d)).
+				Msg("Toggl API quota spent (402): waiting for the next quota window")
+			return d
+		},
+		OnResponse: func(status int, took time.Duration) {
+			if q != nil && status != http.StatusPaymentRequired {
+				if until, ok := q.resumed(); ok {
+					log.Info().Time("waited_until", until).Msg("Toggl API quota window passed: source resumed")
+				}
+			}
+			if p.OnResponse != nil {
+				p.OnResponse(status, took)
+			}
+		},
+		OnWait: p.OnWait,
+	}
+}
+
+// untilNextWindow waits until the next multiple of window on the source's
+// clock (its Date header, else ours).
+func untilNextWindow(h http.Header, window time.Duration) time.Duration {
+	now := time.Now()
+	if v := h.Get("Date"); v != "" {
+		if t, err := http.ParseTime(v); err == nil {
+			now = t
+		}
+	}
+	return now.Truncate(window).Add(window).Sub(now)
+}
+
+// New validates p and returns a Client.
+func New(p Params) (*Client, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p = p.withDefaults()
+	if p.Quota == nil {
+		p.Quota = &Quota{}
+	}
+	base, _ := url.Parse(p.BaseURL)
+	hc := p.HTTP
+	if hc == nil {
+		hc = httpx.New(HTTPConfig(p))
+	}
+	return &Client{
+		name:      p.Name,
+		base:      base,
+		wid:       p.WorkspaceID,
+		resources: slices.Clone(p.Resources),
+		http:      hc,
+		dec:       newDecoder(p.Name, hc),
+		log:       p.Logger.With().Str("source", p.Name).Logger(),
+		quota:     p.Quota,
+	}, nil
+}
+
+// Name returns the source name.
+func (c *Client) Name() string { return c.name }
+
+// Resources returns the configured resources.
+func (c *Client) Resources() []clients.Resource { return slices.Clone(c.resources) }
+
+// QuotaWaitUntil returns when the source's current 402 quota wait ends (our
+// clock), or the zero time when it is not waiting: for `cursors` to show
+// "waiting for quota until …".
+func (c *Client) QuotaWaitUntil() time.Time { return c.quota.Until() }
+
+// SourceNow estimates the source's clock: ours, corrected by the offset
+// seen in the last response's Date header.
+func (c *Client) SourceNow() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset).UTC()
+}
+
+func (c *Client) observe(resp *httpx.Response) time.Time {
+	if resp.Date.IsZero() {
+		return resp.ReceivedAt
+	}
+	c.mu.Lock()
+	c.offset = resp.Date.Sub(resp.ReceivedAt)
+	c.mu.Unlock()
+	return resp.Date
+}
+
+// List streams r's records for w, one normalized page at a time. Only time
+// entries accept a spent-date window.
+func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	if !slices.Contains(c.resources, r) {
+		return fmt.Errorf("%s: resource %s not configured: %w", c.name, r, clients.ErrUnsupported)
+	}
+	if w.ByDate() && r != clients.TimeEntries {
+		return fmt.Errorf("%s: %s by spent date: %w", c.name, r, clients.ErrUnsupported)
+	}
+	switch r {
+	case clients.TimeEntries:
+		return c.listEntries(ctx, w, fn)
+	case clients.Projects, clients.Tasks:
+		return c.listPaged(ctx, r, w, fn)
+	case clients.Clients, clients.Users:
+		return c.listOnce(ctx, r, fn)
+	}
+	return fmt.Errorf("%s: resource %s: %w", c.name, r, clients.ErrUnsupported)
+}
+
+func (c *Client) url(path string, q url.Values) string {
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func (c *Client) workspacePath(r clients.Resource) string {
+	return "/workspaces/" + strconv.FormatInt(c.wid, 10) + "/" + string(r)
+}
+
+func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	q := url.Values{}
+	var keep func(clients.Date) bool
+	if w.ByDate() {
+		if w.From.IsZero() || w.To.IsZero() {
+			return fmt.Errorf("%s: time_entries by spent date needs both from and to: %w", c.name, clients.ErrUnsupported)
+		}
+		// Toggl filters on start in the user's time zone and may treat
+		// end_date as exclusive: ask one day wider on each side, and keep
+		// the entries whose UTC start day is in the window.
+		q.Set("start_date", w.From.AddDays(-1).String())
+		q.Set("end_date", w.To.AddDays(2).String())
+		keep = func(d clients.Date) bool { return !d.Before(w.From) && !d.After(w.To) }
+	} else {
+		now := c.SourceNow()
+		since := w.UpdatedSince
+		switch {
+		case since.IsZero():
+			since = now.Add(-MaxSinceAge + FirstSyncMargin)
+		case since.Before(now.Add(-MaxSinceAge)):
+			return &SinceTooOldError{Source: c.name, Since: since, SourceNow: now}
+		}
+		q.Set("since", strconv.FormatInt(since.Unix(), 10))
+	}
+	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url("/me/time_entries", q), Resource: string(clients.TimeEntries), Page: 1})
+	if err != nil {
+		var he *httpx.Error
+		if q.Has("since") && errors.As(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(he.Body), "since") {
+			since, _ := strconv.ParseInt(q.Get("since"), 10, 64)
+			return fmt.Errorf("%w (Toggl said: %s)", &SinceTooOldError{Source: c.name, Since: time.Unix(since, 0).UTC(), SourceNow: c.SourceNow()}, he.Body)
+		}
+		return err
+	}
+	clock := c.observe(resp)
+	recs, err := c.dec.decodePage(clients.TimeEntries, 1, resp.Body, resp.ReceivedAt, clock)
+	if err != nil {
+		return err
+	}
+	if keep != nil {
+		kept := recs[:0]
+		for _, rec := range recs {
+			if rec.TimeEntry == nil || keep(rec.TimeEntry.SpentDate) {
+				kept = append(kept, rec)
+			}
+		}
+		recs = kept
+	}
+	c.log.Debug().Str("resource", string(clients.TimeEntries)).Int("page", 1).Int("records", len(recs)).Msg("page fetched")
+	return fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: 1, SourceTime: resp.Date, Records: recs})
+}
+
+// sinceParam returns the `since` for a workspace list, or 0 when the window
+// asks for everything or reaches further back than Toggl serves (these lists
+// are small: listing them whole is the safe answer).
+func (c *Client) sinceParam(w clients.Window) int64 {
+	if w.UpdatedSince.IsZero() || w.UpdatedSince.Before(c.SourceNow().Add(-MaxSinceAge)) {
+		return 0
+	}
+	return w.UpdatedSince.Unix()
+}
+
+// listPaged lists projects or tasks with page/per_page until a short page.
+func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	q := url.Values{}
+	q.Set("per_page", strconv.Itoa(PerPage))
+	if s := c.sinceParam(w); s != 0 {
+		q.Set("since", strconv.FormatInt(s, 10))
+	}
+	var prevFirst string
+	for page := 1; ; page++ {
+		q.Set("page", strconv.Itoa(page))
+		resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), q), Resource: string(r), Page: page})
+		if err != nil {
+			return err
+		}
+		clock := c.observe(resp)
+		recs, err := c.dec.decodePage(r, page, resp.Body, resp.ReceivedAt, clock)
+		if err != nil {
+			return err
+		}
+		if page > 1 && len(recs) > 0 && recs[0].ID == prevFirst {
+			return c.dec.errf(string(r), page, "page", "repeats the previous page (is `page` ignored?)", nil)
+		}
+		if len(recs) > 0 {
+			prevFirst = recs[0].ID
+		}
+		c.log.Debug().Str("resource", string(r)).Int("page", page).Int("records", len(recs)).Msg("page fetched")
+		if err := fn(ctx, clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}); err != nil {
+			return err
+		}
+		if len(recs) < PerPage {
+			return nil
+		}
+	}
+}
+
+// listOnce lists clients or users: one response, no pagination.
+func (c *Client) listOnce(ctx context.Context, r clients.Resource, fn func(context.Context, clients.Page) error) error {
+	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), nil), Resource: string(r), Page: 1})
+	if err != nil {
+		var he *httpx.Error
+		if r == clients.Users && errors.As(err, &he) && he.Status == http.StatusForbidden {
+			c.log.Warn().Str("resource", string(r)).Msg("the token may not list workspace users (403): users are not mirrored")
+			return fmt.Errorf("%s: users: this token may not list the workspace's users (only workspace admins can); use an admin's token or remove users from the source's resources: %w: %w",
+				c.name, clients.ErrUnsupported, err)
+		}
+		return err
+	}
+	clock := c.observe(resp)
+	recs, err := c.dec.decodePage(r, 1, resp.Body, resp.ReceivedAt, clock)
+	if err != nil {
+		return err
+	}
+	c.log.Debug().Str("resource", string(r)).Int("page", 1).Int("records", len(recs)).Msg("page fetched")
+	return fn(ctx, clients.Page{Resource: r, Number: 1, SourceTime: resp.Date, Records: recs})
+}
