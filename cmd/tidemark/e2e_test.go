@@ -1008,9 +1008,10 @@ func TestE2EOutageAnd401(t *testing.T) {
 		source{name: "bad", tr: other, tokenVar: "BAD_TOKEN"},
 	)
 	d := e.daemon(cfg)
+	e.waitConverged(good, "good", 20*time.Second, nothingLost)
 	stop := churn(good, 100*time.Millisecond, 5)
 	defer stop()
-	e.waitConverged(good, "good", 20*time.Second, nothingLost)
+	time.Sleep(2 * time.Second)
 
 	// The good source's tracker fails every request for 6 s.
 	good.SetFaultRates(1, 0)
