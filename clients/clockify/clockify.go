@@ -1,0 +1,547 @@
+// Package clockify is the Clockify API v1 provider. It lists time entries per
+// user (bare JSON arrays, paged until a short page), projects, clients,
+// users and tasks, and follows the experimental entity-change feed for
+// incremental passes, under the source's rate limit. Every record keeps its
+// JSON exactly as received.
+//
+// Versions. Clockify has no update stamp outside its change feed, so:
+//
+//   - A record from the feed carries the feed's change stamp (createdAt,
+//     updatedAt or deletedAt of the change document, see below), in UTC.
+//   - A record from a listing (per-user time entries, projects, clients,
+//     users, tasks) carries the source's clock when the page was served: its
+//     Date header. A listing returns each record's current state as of that
+//     instant, so any change the record had before it is already in the
+//     content, and any change after it gets a feed stamp (or a later listing
+//     clock) that is later. The version guard therefore never lets an older
+//     state win. Two states with the same second are ordered by fetch time,
+//     and a listing is always fetched after the state it shows.
+//
+// Incremental time entries (Window.UpdatedSince set) read the change feed:
+// GET /workspaces/{ws}/entities/{created,updated,deleted}?type=TIME_ENTRY
+// &start&end&page&limit, in back-to-back windows of at most FeedWindow that
+// end SafetyLag before the source's clock (the Date header of GET /user,
+// one cheap request at the start of the pass). Clockify documents that
+// deletions show up about a minute late, that an entity created and
+// updated inside one window is left out of /updated (so /created is read
+// too), and that one created and deleted inside a window is left out of
+// both. Each window starts one second before the previous one ended,
+// because whether start and end are inclusive is not documented; records at
+// the seam come twice, which the version guard makes harmless.
+//
+// The feed's response shape is barely documented. This client assumes, and
+// clockifytest serves:
+//
+//   - pages numbered from 0 (the documented default of page), limit records
+//     each (the documented default, 50, unless configured), ending at a
+//     short page;
+//   - a body that is either a bare JSON array or the documented envelope
+//     {"response":[...]};
+//   - elements shaped like the documented LogBinDocumentDto:
+//     {"id":…, "documentCode":"TIME_ENTRY", "<stamp>":"2026-03-01T09:00:00.123Z",
+//     "document":{…the time entry…}} where <stamp> is createdAt for
+//     /created, updatedAt for /updated and deletedAt for /deleted (the one
+//     documented). The document is required for created and updated
+//     elements (a feed that sent bare ids would fail loudly, naming the
+//     field); for a deletion the entity id is document.id when present,
+//     else the element's id.
+//
+// A first sync (the zero UpdatedSince) does not read the feed: it lists
+// every user's entries whose start falls in the last FirstSyncDays days
+// (to a week ahead), versioned by the listing clock; the next incremental
+// pass reads the feed from there. Backfill and reconcile (Window.From/To)
+// list per user by date, from From 00:00Z to To+1 00:00Z.
+//
+// Because the feed is experimental, a weekly reconcile is on by default
+// (DefaultReconcileSchedule): it re-lists recent entries and tombstones the
+// ones the source no longer returns.
+package clockify
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+// Defaults.
+const (
+	DefaultBaseURL = "https://api.clockify.me/api/v1"
+	// DefaultPageSize is the page-size of every listing. Clockify defaults
+	// to 50 and documents 5000 as the largest; 1000 keeps a page around a
+	// megabyte while needing few requests.
+	DefaultPageSize = 1000
+	MaxPageSize     = 5000
+	// DefaultFeedLimit is the change feed's documented default limit. A
+	// larger one is not documented: a server that silently capped it would
+	// make the walk stop early at what looks like a short page.
+	DefaultFeedLimit = 50
+	// DefaultFeedWindow bounds one feed window (the feed's own default
+	// range is 30 days).
+	DefaultFeedWindow = 24 * time.Hour
+	// DefaultSafetyLag keeps feed windows this far behind the source's
+	// clock: deletions reach the feed about a minute late.
+	DefaultSafetyLag = 2 * time.Minute
+	// DefaultFirstSyncDays is the range a first sync lists.
+	DefaultFirstSyncDays = 90
+	// DefaultRetryAfter is the wait after a 429: Clockify sends no
+	// Retry-After, and its paid budget is per second.
+	DefaultRetryAfter = 5 * time.Second
+	// DefaultReconcileSchedule: the feed is experimental, so reconcile is
+	// on by default for Clockify, weekly (Sunday 04:00 UTC).
+	DefaultReconcileSchedule = "0 4 * * 0"
+)
+
+// DefaultRateLimit is a safe share of Clockify's paid budget (50 requests/s).
+// Free workspaces get 30 requests an hour: configure {30, 1h} for those.
+var DefaultRateLimit = httpx.RateLimit{Requests: 10, Per: time.Second}
+
+// Params configures a Client.
+type Params struct {
+	// Name is the source name (the `source` column, and errors).
+	Name string
+	// BaseURL defaults to DefaultBaseURL (regional prefixes exist).
+	BaseURL     string
+	WorkspaceID string
+	// Token is the API key (X-Api-Key); it is never logged or put in an
+	// error.
+	Token string
+	// UserIDs limits the per-user time-entry listings; empty means every
+	// user of the workspace (GET /workspaces/{ws}/users, once per listing).
+	UserIDs []string
+	// Contact and Version make the User-Agent.
+	Contact, Version string
+	// RateLimit defaults to DefaultRateLimit.
+	RateLimit httpx.RateLimit
+	// Resources defaults to clients.AllResources.
+	Resources []clients.Resource
+	// HTTP, when set, is used as is (build it from HTTPConfig to keep the
+	// auth header); otherwise one is built from these Params.
+	HTTP *httpx.Client
+	// PageSize (listings) defaults to DefaultPageSize, FeedLimit (change
+	// feed) to DefaultFeedLimit, FeedWindow to DefaultFeedWindow.
+	PageSize   int
+	FeedLimit  int
+	FeedWindow time.Duration
+	// SafetyLag defaults to DefaultSafetyLag.
+	SafetyLag time.Duration
+	// FirstSyncDays defaults to DefaultFirstSyncDays.
+	FirstSyncDays int
+	Logger        zerolog.Logger
+	OnResponse    func(status int, took time.Duration)
+	OnWait        func(reason string, d time.Duration)
+}
+
+// Client is a Clockify workspace as a clients.Source.
+type Client struct {
+	name       string
+	base       *url.URL
+	ws         string
+	userIDs    []string
+	pageSize   int
+	feedLimit  int
+	feedWindow time.Duration
+	lag        time.Duration
+	firstDays  int
+	resources  []clients.Resource
+	http       *httpx.Client
+	dec        decoder
+	log        zerolog.Logger
+}
+
+var _ clients.Source = (*Client)(nil)
+
+func (p Params) withDefaults() Params {
+	p.BaseURL = strings.TrimRight(cmp.Or(p.BaseURL, DefaultBaseURL), "/")
+	if p.RateLimit == (httpx.RateLimit{}) {
+		p.RateLimit = DefaultRateLimit
+	}
+	p.PageSize = cmp.Or(p.PageSize, DefaultPageSize)
+	p.FeedLimit = cmp.Or(p.FeedLimit, DefaultFeedLimit)
+	p.FeedWindow = cmp.Or(p.FeedWindow, DefaultFeedWindow)
+	p.SafetyLag = cmp.Or(p.SafetyLag, DefaultSafetyLag)
+	p.FirstSyncDays = cmp.Or(p.FirstSyncDays, DefaultFirstSyncDays)
+	if len(p.Resources) == 0 {
+		p.Resources = clients.AllResources
+	}
+	return p
+}
+
+// Validate reports the first missing or invalid parameter, by its name.
+func (p Params) Validate() error {
+	p = p.withDefaults()
+	switch {
+	case p.Name == "":
+		return errors.New("clockify: name is required")
+	case p.WorkspaceID == "":
+		return fmt.Errorf("clockify source %s: workspace_id is required", p.Name)
+	case !validID(p.WorkspaceID):
+		return fmt.Errorf("clockify source %s: workspace_id %q is not a Clockify id", p.Name, p.WorkspaceID)
+	case p.Token == "":
+		return fmt.Errorf("clockify source %s: token is required", p.Name)
+	case p.PageSize < 1 || p.PageSize > MaxPageSize:
+		return fmt.Errorf("clockify source %s: page_size %d out of 1..%d", p.Name, p.PageSize, MaxPageSize)
+	case p.FeedLimit < 1:
+		return fmt.Errorf("clockify source %s: feed_limit %d must be ≥ 1", p.Name, p.FeedLimit)
+	case p.FeedWindow < time.Minute:
+		return fmt.Errorf("clockify source %s: feed_window %s must be at least 1m", p.Name, p.FeedWindow)
+	case p.SafetyLag < 0:
+		return fmt.Errorf("clockify source %s: safety_lag %s must not be negative", p.Name, p.SafetyLag)
+	case p.FirstSyncDays < 1:
+		return fmt.Errorf("clockify source %s: first_sync_days %d must be ≥ 1", p.Name, p.FirstSyncDays)
+	case p.RateLimit.Requests < 1 || p.RateLimit.Per <= 0:
+		return fmt.Errorf("clockify source %s: rate_limit must have requests ≥ 1 and per > 0", p.Name)
+	}
+	for i, id := range p.UserIDs {
+		if !validID(id) {
+			return fmt.Errorf("clockify source %s: user_ids[%d] %q is not a Clockify id", p.Name, i, id)
+		}
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("clockify source %s: base_url %q is not an http(s) URL", p.Name, p.BaseURL)
+	}
+	for _, r := range p.Resources {
+		if _, err := clients.ParseResource(string(r)); err != nil {
+			return fmt.Errorf("clockify source %s: resources: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// HTTPConfig is the httpx configuration New uses: the API key (secret),
+// User-Agent, rate limit, 429 wait and hooks. Tests tweak it and pass
+// httpx.New(cfg) as Params.HTTP.
+func HTTPConfig(p Params) httpx.Config {
+	p = p.withDefaults()
+	return httpx.Config{
+		Source:            p.Name,
+		RateLimit:         p.RateLimit,
+		Version:           p.Version,
+		Contact:           p.Contact,
+		Headers:           http.Header{"X-Api-Key": {p.Token}},
+		DefaultRetryAfter: DefaultRetryAfter,
+		Logger:            p.Logger,
+		OnResponse:        p.OnResponse,
+		OnWait:            p.OnWait,
+	}
+}
+
+// New validates p and returns a Client.
+func New(p Params) (*Client, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p = p.withDefaults()
+	base, _ := url.Parse(p.BaseURL)
+	hc := p.HTTP
+	if hc == nil {
+		hc = httpx.New(HTTPConfig(p))
+	}
+	return &Client{
+		name:       p.Name,
+		base:       base,
+		ws:         p.WorkspaceID,
+		userIDs:    slices.Clone(p.UserIDs),
+		pageSize:   p.PageSize,
+		feedLimit:  p.FeedLimit,
+		feedWindow: p.FeedWindow,
+		lag:        p.SafetyLag,
+		firstDays:  p.FirstSyncDays,
+		resources:  slices.Clone(p.Resources),
+		http:       hc,
+		dec:        newDecoder(p.Name, hc),
+		log:        p.Logger.With().Str("source", p.Name).Logger(),
+	}, nil
+}
+
+// Name returns the source name.
+func (c *Client) Name() string { return c.name }
+
+// Resources returns the configured resources.
+func (c *Client) Resources() []clients.Resource { return slices.Clone(c.resources) }
+
+// List streams r's records for w, one normalized page at a time. Only time
+// entries accept a spent-date window; the other resources are listed whole
+// whatever UpdatedSince says (Clockify has no filter for them).
+func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	if !slices.Contains(c.resources, r) {
+		return fmt.Errorf("%s: resource %s not configured: %w", c.name, r, clients.ErrUnsupported)
+	}
+	if w.ByDate() && r != clients.TimeEntries {
+		return fmt.Errorf("%s: %s by spent date: %w", c.name, r, clients.ErrUnsupported)
+	}
+	l := &lister{c: c, fn: fn}
+	switch r {
+	case clients.TimeEntries:
+		switch {
+		case w.ByDate():
+			from, to := w.From, w.To
+			if from.IsZero() {
+				from = clients.Date{Year: 1970, Month: 1, Day: 1}
+			}
+			var end time.Time
+			if !to.IsZero() {
+				end = to.AddDays(1).Time()
+			}
+			return l.entries(ctx, from.Time(), end)
+		case w.UpdatedSince.IsZero():
+			now, err := c.clock(ctx)
+			if err != nil {
+				return err
+			}
+			day := clients.DateOf(now)
+			return l.entries(ctx, day.AddDays(-c.firstDays).Time(), day.AddDays(8).Time())
+		default:
+			return l.feed(ctx, w.UpdatedSince)
+		}
+	case clients.Projects:
+		return l.plain(ctx, r, c.path("projects"), nil)
+	case clients.Clients:
+		return l.plain(ctx, r, c.path("clients"), nil)
+	case clients.Users:
+		return l.plain(ctx, r, c.path("users"), url.Values{"status": {"ALL"}})
+	case clients.Tasks:
+		return l.tasks(ctx)
+	}
+	return fmt.Errorf("%s: resource %s: %w", c.name, r, clients.ErrUnsupported)
+}
+
+// lister numbers the pages of one listing.
+type lister struct {
+	c    *Client
+	fn   func(context.Context, clients.Page) error
+	page int
+}
+
+func (c *Client) path(parts ...string) string {
+	// Ids are validated (validID): nothing here needs escaping.
+	return "workspaces/" + c.ws + "/" + strings.Join(parts, "/")
+}
+
+func (c *Client) url(path string, q url.Values) string {
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + "/" + path
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func (c *Client) get(ctx context.Context, path string, q url.Values, r string, page int) (*httpx.Response, error) {
+	return c.http.Do(ctx, httpx.Request{URL: c.url(path, q), Resource: r, Page: page})
+}
+
+// clock returns the source's clock: the Date header of GET /user, the
+// cheapest call there is.
+func (c *Client) clock(ctx context.Context) (time.Time, error) {
+	resp, err := c.get(ctx, "user", nil, string(clients.TimeEntries), 0)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if resp.Date.IsZero() {
+		return time.Time{}, c.dec.errf(string(clients.TimeEntries), 0, "Date header", "missing on GET /user: the source's clock is needed to place feed windows", nil)
+	}
+	return resp.Date, nil
+}
+
+// stamp formats a feed or listing bound as Clockify asks:
+// yyyy-MM-ddThh:mm:ssZ.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
+
+// pages walks page-numbered requests from first until a short page. get
+// returns how many elements the page held.
+func pages(first, size int, get func(page int) (int, error)) error {
+	for page := first; ; page++ {
+		n, err := get(page)
+		if err != nil {
+			return err
+		}
+		if n < size {
+			return nil
+		}
+	}
+}
+
+// plain lists a workspace collection whole, versioned by each page's clock.
+func (l *lister) plain(ctx context.Context, r clients.Resource, path string, extra url.Values) error {
+	c := l.c
+	return pages(1, c.pageSize, func(page int) (int, error) {
+		q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}}
+		for k, v := range extra {
+			q[k] = v
+		}
+		return l.listed(ctx, r, path, q)
+	})
+}
+
+// listed fetches one listing page, normalizes it and hands it to fn.
+func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q url.Values) (int, error) {
+	c := l.c
+	l.page++
+	resp, err := c.get(ctx, path, q, string(r), l.page)
+	if err != nil {
+		return 0, err
+	}
+	if resp.Date.IsZero() {
+		return 0, c.dec.errf(string(r), l.page, "Date header", "missing: listed records are versioned by the source's clock", nil)
+	}
+	recs, err := c.dec.decodeList(r, l.page, resp.Body, resp.Date, resp.ReceivedAt)
+	if err != nil {
+		return 0, err
+	}
+	if len(recs) > c.pageSize {
+		return 0, c.dec.errf(string(r), l.page, "(page)", fmt.Sprintf("%d records on a page of %d", len(recs), c.pageSize), nil)
+	}
+	c.log.Debug().Str("resource", string(r)).Int("page", l.page).Int("records", len(recs)).Msg("page fetched")
+	if err := l.fn(ctx, clients.Page{Resource: r, Number: l.page, SourceTime: resp.Date, Records: recs}); err != nil {
+		return 0, err
+	}
+	return len(recs), nil
+}
+
+// users returns the configured user ids, or every user of the workspace.
+func (l *lister) users(ctx context.Context) ([]string, error) {
+	c := l.c
+	if len(c.userIDs) > 0 {
+		return c.userIDs, nil
+	}
+	var ids []string
+	err := pages(1, c.pageSize, func(page int) (int, error) {
+		q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}, "status": {"ALL"}}
+		resp, err := c.get(ctx, c.path("users"), q, string(clients.Users), page)
+		if err != nil {
+			return 0, err
+		}
+		got, err := c.dec.decodeIDs(clients.Users, page, resp.Body)
+		if err != nil {
+			return 0, err
+		}
+		ids = append(ids, got...)
+		return len(got), nil
+	})
+	return ids, err
+}
+
+// entries lists every user's time entries whose start is in [start, end)
+// (end zero: open).
+func (l *lister) entries(ctx context.Context, start, end time.Time) error {
+	c := l.c
+	users, err := l.users(ctx)
+	if err != nil {
+		return err
+	}
+	for _, uid := range users {
+		path := c.path("user", uid, "time-entries")
+		err := pages(1, c.pageSize, func(page int) (int, error) {
+			q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}, "start": {stamp(start)}}
+			if !end.IsZero() {
+				q.Set("end", stamp(end))
+			}
+			return l.listed(ctx, clients.TimeEntries, path, q)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tasks lists every project's tasks.
+func (l *lister) tasks(ctx context.Context) error {
+	c := l.c
+	var pids []string
+	err := pages(1, c.pageSize, func(page int) (int, error) {
+		q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}}
+		resp, err := c.get(ctx, c.path("projects"), q, string(clients.Projects), page)
+		if err != nil {
+			return 0, err
+		}
+		got, err := c.dec.decodeIDs(clients.Projects, page, resp.Body)
+		if err != nil {
+			return 0, err
+		}
+		pids = append(pids, got...)
+		return len(got), nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		if err := l.plain(ctx, clients.Tasks, c.path("projects", pid, "tasks"), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Feed kinds, in the order a window reads them.
+var feedKinds = []feedKind{feedCreated, feedUpdated, feedDeleted}
+
+// feed reads the change feed from since to SafetyLag before the source's
+// clock, window by window.
+func (l *lister) feed(ctx context.Context, since time.Time) error {
+	c := l.c
+	now, err := c.clock(ctx)
+	if err != nil {
+		return err
+	}
+	end := now.Add(-c.lag).Truncate(time.Second)
+	start := since.UTC().Truncate(time.Second)
+	for ws := start; ws.Before(end); {
+		we := ws.Add(c.feedWindow)
+		if we.After(end) {
+			we = end
+		}
+		for _, k := range feedKinds {
+			if err := l.feedWindow(ctx, k, ws, we, now); err != nil {
+				return err
+			}
+		}
+		if !we.Before(end) {
+			break
+		}
+		ws = we.Add(-time.Second)
+	}
+	return nil
+}
+
+func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, now time.Time) error {
+	c := l.c
+	path := c.path("entities", string(k))
+	return pages(0, c.feedLimit, func(fp int) (int, error) {
+		l.page++
+		q := url.Values{
+			"type": {"TIME_ENTRY"}, "start": {stamp(start)}, "end": {stamp(end)},
+			"page": {strconv.Itoa(fp)}, "limit": {strconv.Itoa(c.feedLimit)},
+		}
+		resp, err := c.get(ctx, path, q, string(clients.TimeEntries), l.page)
+		if err != nil {
+			return 0, err
+		}
+		recs, n, err := c.dec.decodeFeed(k, l.page, resp.Body, resp.ReceivedAt)
+		if err != nil {
+			return 0, err
+		}
+		if n > c.feedLimit {
+			return 0, c.dec.errf(string(clients.TimeEntries), l.page, "(page)", fmt.Sprintf("%d changes on a page of limit %d", n, c.feedLimit), nil)
+		}
+		c.log.Debug().Str("feed", string(k)).Int("page", l.page).Int("records", len(recs)).
+			Time("start", start).Time("end", end).Msg("feed page fetched")
+		// Every feed page carries the pass's clock (GET /user): the poller
+		// caps the cursor by it, and every version here is older.
+		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: now, Records: recs}); err != nil {
+			return 0, err
+		}
+		return n, nil
+	})
+}

@@ -1,0 +1,654 @@
+package clockify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+// feedKind names one of the change feeds: /entities/{kind}.
+type feedKind string
+
+const (
+	feedCreated feedKind = "created"
+	feedUpdated feedKind = "updated"
+	feedDeleted feedKind = "deleted"
+)
+
+// stampField is the change document's field that carries the change's
+// time (see the package doc: only deletedAt is documented).
+func (k feedKind) stampField() string {
+	switch k {
+	case feedCreated:
+		return "createdAt"
+	case feedUpdated:
+		return "updatedAt"
+	}
+	return "deletedAt"
+}
+
+// decoder normalizes pages of one source.
+type decoder struct {
+	source string
+	// errf builds decode errors; it redacts the client's secrets.
+	errf func(resource string, page int, field, what string, body []byte) *httpx.Error
+}
+
+func newDecoder(source string, hc *httpx.Client) decoder {
+	d := decoder{source: source}
+	if hc != nil {
+		d.errf = hc.DecodeError
+	} else {
+		d.errf = func(resource string, page int, field, what string, body []byte) *httpx.Error {
+			return httpx.DecodeError(source, resource, page, field, what, body)
+		}
+	}
+	return d
+}
+
+type fieldErr struct{ field, what string }
+
+// validID accepts Clockify's ids (24 hex digits) and, leniently, any short
+// token of letters, digits, '-' and '_': ids are kept as they are, and they
+// go into URL paths unescaped.
+func validID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// elements splits a bare JSON array page into its elements' exact bytes.
+// With envelope, {"response":[...]} is accepted too (the change feed).
+func (d decoder) elements(r clients.Resource, page int, body []byte, envelope bool) ([]json.RawMessage, error) {
+	var elems []json.RawMessage
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if envelope && len(trimmed) > 0 && trimmed[0] == '{' {
+		var env struct {
+			Response *[]json.RawMessage `json:"response"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			field, what := describe(err)
+			return nil, d.errf(string(r), page, cmpStr(field, "(page)"), what, body)
+		}
+		if env.Response == nil {
+			return nil, d.errf(string(r), page, "response", "missing: want an array of changes", body)
+		}
+		elems = *env.Response
+	} else if err := json.Unmarshal(body, &elems); err != nil {
+		field, what := describe(err)
+		if field == "" && strings.HasPrefix(what, "want an object") {
+			what = "want an array" + strings.TrimPrefix(what, "want an object")
+		}
+		return nil, d.errf(string(r), page, cmpStr(field, "(page)"), what, body)
+	}
+	for i, e := range elems {
+		if t := bytes.TrimLeft(e, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+			return nil, d.errf(string(r), page, fmt.Sprintf("%s[%d]", r, i), "want an object, got "+kindOf(t), e)
+		}
+	}
+	return elems, nil
+}
+
+func kindOf(b []byte) string {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "boolean"
+	}
+	return "number"
+}
+
+// decodeList normalizes a listing page: every record gets version (the
+// page's clock) and fetched.
+func (d decoder) decodeList(r clients.Resource, page int, body []byte, version, fetched time.Time) ([]clients.Record, error) {
+	elems, err := d.elements(r, page, body, false)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]clients.Record, len(elems))
+	for i, raw := range elems {
+		rec := &recs[i]
+		rec.Raw, rec.Version, rec.FetchedAt = raw, version.UTC(), fetched
+		if fe := fill(r, raw, rec); fe != nil {
+			return nil, d.fieldError(r, page, fmt.Sprintf("%s[%d]", r, i), fe, raw)
+		}
+	}
+	return recs, nil
+}
+
+func (d decoder) fieldError(r clients.Resource, page int, prefix string, fe *fieldErr, raw []byte) error {
+	field := prefix
+	if fe.field != "" {
+		field += "." + fe.field
+	}
+	return d.errf(string(r), page, field, fe.what, raw)
+}
+
+// fill decodes one record of r into rec's typed fields and id.
+func fill(r clients.Resource, raw []byte, rec *clients.Record) *fieldErr {
+	switch r {
+	case clients.TimeEntries:
+		return fillEntry(raw, rec)
+	case clients.Projects:
+		var j projectJSON
+		if fe := unmarshal(raw, &j); fe != nil {
+			return fe
+		}
+		return j.fill(rec)
+	case clients.Clients:
+		var j clientJSON
+		if fe := unmarshal(raw, &j); fe != nil {
+			return fe
+		}
+		return j.fill(rec)
+	case clients.Users:
+		var j userJSON
+		if fe := unmarshal(raw, &j); fe != nil {
+			return fe
+		}
+		return j.fill(rec)
+	case clients.Tasks:
+		var j taskJSON
+		if fe := unmarshal(raw, &j); fe != nil {
+			return fe
+		}
+		return j.fill(rec)
+	}
+	return &fieldErr{"", "unknown resource " + string(r)}
+}
+
+func unmarshal(raw []byte, v any) *fieldErr {
+	if err := json.Unmarshal(raw, v); err != nil {
+		field, what := describe(err)
+		return &fieldErr{field, what}
+	}
+	return nil
+}
+
+// decodeIDs reads only the ids of a listing page (users for the per-user
+// listings, projects for their tasks).
+func (d decoder) decodeIDs(r clients.Resource, page int, body []byte) ([]string, error) {
+	elems, err := d.elements(r, page, body, false)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(elems))
+	for i, raw := range elems {
+		var j struct {
+			ID *string `json:"id"`
+		}
+		fe := unmarshal(raw, &j)
+		if fe == nil {
+			ids[i], fe = reqID(j.ID, "id")
+		}
+		if fe != nil {
+			return nil, d.fieldError(r, page, fmt.Sprintf("%s[%d]", r, i), fe, raw)
+		}
+	}
+	return ids, nil
+}
+
+type changeJSON struct {
+	ID        *string         `json:"id"`
+	CreatedAt *string         `json:"createdAt"`
+	UpdatedAt *string         `json:"updatedAt"`
+	DeletedAt *string         `json:"deletedAt"`
+	Document  json.RawMessage `json:"document"`
+}
+
+// decodeFeed normalizes a change-feed page. It returns the records and the
+// number of changes on the page (which decides whether it was short).
+func (d decoder) decodeFeed(k feedKind, page int, body []byte, fetched time.Time) ([]clients.Record, int, error) {
+	const r = clients.TimeEntries
+	elems, err := d.elements(r, page, body, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	recs := make([]clients.Record, len(elems))
+	for i, raw := range elems {
+		prefix := fmt.Sprintf("%s[%d]", r, i)
+		if fe := fillChange(k, raw, &recs[i], fetched); fe != nil {
+			return nil, 0, d.fieldError(r, page, prefix, fe, raw)
+		}
+	}
+	return recs, len(elems), nil
+}
+
+func fillChange(k feedKind, raw []byte, rec *clients.Record, fetched time.Time) *fieldErr {
+	var j changeJSON
+	if fe := unmarshal(raw, &j); fe != nil {
+		return fe
+	}
+	var st *string
+	switch k {
+	case feedCreated:
+		st = j.CreatedAt
+	case feedUpdated:
+		st = j.UpdatedAt
+	default:
+		st = j.DeletedAt
+	}
+	at, fe := reqTime(st, k.stampField())
+	if fe != nil {
+		return fe
+	}
+	rec.Version, rec.FetchedAt = at, fetched
+	doc := bytes.TrimSpace(j.Document)
+	hasDoc := len(doc) > 0 && doc[0] == '{'
+	if len(doc) > 0 && !hasDoc && string(doc) != "null" {
+		return &fieldErr{"document", "want an object, got " + kindOf(doc)}
+	}
+	if k == feedDeleted {
+		// A tombstone: the whole change document is kept as Raw.
+		rec.Raw = raw
+		rec.DeletedAt = &at
+		var id *string
+		if hasDoc {
+			var dj struct {
+				ID *string `json:"id"`
+			}
+			if fe := unmarshal(doc, &dj); fe != nil {
+				return &fieldErr{"document." + fe.field, fe.what}
+			}
+			id = dj.ID
+		}
+		field := "document.id"
+		if id == nil {
+			id, field = j.ID, "id"
+		}
+		rec.ID, fe = reqID(id, field)
+		return fe
+	}
+	if !hasDoc {
+		return &fieldErr{"document", "missing: a " + string(k) + " change must carry the time entry"}
+	}
+	rec.Raw = doc
+	if fe := fillEntry(doc, rec); fe != nil {
+		return &fieldErr{"document." + fe.field, fe.what}
+	}
+	if j.ID != nil && *j.ID != rec.ID {
+		return &fieldErr{"id", fmt.Sprintf("%q differs from document.id %q", *j.ID, rec.ID)}
+	}
+	return nil
+}
+
+type entryJSON struct {
+	ID        *string `json:"id"`
+	UserID    *string `json:"userId"`
+	ProjectID *string `json:"projectId"`
+	TaskID    *string `json:"taskId"`
+	ClientID  *string `json:"clientId"`
+	Project   *struct {
+		ClientID *string `json:"clientId"`
+	} `json:"project"`
+	Description  *string `json:"description"`
+	Billable     bool    `json:"billable"`
+	IsLocked     bool    `json:"isLocked"`
+	TimeInterval *struct {
+		Start    *string `json:"start"`
+		End      *string `json:"end"`
+		Duration *string `json:"duration"`
+	} `json:"timeInterval"`
+}
+
+// fillEntry normalizes one time entry. spent_date is the UTC date of
+// timeInterval.start; hours come from timeInterval.duration (or end −
+// start when the duration is null on a stopped entry); a running entry
+// (end null) has hours 0 and IsRunning.
+func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
+	var j entryJSON
+	if fe := unmarshal(raw, &j); fe != nil {
+		return fe
+	}
+	var fe *fieldErr
+	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
+		return fe
+	}
+	te := &clients.TimeEntry{Notes: j.Description, Billable: j.Billable, IsLocked: j.IsLocked}
+	if te.UserID, fe = reqID(j.UserID, "userId"); fe != nil {
+		return fe
+	}
+	if te.ProjectID, fe = optID(j.ProjectID, "projectId"); fe != nil {
+		return fe
+	}
+	if te.TaskID, fe = optID(j.TaskID, "taskId"); fe != nil {
+		return fe
+	}
+	if te.ClientID, fe = optID(j.ClientID, "clientId"); fe != nil {
+		return fe
+	}
+	if te.ClientID == "" && j.Project != nil {
+		if te.ClientID, fe = optID(j.Project.ClientID, "project.clientId"); fe != nil {
+			return fe
+		}
+	}
+	ti := j.TimeInterval
+	if ti == nil {
+		return &fieldErr{"timeInterval", "missing"}
+	}
+	start, fe := reqTime(ti.Start, "timeInterval.start")
+	if fe != nil {
+		return fe
+	}
+	te.SpentDate = clients.DateOf(start)
+	switch {
+	case ti.End == nil:
+		te.IsRunning, te.Hours = true, "0"
+	case ti.Duration != nil:
+		h, err := hours(*ti.Duration)
+		if err != nil {
+			return &fieldErr{"timeInterval.duration", err.Error()}
+		}
+		te.Hours = clients.Decimal(h)
+		if _, fe := reqTime(ti.End, "timeInterval.end"); fe != nil {
+			return fe
+		}
+	default:
+		end, fe := reqTime(ti.End, "timeInterval.end")
+		if fe != nil {
+			return fe
+		}
+		if end.Before(start) {
+			return &fieldErr{"timeInterval.end", "before timeInterval.start"}
+		}
+		te.Hours = clients.Decimal(hoursOf(int64(end.Sub(start))))
+	}
+	rec.TimeEntry = te
+	return nil
+}
+
+type projectJSON struct {
+	ID       *string `json:"id"`
+	Name     string  `json:"name"`
+	ClientID *string `json:"clientId"`
+	Archived bool    `json:"archived"`
+	Billable bool    `json:"billable"`
+}
+
+func (j *projectJSON) fill(rec *clients.Record) *fieldErr {
+	var fe *fieldErr
+	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
+		return fe
+	}
+	p := &clients.Project{Name: j.Name, IsActive: !j.Archived, IsBillable: j.Billable}
+	if p.ClientID, fe = optID(j.ClientID, "clientId"); fe != nil {
+		return fe
+	}
+	rec.Project = p
+	return nil
+}
+
+type clientJSON struct {
+	ID           *string `json:"id"`
+	Name         string  `json:"name"`
+	CurrencyCode *string `json:"currencyCode"`
+	Archived     bool    `json:"archived"`
+}
+
+func (j *clientJSON) fill(rec *clients.Record) *fieldErr {
+	var fe *fieldErr
+	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
+		return fe
+	}
+	c := &clients.Client{Name: j.Name, IsActive: !j.Archived}
+	if j.CurrencyCode != nil {
+		c.Currency = *j.CurrencyCode
+	}
+	rec.Client = c
+	return nil
+}
+
+type userJSON struct {
+	ID     *string `json:"id"`
+	Name   string  `json:"name"`
+	Email  *string `json:"email"`
+	Status string  `json:"status"`
+}
+
+// fill puts Clockify's single name into FirstName: splitting a name into
+// first and last is not something to guess.
+func (j *userJSON) fill(rec *clients.Record) *fieldErr {
+	var fe *fieldErr
+	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
+		return fe
+	}
+	u := &clients.User{FirstName: j.Name, IsActive: j.Status == "ACTIVE"}
+	if j.Email != nil {
+		u.Email = *j.Email
+	}
+	rec.User = u
+	return nil
+}
+
+type taskJSON struct {
+	ID     *string `json:"id"`
+	Name   string  `json:"name"`
+	Status string  `json:"status"`
+}
+
+func (j *taskJSON) fill(rec *clients.Record) *fieldErr {
+	var fe *fieldErr
+	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
+		return fe
+	}
+	rec.Task = &clients.Task{Name: j.Name, IsActive: j.Status == "ACTIVE"}
+	return nil
+}
+
+func reqID(s *string, field string) (string, *fieldErr) {
+	if s == nil || *s == "" {
+		return "", &fieldErr{field, "missing"}
+	}
+	return optID(s, field)
+}
+
+func optID(s *string, field string) (string, *fieldErr) {
+	if s == nil || *s == "" {
+		return "", nil
+	}
+	if !validID(*s) {
+		return "", &fieldErr{field, fmt.Sprintf("want a Clockify id, got %q", *s)}
+	}
+	return *s, nil
+}
+
+func reqTime(s *string, field string) (time.Time, *fieldErr) {
+	if s == nil || *s == "" {
+		return time.Time{}, &fieldErr{field, "missing"}
+	}
+	t, err := time.Parse(time.RFC3339, *s)
+	if err != nil {
+		return time.Time{}, &fieldErr{field, fmt.Sprintf("want yyyy-MM-ddThh:mm:ssZ, got %q", *s)}
+	}
+	return t.UTC(), nil
+}
+
+// describe turns an encoding/json error into a field path and a phrase.
+func describe(err error) (field, what string) {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return "", fmt.Sprintf("want an object, got %s", te.Value)
+		}
+		return te.Field, fmt.Sprintf("want %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return "", fmt.Sprintf("not JSON (%s at byte %d)", se.Error(), se.Offset)
+	}
+	return "", err.Error()
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "bool":
+		return "boolean"
+	case "ptr", "struct", "map":
+		return "object"
+	case "slice":
+		return "array"
+	}
+	return k
+}
+
+func cmpStr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// HoursPrecision is the number of decimals hours are rounded to (half up).
+const HoursPrecision = 6
+
+// maxSeconds bounds a duration so that its nanoseconds fit an int64.
+const maxSeconds = 9_000_000_000
+
+// hours converts an ISO 8601 duration (PnDTnHnMnS, seconds with up to nine
+// decimals) into hours as exact decimal text: integer arithmetic on
+// nanoseconds, rounded half up to HoursPrecision decimals, trailing zeros
+// dropped: PT8H30M → "8.5", PT45M → "0.75", PT1H0M30S → "1.008333",
+// PT0S → "0".
+func hours(s string) (string, error) {
+	ns, err := parseDuration(s)
+	if err != nil {
+		return "", err
+	}
+	return hoursOf(ns), nil
+}
+
+func hoursOf(ns int64) string {
+	const unit = 3_600_000_000_000 / 1_000_000 // ns per micro-hour
+	micro := (ns + unit/2) / unit
+	s := strconv.FormatInt(micro/1_000_000, 10)
+	frac := fmt.Sprintf("%06d", micro%1_000_000)
+	frac = strings.TrimRight(frac, "0")
+	if frac != "" {
+		s += "." + frac
+	}
+	return s
+}
+
+// parseDuration parses the ISO 8601 durations Clockify sends: P, an optional
+// day count, then T and hours, minutes and seconds in that order, each
+// optional but at least one component present.
+func parseDuration(s string) (int64, error) {
+	bad := func(why string) (int64, error) {
+		return 0, fmt.Errorf("want an ISO 8601 duration like PT8H30M, got %q (%s)", s, why)
+	}
+	if len(s) < 3 || s[0] != 'P' {
+		return bad("no leading P")
+	}
+	i := 1
+	var secs, nanos int64
+	comps := 0
+	num := func() (int64, int64, bool, bool) { // value, nanos, fractional, ok
+		start := i
+		var v int64
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			if v > maxSeconds {
+				return 0, 0, false, false
+			}
+			v = v*10 + int64(s[i]-'0')
+			i++
+		}
+		if i == start {
+			return 0, 0, false, false
+		}
+		if i < len(s) && (s[i] == '.' || s[i] == ',') {
+			i++
+			fs := i
+			var f int64
+			for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+				if i-fs >= 9 {
+					return 0, 0, false, false
+				}
+				f = f*10 + int64(s[i]-'0')
+				i++
+			}
+			if i == fs {
+				return 0, 0, false, false
+			}
+			for range 9 - (i - fs) {
+				f *= 10
+			}
+			return v, f, true, true
+		}
+		return v, 0, false, true
+	}
+	if i < len(s) && s[i] != 'T' {
+		v, _, frac, ok := num()
+		if !ok || frac || i >= len(s) || s[i] != 'D' {
+			return bad("bad day count")
+		}
+		i++
+		secs += v * 86400
+		comps++
+	}
+	if i < len(s) {
+		if s[i] != 'T' {
+			return bad("want T before the time")
+		}
+		i++
+		order := "HMS"
+		tcomps := 0
+		for i < len(s) {
+			v, f, frac, ok := num()
+			if !ok || i >= len(s) {
+				return bad("bad number")
+			}
+			u := strings.IndexByte(order, s[i])
+			if u < 0 {
+				return bad(fmt.Sprintf("unit %q out of order or unknown", s[i]))
+			}
+			if frac && s[i] != 'S' {
+				return bad("only seconds may have decimals")
+			}
+			order = order[u+1:]
+			i++
+			switch s[i-1] {
+			case 'H':
+				secs += v * 3600
+			case 'M':
+				secs += v * 60
+			case 'S':
+				secs += v
+				nanos = f
+			}
+			if secs > maxSeconds {
+				return bad("out of range")
+			}
+			tcomps++
+		}
+		if tcomps == 0 {
+			return bad("nothing after T")
+		}
+		comps += tcomps
+	}
+	if comps == 0 || secs > maxSeconds {
+		return bad("empty or out of range")
+	}
+	return secs*1_000_000_000 + nanos, nil
+}
