@@ -67,8 +67,9 @@ func TestWriteRule(t *testing.T) {
 				t.Errorf("first_seen_at changed: %v -> %v", before.FirstSeenAt, after.FirstSeenAt)
 			}
 			if tc.wins == "stored" {
-				if after.Xmin != before.Xmin || !after.FetchedAt.Equal(before.FetchedAt) {
-					t.Errorf("row was written (xmin %d -> %d, fetched_at %v -> %v), want no write", before.Xmin, after.Xmin, before.FetchedAt, after.FetchedAt)
+				// xmin changes with a write, xmax with a row lock.
+				if after.Xmin != before.Xmin || after.Xmax != before.Xmax || !after.FetchedAt.Equal(before.FetchedAt) {
+					t.Errorf("row was written or locked (xmin %d -> %d, xmax %d -> %d, fetched_at %v -> %v), want neither", before.Xmin, after.Xmin, before.Xmax, after.Xmax, before.FetchedAt, after.FetchedAt)
 				}
 			} else if !after.FetchedAt.Equal(want.FetchedAt) {
 				t.Errorf("fetched_at = %v, want %v", after.FetchedAt, want.FetchedAt)

@@ -63,15 +63,15 @@ type rowState struct {
 	Notes                             *string
 	Hours                             string
 	UserID                            string
-	Xmin                              uint32
+	Xmin, Xmax                        uint32
 }
 
 func readRow(t testing.TB, pool *pgxpool.Pool, id string) (rowState, bool) {
 	t.Helper()
 	var r rowState
-	err := pool.QueryRow(context.Background(), `SELECT updated_at, fetched_at, first_seen_at, deleted_at, content_hash, notes, hours::text, user_id, xmin::text::bigint
+	err := pool.QueryRow(context.Background(), `SELECT updated_at, fetched_at, first_seen_at, deleted_at, content_hash, notes, hours::text, user_id, xmin::text::bigint, xmax::text::bigint
 		FROM time_entries WHERE source = $1 AND id = $2`, testSource, id).
-		Scan(&r.UpdatedAt, &r.FetchedAt, &r.FirstSeenAt, &r.DeletedAt, &r.Hash, &r.Notes, &r.Hours, &r.UserID, &r.Xmin)
+		Scan(&r.UpdatedAt, &r.FetchedAt, &r.FirstSeenAt, &r.DeletedAt, &r.Hash, &r.Notes, &r.Hours, &r.UserID, &r.Xmin, &r.Xmax)
 	if err == pgx.ErrNoRows {
 		return r, false
 	}
