@@ -85,3 +85,48 @@ func TestInsertedMeanwhile(t *testing.T) {
 		})
 	}
 }
+
+// TestStagingAfterRollback: a rolled-back transaction takes the session's
+// staging table with it (it was created inside); the next Apply on the same
+// connection creates it again, and statements cached against the old one
+// still work.
+func TestStagingAfterRollback(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	f := t0.Add(time.Minute)
+	applyOn := func(commit bool, recs ...clients.Record) Counts {
+		t.Helper()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		c, err := Apply(ctx, tx, testSource, clients.TimeEntries, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	applyOn(true, entry(1, t0, f, "a"))
+	for i := range 3 {
+		// Each rolled-back transaction creates and drops the staging table.
+		v := t0.Add(time.Duration(i+1) * time.Second)
+		if c := applyOn(false, entry(1, v, f, "b")); c != (Counts{Updated: 1}) {
+			t.Fatalf("round %d: %+v", i, c)
+		}
+	}
+	if c := applyOn(true, entry(1, t0.Add(time.Minute), f, "c")); c != (Counts{Updated: 1}) {
+		t.Fatalf("after rollbacks: %+v", c)
+	}
+}

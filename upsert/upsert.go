@@ -110,7 +110,7 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 		}
 		looked = make(chan lookupResult, 1)
 		go func() {
-			have, err := lookup(ctx, tx, t, source, ids, true)
+			have, err := lookup(ctx, tx, t, source, ids)
 			looked <- lookupResult{have, err}
 		}()
 	}
@@ -375,7 +375,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			ids[i] = items[i].rec.ID
 		}
 		var err error
-		if have, err = lookup(ctx, tx, t, source, ids, true); err != nil {
+		if have, err = lookup(ctx, tx, t, source, ids); err != nil {
 			return c, nil, err
 		}
 	}
@@ -538,20 +538,16 @@ func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*i
 	return true, nil
 }
 
-// lookup returns the stored version and hash of ids. With create it also
-// makes sure the session's staging table exists, in the same round trip.
-func lookup(ctx context.Context, tx pgx.Tx, t *table, source string, ids []string, create bool) (map[string]stored, error) {
+// lookup returns the stored version and hash of ids. In the same round trip
+// it makes sure the session's staging table exists (a no-op once it does).
+func lookup(ctx context.Context, tx pgx.Tx, t *table, source string, ids []string) (map[string]stored, error) {
 	b := &pgx.Batch{}
-	if create {
-		b.Queue(t.createStage)
-	}
+	b.Queue(t.createStage)
 	b.Queue(t.lookup, source, ids)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	if create {
-		if _, err := br.Exec(); err != nil {
-			return nil, fmt.Errorf("create staging table: %w", err)
-		}
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("create staging table: %w", err)
 	}
 	rows, err := br.Query()
 	if err != nil {
