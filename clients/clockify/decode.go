@@ -373,6 +373,9 @@ func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
 		if end.Before(start) {
 			return &fieldErr{"timeInterval.end", "before timeInterval.start"}
 		}
+		if end.Sub(start) > maxSeconds*time.Second {
+			return &fieldErr{"timeInterval.end", "too far after timeInterval.start"}
+		}
 		te.Hours = clients.Decimal(hoursOf(int64(end.Sub(start))))
 	}
 	rec.TimeEntry = te
