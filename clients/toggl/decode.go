@@ -324,14 +324,18 @@ func Hours(secs int64) clients.Decimal {
 	if neg {
 		secs = -secs
 	}
-	micro := (secs*1_000_000 + 1800) / 3600 // micro-hours, half up
-	whole, frac := micro/1_000_000, micro%1_000_000
+	// Whole hours apart, so that no product overflows.
+	whole, rem := secs/3600, secs%3600
+	frac := (rem*1_000_000 + 1800) / 3600 // micro-hours, half up
+	if frac == 1_000_000 {
+		whole, frac = whole+1, 0
+	}
 	s := strconv.FormatInt(whole, 10)
 	if frac != 0 {
 		f := fmt.Sprintf("%06d", frac)
 		s += "." + strings.TrimRight(f, "0")
 	}
-	if neg && micro != 0 {
+	if neg && (whole != 0 || frac != 0) {
 		s = "-" + s
 	}
 	return clients.Decimal(s)

@@ -181,6 +181,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	offset time.Duration // source clock − our clock, from the last Date header
+	known  bool          // a Date header was seen
 }
 
 var _ clients.Source = (*Client)(nil)
@@ -316,11 +317,16 @@ func (c *Client) Resources() []clients.Resource { return slices.Clone(c.resource
 func (c *Client) QuotaWaitUntil() time.Time { return c.quota.Until() }
 
 // SourceNow estimates the source's clock: ours, corrected by the offset
-// seen in the last response's Date header.
+// seen in the last response's Date header (ours alone before any response).
 func (c *Client) SourceNow() time.Time {
+	now, _ := c.sourceNow()
+	return now
+}
+
+func (c *Client) sourceNow() (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return time.Now().Add(c.offset).UTC()
+	return time.Now().Add(c.offset).UTC(), c.known
 }
 
 func (c *Client) observe(resp *httpx.Response) time.Time {
@@ -328,7 +334,7 @@ func (c *Client) observe(resp *httpx.Response) time.Time {
 		return resp.ReceivedAt
 	}
 	c.mu.Lock()
-	c.offset = resp.Date.Sub(resp.ReceivedAt)
+	c.offset, c.known = resp.Date.Sub(resp.ReceivedAt), true
 	c.mu.Unlock()
 	return resp.Date
 }
@@ -378,12 +384,15 @@ func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(cont
 		q.Set("end_date", w.To.AddDays(2).String())
 		keep = func(d clients.Date) bool { return !d.Before(w.From) && !d.After(w.To) }
 	} else {
-		now := c.SourceNow()
+		// Refused here only when the source's clock is known; before the
+		// first response, Toggl's own 400 decides (mapped below), so that a
+		// skewed clock never refuses a window Toggl would serve.
+		now, known := c.sourceNow()
 		since := w.UpdatedSince
 		switch {
 		case since.IsZero():
 			since = now.Add(-MaxSinceAge + FirstSyncMargin)
-		case since.Before(now.Add(-MaxSinceAge)):
+		case known && since.Before(now.Add(-MaxSinceAge)):
 			return &SinceTooOldError{Source: c.name, Since: since, SourceNow: now}
 		}
 		q.Set("since", strconv.FormatInt(since.Unix(), 10))
