@@ -56,14 +56,14 @@ type Config struct {
 
 // Source is one tracker account.
 type Source struct {
-	Name      string    `yaml:"name"`
-	Kind      string    `yaml:"kind"`
-	BaseURL   string    `yaml:"base_url"`
-	AccountID string    `yaml:"account_id"`
+	Name      string `yaml:"name"`
+	Kind      string `yaml:"kind"`
+	BaseURL   string `yaml:"base_url"`
+	AccountID string `yaml:"account_id"`
 	// WorkspaceID is Toggl's and Clockify's workspace.
 	WorkspaceID string `yaml:"workspace_id"`
 	// UserIDs limits Clockify's per-user listings (default: every user).
-	UserIDs []string `yaml:"user_ids"`
+	UserIDs   []string  `yaml:"user_ids"`
 	Token     Secret    `yaml:"token"`
 	Schedule  string    `yaml:"schedule"`
 	Overlap   Duration  `yaml:"overlap"`
