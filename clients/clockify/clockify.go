@@ -46,11 +46,15 @@
 //     field); for a deletion the entity id is document.id when present,
 //     else the element's id.
 //
-// A first sync (the zero UpdatedSince) does not read the feed: it lists
-// every user's entries whose start falls in the last FirstSyncDays days
-// (to a week ahead), versioned by the listing clock; the next incremental
-// pass reads the feed from there. Backfill and reconcile (Window.From/To)
-// list per user by date, from From 00:00Z to To+1 00:00Z.
+// A first sync (the zero UpdatedSince) reads the feed as well, from
+// FirstSyncDays back: a per-user listing would version entries by its
+// clock, and the feed would then re-deliver the same states with older
+// stamps. Older history comes in by backfill. Backfill and reconcile
+// (Window.From/To) list per user by date, from From 00:00Z to To+1 00:00Z,
+// page-size PageSize, versioned by each page's Date header. A /created
+// element's version is the later of its createdAt and updatedAt (an entry
+// created and updated inside one window is only in /created, with the
+// later state).
 //
 // Because the feed is experimental, a weekly reconcile is on by default
 // (DefaultReconcileSchedule): it re-lists recent entries and tombstones the
@@ -89,7 +93,11 @@ const (
 	DefaultFeedLimit = 50
 	// DefaultFeedWindow bounds one feed window (the feed's own default
 	// range is 30 days).
-	DefaultFeedWindow = 24 * time.Hour
+	DefaultFeedWindow = 7 * 24 * time.Hour
+	// DefaultDeletionWindow and DefaultDeletionSpan shape the reads of
+	// /entities/deleted (see feed).
+	DefaultDeletionWindow = time.Minute
+	DefaultDeletionSpan   = time.Hour
 	// DefaultSafetyLag keeps feed windows this far behind the source's
 	// clock: deletions reach the feed about a minute late.
 	DefaultSafetyLag = 2 * time.Minute
@@ -134,6 +142,9 @@ type Params struct {
 	PageSize   int
 	FeedLimit  int
 	FeedWindow time.Duration
+	// DeletionWindow (default DefaultDeletionWindow) and DeletionSpan
+	// (default DefaultDeletionSpan) shape the reads of /entities/deleted.
+	DeletionWindow, DeletionSpan time.Duration
 	// SafetyLag defaults to DefaultSafetyLag.
 	SafetyLag time.Duration
 	// FirstSyncDays defaults to DefaultFirstSyncDays.
@@ -152,6 +163,8 @@ type Client struct {
 	pageSize   int
 	feedLimit  int
 	feedWindow time.Duration
+	delWindow  time.Duration
+	delSpan    time.Duration
 	lag        time.Duration
 	firstDays  int
 	resources  []clients.Resource
@@ -170,6 +183,8 @@ func (p Params) withDefaults() Params {
 	p.PageSize = cmp.Or(p.PageSize, DefaultPageSize)
 	p.FeedLimit = cmp.Or(p.FeedLimit, DefaultFeedLimit)
 	p.FeedWindow = cmp.Or(p.FeedWindow, DefaultFeedWindow)
+	p.DeletionWindow = cmp.Or(p.DeletionWindow, DefaultDeletionWindow)
+	p.DeletionSpan = cmp.Or(p.DeletionSpan, DefaultDeletionSpan)
 	p.SafetyLag = cmp.Or(p.SafetyLag, DefaultSafetyLag)
 	p.FirstSyncDays = cmp.Or(p.FirstSyncDays, DefaultFirstSyncDays)
 	if len(p.Resources) == 0 {
@@ -196,6 +211,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("clockify source %s: feed_limit %d must be ≥ 1", p.Name, p.FeedLimit)
 	case p.FeedWindow < time.Minute:
 		return fmt.Errorf("clockify source %s: feed_window %s must be at least 1m", p.Name, p.FeedWindow)
+	case p.DeletionWindow < 2*time.Second || p.DeletionSpan < 0:
+		return fmt.Errorf("clockify source %s: deletion_window %s must be at least 2s", p.Name, p.DeletionWindow)
 	case p.SafetyLag < 0:
 		return fmt.Errorf("clockify source %s: safety_lag %s must not be negative", p.Name, p.SafetyLag)
 	case p.FirstSyncDays < 1:
@@ -257,6 +274,8 @@ func New(p Params) (*Client, error) {
 		pageSize:   p.PageSize,
 		feedLimit:  p.FeedLimit,
 		feedWindow: p.FeedWindow,
+		delWindow:  p.DeletionWindow,
+		delSpan:    p.DeletionSpan,
 		lag:        p.SafetyLag,
 		firstDays:  p.FirstSyncDays,
 		resources:  slices.Clone(p.Resources),
@@ -296,14 +315,10 @@ func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window,
 				end = to.AddDays(1).Time()
 			}
 			return l.entries(ctx, from.Time(), end)
-		case w.UpdatedSince.IsZero():
-			now, err := c.clock(ctx)
-			if err != nil {
-				return err
-			}
-			day := clients.DateOf(now)
-			return l.entries(ctx, day.AddDays(-c.firstDays).Time(), day.AddDays(8).Time())
 		default:
+			// The zero UpdatedSince (first sync) reads the feed too, from
+			// FirstSyncDays back: versions then always come from the same
+			// stamps, whichever pass saw the entry first.
 			return l.feed(ctx, w.UpdatedSince)
 		}
 	case clients.Projects:
@@ -497,15 +512,42 @@ func (l *lister) feed(ctx context.Context, since time.Time) error {
 	}
 	end := now.Add(-c.lag).Truncate(time.Second)
 	start := since.UTC().Truncate(time.Second)
+	if since.IsZero() {
+		start = now.AddDate(0, 0, -c.firstDays).Truncate(time.Second)
+	}
 	for ws := start; ws.Before(end); {
 		we := ws.Add(c.feedWindow)
 		if we.After(end) {
 			we = end
 		}
-		for _, k := range feedKinds {
+		for _, k := range feedKinds[:2] {
 			if err := l.feedWindow(ctx, k, ws, we, now); err != nil {
 				return err
 			}
+		}
+		// Clockify leaves out of /deleted an entity created and deleted
+		// inside the window asked for. A pass's window starts an overlap
+		// before the newest change seen, so it often holds the creation of
+		// an entry already mirrored: deletions are read in sub-windows of
+		// DeletionWindow, so that only an entry created and deleted within
+		// one of them (and mirrored in between) is missed until reconcile.
+		// A catch-up over more than DeletionSpan uses whole windows.
+		step := c.delWindow
+		if end.Sub(start) > c.delSpan {
+			step = we.Sub(ws)
+		}
+		for ds := ws; ds.Before(we); {
+			de := ds.Add(step)
+			if de.After(we) {
+				de = we
+			}
+			if err := l.feedWindow(ctx, feedDeleted, ds, de, now); err != nil {
+				return err
+			}
+			if !de.Before(we) {
+				break
+			}
+			ds = de.Add(-time.Second)
 		}
 		if !we.Before(end) {
 			break

@@ -254,6 +254,18 @@ func fillChange(k feedKind, raw []byte, rec *clients.Record, fetched time.Time) 
 	if fe != nil {
 		return fe
 	}
+	// A created entry may have been updated since (inside the window, so
+	// /updated leaves it out): its document is the later state, and its
+	// version must be that state's stamp, not the creation's.
+	if k == feedCreated && j.UpdatedAt != nil {
+		up, fe := reqTime(j.UpdatedAt, "updatedAt")
+		if fe != nil {
+			return fe
+		}
+		if up.After(at) {
+			at = up
+		}
+	}
 	rec.Version, rec.FetchedAt = at, fetched
 	doc := bytes.TrimSpace(j.Document)
 	hasDoc := len(doc) > 0 && doc[0] == '{'

@@ -12,7 +12,8 @@
 //
 // What it assumes, because Clockify does not document it (see package
 // clockify): a feed element is {"id", "documentCode":"TIME_ENTRY",
-// "createdAt"|"updatedAt"|"deletedAt", "document":{the time entry}}, the
+// "createdAt"|"updatedAt"|"deletedAt", "document":{the time entry}}
+// (a /created element also carries updatedAt, the entry's latest change), the
 // feed body is a bare array (Options.Envelope: {"response":[...]}), and
 // only an entry's latest change is reported. Over its rate limit (50 per
 // second by default) it answers 429 without Retry-After, as Clockify does.
@@ -80,6 +81,8 @@ const (
 	MissingID
 	// WrongType renders the first entry's billable as a string.
 	WrongType
+	// MissingStamp drops the first feed element's change stamps.
+	MissingStamp
 )
 
 // Request is one logged request.
@@ -97,6 +100,8 @@ type malKey struct {
 	endpoint string
 	page     int
 }
+
+const stampLayout = "2006-01-02T15:04:05.000Z"
 
 // Server is a running fake. Every method is safe for concurrent use.
 type Server struct {
@@ -483,9 +488,9 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 		return !t.Before(start) && !t.After(end)
 	}
 	type change struct {
-		at  time.Time
-		id  string
-		doc json.RawMessage
+		at, updated time.Time
+		id          string
+		doc         json.RawMessage
 	}
 	var cs []change
 	s.mu.Lock()
@@ -493,19 +498,19 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 	case "created":
 		for _, e := range s.st.entries {
 			if in(e.CreatedAt) {
-				cs = append(cs, change{e.CreatedAt, e.ID, s.renderEntry(e)})
+				cs = append(cs, change{e.CreatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
 			}
 		}
 	case "updated":
 		for _, e := range s.st.entries {
 			if in(e.UpdatedAt) && !in(e.CreatedAt) {
-				cs = append(cs, change{e.UpdatedAt, e.ID, s.renderEntry(e)})
+				cs = append(cs, change{e.UpdatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
 			}
 		}
 	case "deleted":
 		for id, d := range s.st.deleted[clients.TimeEntries] {
 			if in(d.at) && !in(d.createdAt) && !now.Before(d.at.Add(s.opts.DeletionDelay)) {
-				cs = append(cs, change{d.at, id, s.renderEntry(d.last.(TimeEntry))})
+				cs = append(cs, change{d.at, d.at, id, s.renderEntry(d.last.(TimeEntry))})
 			}
 		}
 	}
@@ -522,9 +527,15 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 	hi := min(lo+limit, len(cs))
 	elems := make([]json.RawMessage, 0, hi-lo)
 	for _, c := range cs[lo:hi] {
-		elems = append(elems, mustJSON(map[string]any{
-			"id": c.id, "documentCode": "TIME_ENTRY", stampKey: c.at.UTC().Format("2006-01-02T15:04:05.000Z"), "document": c.doc,
-		}))
+		m := map[string]any{
+			"id": c.id, "documentCode": "TIME_ENTRY", stampKey: c.at.UTC().Format(stampLayout), "document": c.doc,
+		}
+		if kind == "created" {
+			// The document is the entry's current state: say when it was
+			// last changed.
+			m["updatedAt"] = c.updated.UTC().Format(stampLayout)
+		}
+		elems = append(elems, mustJSON(m))
 	}
 	s.write(w, elems, mal, s.opts.Envelope)
 }
@@ -544,6 +555,10 @@ func (s *Server) write(w http.ResponseWriter, elems []json.RawMessage, mal Malfo
 			first = strings.Replace(first, `"duration":null`, `"duration":"8 hours"`, 1)
 		case MissingID:
 			first = strings.ReplaceAll(first, `"id":`, `"ident":`)
+		case MissingStamp:
+			for _, k := range []string{"createdAt", "updatedAt", "deletedAt"} {
+				first = strings.Replace(first, `"`+k+`":`, `"x`+k+`":`, 1)
+			}
 		case WrongType:
 			first = strings.Replace(first, `"billable":true`, `"billable":"yes"`, 1)
 			first = strings.Replace(first, `"billable":false`, `"billable":"no"`, 1)
