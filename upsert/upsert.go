@@ -81,9 +81,11 @@ const maxRounds = 8
 // a session staging table and one INSERT … ON CONFLICT DO UPDATE whose guard
 // repeats the rule against the row as it is at write time. Rows that a
 // concurrent applier wrote in between are looked up again and counted once.
-// The writes sit under a savepoint: a deadlock with another applier undoes
-// them and the page is redone (up to maxAttempts). Apply expects READ
-// COMMITTED, the default.
+// The writes sit under one savepoint: when a COPY meets an id another
+// applier inserted meanwhile, or on a deadlock with another applier, they
+// are undone and the page is redone (new rows then by INSERT … ON CONFLICT
+// DO NOTHING), up to maxAttempts times. Apply expects READ COMMITTED, the
+// default.
 func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, recs []clients.Record) (Counts, error) {
 	t, ok := tables[r]
 	if !ok {
@@ -128,41 +130,57 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 	}
 	var c Counts
 	items, c.Stale = dedupe(items)
+	copyNew := true
 	for attempt := 1; ; attempt++ {
-		wc, err := write(ctx, tx, t, source, items, have)
+		wc, err := write(ctx, tx, t, source, items, have, copyNew)
 		if err == nil {
 			c.Add(wc)
 			return c, nil
 		}
-		if !isDeadlock(err) || attempt == maxAttempts {
+		if attempt == maxAttempts {
 			return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
 		}
-		// Another applier wrote the same ids in another order. Our writes
-		// and their locks are undone; wait a moment and redo the page.
 		have = nil
-		select {
-		case <-ctx.Done():
-			return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, ctx.Err())
-		case <-time.After(time.Duration(attempt*(1+rand.IntN(20))) * time.Millisecond):
+		switch {
+		case isUniqueViolation(err):
+			// Another applier inserted one of our new ids after our lookup
+			// and committed. Our writes are undone; redo the page with
+			// INSERT … ON CONFLICT for new rows, which cannot fail so.
+			copyNew = false
+		case isDeadlock(err):
+			// Another applier wrote the same ids in another order. Our
+			// writes and their locks are undone; wait a moment and redo.
+			select {
+			case <-ctx.Done():
+				return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, ctx.Err())
+			case <-time.After(time.Duration(attempt*(1+rand.IntN(20))) * time.Millisecond):
+			}
+		default:
+			return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
 		}
 	}
 }
 
-// maxAttempts bounds how often Apply redoes a page after a deadlock.
+// maxAttempts bounds how often Apply redoes a page after a deadlock or a
+// conflicting insert.
 const maxAttempts = 5
 
-func isDeadlock(err error) bool {
+func isDeadlock(err error) bool { return hasCode(err, "40P01") }
+
+func isUniqueViolation(err error) bool { return hasCode(err, "23505") }
+
+func hasCode(err error, code string) bool {
 	pgErr, ok := errors.AsType[*pgconn.PgError](err)
-	return ok && pgErr.Code == "40P01"
+	return ok && pgErr.Code == code
 }
 
 // write runs lookup-and-write rounds until every item is counted. All its
 // writes sit under one savepoint, opened at the first write: on an error
 // (such as a deadlock between concurrent appliers) they are undone and their
 // row locks released, and the caller's transaction stays usable.
-func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored) (Counts, error) {
+func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored, copyNew bool) (Counts, error) {
 	var c Counts
-	w := &writer{tx: tx}
+	w := &writer{tx: tx, copyNew: copyNew}
 	for round := 0; len(items) > 0; round++ {
 		var err error
 		if round == maxRounds {
@@ -193,7 +211,8 @@ func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item
 // writer opens the savepoint of a write phase when it is first needed, so
 // that a page with nothing to write costs no round trip for it.
 type writer struct {
-	tx, sp pgx.Tx
+	tx, sp  pgx.Tx
+	copyNew bool // new rows go in by COPY (else by INSERT … ON CONFLICT)
 }
 
 func (w *writer) db(ctx context.Context) (pgx.Tx, error) {
@@ -410,27 +429,23 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 	if err != nil {
 		return c, nil, err
 	}
-	if len(fresh) > 0 {
-		ok, err := copyNew(ctx, tx, t, source, fresh)
-		if err != nil {
+	if len(fresh) > 0 && w.copyNew {
+		if err := copyNew(ctx, tx, t, source, fresh); err != nil {
 			return c, nil, err
 		}
-		if ok {
-			c.Inserted += int64(len(fresh))
-			for _, it := range fresh {
-				if it.deletedAt != nil {
-					c.Tombstoned++
-				}
+		c.Inserted += int64(len(fresh))
+		for _, it := range fresh {
+			if it.deletedAt != nil {
+				c.Tombstoned++
 			}
-			fresh = nil
 		}
+		fresh = nil
 	}
 	if len(fresh)+len(newer)+len(typeless) == 0 {
 		return c, nil, nil
 	}
 
-	// The slow path: rows to update, and new rows that another applier
-	// inserted between our lookup and our COPY.
+	// Rows to update, and new rows when a COPY conflicted before.
 	if len(fresh)+len(newer) > 0 {
 		if err := stage(ctx, tx, t, fresh, newer); err != nil {
 			return c, nil, err
@@ -500,18 +515,13 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 	return c, retry, br.Close()
 }
 
-// copyNew copies rows that the lookup did not find straight into the table,
-// under a savepoint: the fastest way in. It reports false, having written
-// nothing, when another applier inserted one of the ids meanwhile (unique
-// violation); the caller then takes the ON CONFLICT path.
-func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*item) (bool, error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("savepoint: %w", err)
-	}
+// copyNew copies rows that the lookup did not find straight into the table:
+// the fastest way in. When another applier inserted one of the ids after
+// our lookup, it fails with a unique violation and Apply redoes the page.
+func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*item) error {
 	var defaults []any
 	row := make([]any, 0, len(t.typed)+8)
-	_, err = sp.CopyFrom(ctx, pgx.Identifier{t.name}, t.copyColumns(),
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{t.name}, t.copyColumns(),
 		pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
 			it := fresh[i]
 			row = append(row[:0], source, it.rec.ID)
@@ -524,18 +534,9 @@ func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*i
 			return append(row, it.version, it.fetched, it.hash[:], it.rec.Raw, it.deletedAt), nil
 		}))
 	if err != nil {
-		if rbErr := sp.Rollback(ctx); rbErr != nil {
-			return false, fmt.Errorf("copy new rows: %w (rollback to savepoint: %v)", err, rbErr)
-		}
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" { // unique_violation
-			return false, nil
-		}
-		return false, fmt.Errorf("copy new rows: %w", err)
+		return fmt.Errorf("copy new rows: %w", err)
 	}
-	if err := sp.Commit(ctx); err != nil {
-		return false, fmt.Errorf("release savepoint: %w", err)
-	}
-	return true, nil
+	return nil
 }
 
 // lookup returns the stored version and hash of ids. In the same round trip
