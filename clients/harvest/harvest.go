@@ -160,6 +160,12 @@ func (c *Client) Resources() []clients.Resource { return slices.Clone(c.resource
 
 // List streams r's records for w, one normalized page at a time, following
 // links.next until it is null. Only time entries accept a spent-date window.
+//
+// It reads one page ahead: the next page is requested and decoded while fn
+// handles the current one, so that the database write and the HTTP round
+// trip overlap. At most two pages are in memory. When fn fails, the request
+// for the next page may already have been sent (under the rate limiter); it
+// is cancelled and its page dropped.
 func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
 	if !slices.Contains(c.resources, r) {
 		return fmt.Errorf("%s: resource %s not configured: %w", c.name, r, clients.ErrUnsupported)
@@ -167,30 +173,91 @@ func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window,
 	if w.ByDate() && r != clients.TimeEntries {
 		return fmt.Errorf("%s: %s by spent date: %w", c.name, r, clients.ErrUnsupported)
 	}
+	fctx, cancel := context.WithCancel(ctx)
+	// Unbuffered: the fetcher holds at most one page while fn has another.
+	pages := make(chan fetchedPage)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.fetch(fctx, r, w, pages)
+	}()
+	defer func() {
+		cancel()
+		<-done // no request outlives List
+	}()
+	for {
+		f, ok := <-pages
+		if !ok {
+			// The fetcher stopped without a last page: the context ended.
+			return ctx.Err()
+		}
+		if f.err != nil {
+			return f.err
+		}
+		if err := fn(ctx, f.page); err != nil {
+			return err
+		}
+		if f.last {
+			return nil
+		}
+	}
+}
+
+// fetchedPage is one page read ahead, or the error that ended the listing.
+type fetchedPage struct {
+	page clients.Page
+	last bool
+	err  error
+}
+
+// fetch requests and decodes the pages of a listing in order and hands each
+// to out, until the last page, an error or the end of ctx.
+func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window, out chan<- fetchedPage) {
+	defer close(out)
+	send := func(f fetchedPage) bool {
+		select {
+		case out <- f:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	next := c.firstURL(r, w)
 	seen := map[string]bool{}
 	for page := 1; ; page++ {
 		seen[next] = true
 		resp, err := c.http.Do(ctx, httpx.Request{URL: next, Resource: string(r), Page: page})
 		if err != nil {
-			return err
+			send(fetchedPage{err: err})
+			return
 		}
 		recs, link, err := c.dec.decodePage(r, page, resp.Body, resp.ReceivedAt)
 		if err != nil {
-			return err
+			send(fetchedPage{err: err})
+			return
 		}
 		c.log.Debug().Str("resource", string(r)).Int("page", page).Int("records", len(recs)).Msg("page fetched")
-		if err := fn(ctx, clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}); err != nil {
-			return err
+		f := fetchedPage{page: clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}, last: link == ""}
+		if !f.last {
+			if next, err = c.resolveNext(link); err != nil {
+				f.err = c.dec.errf(string(r), page, "links.next", err.Error(), nil)
+			} else if seen[next] {
+				f.err = c.dec.errf(string(r), page, "links.next", "points back at a page already listed", nil)
+			}
 		}
-		if link == "" {
-			return nil
+		if f.err != nil {
+			// The page is good but the listing cannot go on: hand the page
+			// over first, as before, then the error.
+			bad := f.err
+			f.err = nil
+			if !send(f) {
+				return
+			}
+			send(fetchedPage{err: bad})
+			return
 		}
-		if next, err = c.resolveNext(link); err != nil {
-			return c.dec.errf(string(r), page, "links.next", err.Error(), nil)
-		}
-		if seen[next] {
-			return c.dec.errf(string(r), page, "links.next", "points back at a page already listed", nil)
+		if !send(f) || f.last {
+			return
 		}
 	}
 }
