@@ -18,6 +18,13 @@ import (
 // source's lease (ErrBusy when another pass holds it). One resource failing
 // does not stop the others; the errors are joined.
 func (p *Poller) Incremental(ctx context.Context, source string, only ...clients.Resource) ([]Result, error) {
+	return p.eachResource(ctx, source, only, p.incremental)
+}
+
+// eachResource takes the source's lease and runs pass on each resource. One
+// resource failing does not stop the others; the errors are joined.
+func (p *Poller) eachResource(ctx context.Context, source string, only []clients.Resource,
+	pass func(context.Context, *Source, clients.Resource) (Result, error)) ([]Result, error) {
 	s, err := p.source(source)
 	if err != nil {
 		return nil, err
@@ -38,7 +45,7 @@ func (p *Poller) Incremental(ctx context.Context, source string, only ...clients
 			errs = append(errs, ctx.Err())
 			break
 		}
-		res, err := p.incremental(ctx, s, r)
+		res, err := pass(ctx, s, r)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -255,34 +262,7 @@ func addCursorCounts(c *cursor.Counts, o cursor.Counts) {
 // (less the overlap) is never tombstoned; more than MaxTombstones at once is
 // refused and reported.
 func (p *Poller) Reconcile(ctx context.Context, source string, only ...clients.Resource) ([]Result, error) {
-	s, err := p.source(source)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := p.resources(s, only)
-	if err != nil {
-		return nil, err
-	}
-	release, err := p.leaser.TryAcquire(ctx, "source:"+source)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	var results []Result
-	var errs []error
-	for _, r := range rs {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
-		res, err := p.reconcile(ctx, s, r)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		results = append(results, res)
-	}
-	return results, errors.Join(errs...)
+	return p.eachResource(ctx, source, only, p.reconcile)
 }
 
 func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource) (Result, error) {
