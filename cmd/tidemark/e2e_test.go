@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -44,6 +45,15 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build: %v\n%s", err, out)
 		os.Exit(2)
+	}
+	// The tests mostly wait on child processes, the tracker and Postgres,
+	// not on this process's CPU: run more of them at once than -parallel's
+	// default (GOMAXPROCS) unless -parallel was given.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", "8")
 	}
 	pgtest.Main(m)
 }
