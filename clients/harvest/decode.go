@@ -73,7 +73,13 @@ func newDecoder(source string, hc *httpx.Client) decoder {
 // decodePage parses one list response into normalized records and the next
 // link ("" when the listing is complete). Records' Raw are slices of body.
 func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched time.Time) ([]clients.Record, string, error) {
-	env, err := scanEnvelope(body, r)
+	var sink *entrySink
+	var es elemSink
+	if r == clients.TimeEntries {
+		sink = newEntrySink(body, fetched)
+		es = sink
+	}
+	env, err := scanEnvelope(body, r, es)
 	if err != nil {
 		return nil, "", d.syntaxError(r, page, body)
 	}
@@ -86,14 +92,19 @@ func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched t
 	if !env.links {
 		return nil, "", d.errf(string(r), page, "links", "missing", body)
 	}
+	if sink != nil {
+		if sink.err != nil {
+			sp := env.elems[sink.errAt]
+			return nil, "", d.entryErr(page, sink.errAt, sink.err, body[sp.lo:sp.hi])
+		}
+		return sink.records(), env.next, nil
+	}
 	raws := make([][]byte, len(env.elems))
 	for i, sp := range env.elems {
 		raws[i] = body[sp.lo:sp.hi:sp.hi]
 	}
 	recs := make([]clients.Record, len(raws))
 	switch r {
-	case clients.TimeEntries:
-		err = d.timeEntries(page, body, env.elems, recs, fetched)
 	case clients.Projects:
 		err = decodeAll(d, r, page, raws, recs, fetched, project)
 	case clients.Clients:

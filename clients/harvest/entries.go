@@ -71,30 +71,61 @@ func asciiFold(key []byte, n string) bool {
 // errStop ends an object walk at the first wrong-typed field.
 var errStop = errors.New("stop")
 
-// timeEntries decodes time entries in one pass each, without reflection.
-// Typed values and notes are allocated in one block per page; strings other
-// than ids are cut from one string copy of the body (ids are copied on their
-// own: reconcile keeps them after the page is gone).
-func (d decoder) timeEntries(page int, body []byte, elems []span, recs []clients.Record, fetched time.Time) error {
-	typed := make([]clients.TimeEntry, len(elems))
-	notes := make([]string, len(elems))
-	text := string(body)
-	s := scanner{b: body}
-	for i, sp := range elems {
-		raw := body[sp.lo:sp.hi:sp.hi]
-		var e entryJSON
-		s.i, s.depth = sp.lo, 0
-		if fe := e.read(&s, text); fe != nil {
-			return d.entryErr(page, i, fe, raw)
-		}
-		rec := &recs[i]
-		rec.Raw = raw
-		rec.FetchedAt = fetched
-		if fe := e.fill(&typed[i], &notes[i], rec); fe != nil {
-			return d.entryErr(page, i, fe, raw)
-		}
+// entrySink decodes time entries during the envelope scan, in one pass
+// and without reflection. Strings other than ids are cut from one string
+// copy of the body (ids are copied on their own: reconcile keeps them after
+// the page is gone).
+type entrySink struct {
+	body    []byte
+	text    string
+	fetched time.Time
+	recs    []clients.Record
+	typed   []clients.TimeEntry
+	notes   []string
+	// err is the first bad record's, at index errAt.
+	err   *fieldErr
+	errAt int
+}
+
+func newEntrySink(body []byte, fetched time.Time) *entrySink {
+	n := len(body)/700 + 1 // Harvest entries are 0.7–1.2 kB
+	return &entrySink{body: body, text: string(body), fetched: fetched,
+		recs: make([]clients.Record, 0, n), typed: make([]clients.TimeEntry, 0, n), notes: make([]string, 0, n)}
+}
+
+func (k *entrySink) reset() {
+	k.recs, k.typed, k.notes, k.err = k.recs[:0], k.typed[:0], k.notes[:0], nil
+}
+
+func (k *entrySink) elem(s *scanner, i, lo int) bool {
+	if k.err != nil {
+		return false
 	}
-	return nil
+	var e entryJSON
+	if fe := e.read(s, k.text); fe != nil {
+		k.err, k.errAt = fe, i
+		return false
+	}
+	k.recs = append(k.recs, clients.Record{Raw: k.body[lo:s.i:s.i], FetchedAt: k.fetched})
+	k.typed = append(k.typed, clients.TimeEntry{})
+	k.notes = append(k.notes, "")
+	if fe := e.fill(&k.typed[i], &k.notes[i], &k.recs[i]); fe != nil {
+		k.err, k.errAt = fe, i
+	}
+	return true
+}
+
+// records links each record to its typed value and notes, once the slices
+// have stopped growing.
+func (k *entrySink) records() []clients.Record {
+	for i := range k.recs {
+		t := &k.typed[i]
+		if t.Notes != nil {
+			t.Notes = &k.notes[i]
+		}
+		k.recs[i].TimeEntry = t
+	}
+	return k.recs
 }
 
 func (d decoder) entryErr(page, i int, fe *fieldErr, raw []byte) error {

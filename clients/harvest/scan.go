@@ -336,6 +336,14 @@ func (s *scanner) stringValue() (string, error) {
 	return out, nil
 }
 
+// elemSink decodes records during the envelope scan. elem reads the
+// element at the cursor (which starts at lo) and reports whether it took it;
+// reset starts a new array (a key given twice: the last one wins).
+type elemSink interface {
+	reset()
+	elem(s *scanner, i, lo int) bool
+}
+
 // span is a value's bytes in the body.
 type span struct{ lo, hi int }
 
@@ -354,7 +362,9 @@ var nextKeys = []string{"next"}
 
 // scanEnvelope reads a list response: the array named after r (only when r
 // is a known resource), links.next, and validates the rest.
-func scanEnvelope(body []byte, r clients.Resource) (envelope, error) {
+// When sink is set, each record is handed to it where it stands (one pass);
+// a record it does not take is skipped (validated only).
+func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, error) {
 	var env envelope
 	key := string(r)
 	if _, err := clients.ParseResource(key); err != nil {
@@ -379,10 +389,16 @@ func scanEnvelope(body []byte, r clients.Resource) (envelope, error) {
 					return err
 				case kArray:
 					env.found, env.elems = true, env.elems[:0]
-					return s.array(func(int) error {
-						lo := s.i
-						if err := s.skip(); err != nil {
-							return err
+					if sink != nil {
+						sink.reset()
+					}
+					return s.array(func(i int) error {
+						lo, depth := s.i, s.depth
+						if sink == nil || !sink.elem(&s, i, lo) {
+							s.i, s.depth = lo, depth
+							if err := s.skip(); err != nil {
+								return err
+							}
 						}
 						env.elems = append(env.elems, span{lo, s.i})
 						return nil
