@@ -369,6 +369,18 @@ func scenarioIdle(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (resu
 	if err := resetLog(a.sim); err != nil {
 		return res, err
 	}
+	if a.cpuprofile != "" {
+		// The daemon phase gets a profile of its own.
+		pprof.StopCPUProfile()
+		f, err := os.Create(strings.TrimSuffix(a.cpuprofile, ".pprof") + "-daemon.pprof")
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+	}
 	cpu0, t0 := cpuTime(), time.Now()
 	d.Start(ctx, false)
 	maxConnsSeen := 0
