@@ -46,6 +46,12 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 			break
 		}
 		res, err := pass(ctx, s, r)
+		if errors.Is(err, clients.ErrUnsupported) {
+			// E.g. a token not allowed to list users: recorded in the run,
+			// warned about, but not a failure of the source.
+			p.log.Warn().Err(err).Str("source", source).Str("resource", string(r)).Msg("resource not available from this source; skipped")
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
