@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -355,18 +356,23 @@ func TestWrongKeyIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	f := newFake(t, clk, clockifytest.Options{})
 	const bad = "wrong-secret-api-key-xyz"
 	var logs bytes.Buffer
+	var sink syncBuffer
 	c := newClient(t, f, func(p *clockify.Params, h *httpx.Config) {
-		p.Token = bad
-		p.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel)
-		if h.Headers != nil {
-			h.Logger = p.Logger
+		if h.Headers == nil { // the Params pass, not the httpx.Config one
+			p.Token = bad
+			p.Logger = zerolog.New(&sink).Level(zerolog.DebugLevel)
 		}
 	})
+	f.RateLimitNext(1) // a logged wait
+	defer func() { logs.WriteString(sink.String()) }()
 	_, err := collect(t, c, clients.TimeEntries, clients.Window{})
-	if !errors.Is(err, httpx.ErrUnauthorized) || f.RequestCount() != 1 {
-		t.Fatalf("err = %v after %d requests", err, f.RequestCount())
+	if !errors.Is(err, httpx.ErrUnauthorized) || f.RequestCount() != 2 {
+		t.Fatalf("err = %v after %d requests, want 2 (one 429, one 401 not retried)", err, f.RequestCount())
 	}
-	if strings.Contains(err.Error(), bad) || strings.Contains(logs.String(), bad) {
+	if sink.String() == "" {
+		t.Fatal("nothing was logged: the check below would prove nothing")
+	}
+	if strings.Contains(err.Error(), bad) || strings.Contains(sink.String(), bad) {
 		t.Fatalf("key leaked: %v\n%s", err, logs.String())
 	}
 	// The key is redacted from a body that echoes it.
@@ -465,4 +471,21 @@ func TestParamsValidate(t *testing.T) {
 	if _, err := clockify.New(ok); err != nil {
 		t.Fatal(err)
 	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
