@@ -863,8 +863,7 @@ func TestE2ECLI(t *testing.T) {
 			{"unset variable", strings.Replace(string(good), "${TEST_TOKEN}", "${TIDEMARK_E2E_UNSET}", 1),
 				[]string{"sources[0].token", "TIDEMARK_E2E_UNSET"}, ""},
 			{"bad duration", strings.Replace(string(good), "overlap: 5s", "overlap: 5 parsecs", 1),
-				[]string{"sources[0].overlap"},
-				"internal/config: a bad duration's error names the line but not the key (Duration.UnmarshalYAML sets no Key)"},
+				[]string{"sources[0].overlap", "invalid duration"}, ""},
 			{"bad cron", strings.Replace(string(good), `"@every 1s"`, `"every second"`, 1),
 				[]string{"sources[0].schedule"}, ""},
 		} {

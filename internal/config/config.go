@@ -176,6 +176,11 @@ func Parse(path string, b []byte, lookup func(string) (string, bool)) (*Config, 
 	if err := expand(root, "", lookup); err != nil {
 		return nil, withFile(err, path)
 	}
+	// Values are checked after expansion, where the key path is known (a
+	// decoder error would name only the line).
+	if err := checkValues(root, reflect.TypeFor[Config](), ""); err != nil {
+		return nil, withFile(err, path)
+	}
 	var c Config
 	if err := root.Decode(&c); err != nil {
 		var te *yaml.TypeError
@@ -232,6 +237,37 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
 		for i, c := range n.Content {
 			if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var durationType = reflect.TypeFor[Duration]()
+
+// checkValues refuses values the decoder would refuse without naming the
+// key: durations for now.
+func checkValues(n *yaml.Node, t reflect.Type, path string) error {
+	switch {
+	case t == durationType:
+		if _, err := time.ParseDuration(n.Value); err != nil || n.Kind != yaml.ScalarNode {
+			return &Error{Line: n.Line, Key: path, Msg: fmt.Sprintf("invalid duration %q (want e.g. 30s, 10m, 1h)", n.Value)}
+		}
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			for j := range t.NumField() {
+				if strings.Split(t.Field(j).Tag.Get("yaml"), ",")[0] == k.Value {
+					if err := checkValues(v, t.Field(j).Type, join(path, k.Value)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, c := range n.Content {
+			if err := checkValues(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}

@@ -57,7 +57,8 @@ func TestParseErrorsNameKeyAndLine(t *testing.T) {
 	}{
 		{"unknown key", "    overlap: 10m\n    overlapp: 5m\n", "t.yaml:10: sources[0].overlapp: unknown key", nil},
 		{"unset variable", "", "t.yaml:7: sources[0].token: environment variable HARVEST_TOKEN is not set", env(map[string]string{"DATABASE_URL": "x"})},
-		{"bad duration", "    overlap: tenminutes\n", "invalid duration \"tenminutes\"", nil},
+		{"bad duration", "    overlap: tenminutes\n", "t.yaml:9: sources[0].overlap: invalid duration \"tenminutes\"", nil},
+		{"bad nested duration", "    rate_limit: {requests: 100, per: often}\n", "sources[0].rate_limit.per: invalid duration", nil},
 		{"bad cron", "    schedule: \"*/5 * * *\"\n", "t.yaml:8: sources[0].schedule: invalid cron spec", nil},
 		{"missing token", "    token: \"\"\n", "sources[0].token: missing", nil},
 		{"bad kind", "    kind: jira\n", "t.yaml:5: sources[0].kind: unknown kind \"jira\"", nil},
