@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,9 +15,11 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/clockify"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
+	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/metrics"
 	"github.com/tidemarkhq/tidemark/poller"
@@ -171,41 +174,64 @@ func (a *app) sources(ctx context.Context, only string) ([]poller.Source, error)
 }
 
 func (a *app) buildSource(ctx context.Context, sc *config.Source) (clients.Source, error) {
-	p := harvest.Params{
-		Name: sc.Name, BaseURL: sc.BaseURL, AccountID: sc.AccountID, Token: sc.Token.Value(),
-		Contact: a.cfg.Contact, Version: version,
-		RateLimit: httpx.RateLimit{Requests: sc.RateLimit.Requests, Per: sc.RateLimit.Per.D()},
-		Logger:    a.log.With().Str("source", sc.Name).Logger(),
-		OnResponse: func(status int, _ time.Duration) {
-			a.metrics.Request(sc.Name, status)
-		},
-	}
+	var rs []clients.Resource
 	for _, r := range sc.Resources {
 		rr, _ := clients.ParseResource(r)
-		p.Resources = append(p.Resources, rr)
+		rs = append(rs, rr)
+	}
+	limit := httpx.RateLimit{Requests: sc.RateLimit.Requests, Per: sc.RateLimit.Per.D()}
+	log := a.log.With().Str("source", sc.Name).Logger()
+	onResponse := func(status int, _ time.Duration) { a.metrics.Request(sc.Name, status) }
+	// Each provider builds its HTTP client here, so that the per-request
+	// `timeout` (an httpx setting the providers' Params do not carry) applies.
+	withTimeout := func(hc httpx.Config) *httpx.Client {
+		hc.Timeout = sc.Timeout.D()
+		return httpx.New(hc)
 	}
 	switch sc.Kind {
-	case config.KindHarvest:
-	case config.KindSimulated:
-		tr, err := startSimulated(ctx, sc, a.log)
-		if err != nil {
-			return nil, fmt.Errorf("source %s: start the simulated tracker: %w", sc.Name, err)
+	case config.KindHarvest, config.KindSimulated:
+		p := harvest.Params{
+			Name: sc.Name, BaseURL: sc.BaseURL, AccountID: sc.AccountID, Token: sc.Token.Value(),
+			Contact: a.cfg.Contact, Version: version, RateLimit: limit, Resources: rs,
+			Logger: log, OnResponse: onResponse,
 		}
-		a.closers = append(a.closers, tr.Close)
-		if a.simulated == nil {
-			a.simulated = map[string]*simulated.Tracker{}
+		if sc.Kind == config.KindSimulated {
+			tr, err := startSimulated(ctx, sc, a.log)
+			if err != nil {
+				return nil, fmt.Errorf("source %s: start the simulated tracker: %w", sc.Name, err)
+			}
+			a.closers = append(a.closers, tr.Close)
+			if a.simulated == nil {
+				a.simulated = map[string]*simulated.Tracker{}
+			}
+			a.simulated[sc.Name] = tr
+			p.BaseURL, p.AccountID, p.Token = tr.URL(), tr.AccountID(), tr.Token()
 		}
-		a.simulated[sc.Name] = tr
-		p.BaseURL, p.AccountID, p.Token = tr.URL(), tr.AccountID(), tr.Token()
+		p.HTTP = withTimeout(harvest.HTTPConfig(p))
+		return harvest.New(p)
+	case config.KindToggl:
+		wid, err := strconv.ParseInt(sc.WorkspaceID, 10, 64)
+		if err != nil || wid <= 0 {
+			return nil, usagef("%s: sources[%s].workspace_id: %q is not a Toggl workspace id", a.cfg.Path, sc.Name, sc.WorkspaceID)
+		}
+		p := toggl.Params{
+			Name: sc.Name, BaseURL: sc.BaseURL, Token: sc.Token.Value(), WorkspaceID: wid,
+			Contact: a.cfg.Contact, Version: version, RateLimit: limit, Resources: rs,
+			Quota: &toggl.Quota{}, Logger: log, OnResponse: onResponse,
+		}
+		p.HTTP = withTimeout(toggl.HTTPConfig(p))
+		return toggl.New(p)
+	case config.KindClockify:
+		p := clockify.Params{
+			Name: sc.Name, BaseURL: sc.BaseURL, Token: sc.Token.Value(), WorkspaceID: sc.WorkspaceID,
+			UserIDs: sc.UserIDs, Contact: a.cfg.Contact, Version: version, RateLimit: limit, Resources: rs,
+			Logger: log, OnResponse: onResponse,
+		}
+		p.HTTP = withTimeout(clockify.HTTPConfig(p))
+		return clockify.New(p)
 	default:
 		return nil, usagef("source %s: kind %q is not supported", sc.Name, sc.Kind)
 	}
-	// The per-request timeout is an httpx setting that harvest.Params does
-	// not carry: build the HTTP client here so that `timeout` takes effect.
-	hc := harvest.HTTPConfig(p)
-	hc.Timeout = sc.Timeout.D()
-	p.HTTP = httpx.New(hc)
-	return harvest.New(p)
 }
 
 func (a *app) poller(ctx context.Context, only string) (*poller.Poller, error) {

@@ -168,6 +168,10 @@ func TestExampleConfigsLoad(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://localhost/tidemark")
 	t.Setenv("HARVEST_TOKEN", "x")
 	t.Setenv("HARVEST_ACCOUNT_ID", "1")
+	t.Setenv("TOGGL_WORKSPACE_ID", "1")
+	t.Setenv("TOGGL_TOKEN", "x")
+	t.Setenv("CLOCKIFY_WORKSPACE_ID", "5f1e0c2a9b3d4e5f6a7b8c9d")
+	t.Setenv("CLOCKIFY_API_KEY", "x")
 	for _, f := range files {
 		if _, err := Load(f); err != nil {
 			t.Errorf("%s: %v", f, err)
