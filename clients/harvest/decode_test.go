@@ -193,3 +193,19 @@ func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodePage2000EncodingJSON is the encoding/json decoding that
+// the single-pass decoder replaced (kept as the fuzz oracle), on the same
+// page: run both in one invocation and compare.
+func BenchmarkDecodePage2000EncodingJSON(b *testing.B) {
+	body := benchPage()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		recs, ok := oracleEntries(body)
+		if !ok || len(recs) != 2000 {
+			b.Fatal("decode failed")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "ns/record")
+}
