@@ -36,12 +36,17 @@ func canon(key []byte, names []string) string {
 			return n
 		}
 	}
-	ascii := true
+	ascii, upper := true, false
 	for _, c := range key {
-		if c >= 0x80 {
+		switch {
+		case c >= 0x80:
 			ascii = false
-			break
+		case 'A' <= c && c <= 'Z':
+			upper = true
 		}
+	}
+	if ascii && !upper {
+		return "" // lower-case ASCII: only an exact match could do
 	}
 	for _, n := range names {
 		if ascii {

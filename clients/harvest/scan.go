@@ -102,7 +102,7 @@ func (s *scanner) str() (lo, hi int, plain bool, err error) {
 	lo, plain = i, true
 	for {
 		// The common run: printable ASCII without quote or backslash.
-		for i < len(b) && b[i] >= 0x20 && b[i] < 0x80 && b[i] != '"' && b[i] != '\\' {
+		for i < len(b) && plainByte[b[i]] {
 			i++
 		}
 		if i >= len(b) {
@@ -141,6 +141,15 @@ func (s *scanner) str() (lo, hi int, plain bool, err error) {
 		}
 	}
 }
+
+// plainByte marks the bytes a string holds as they are: printable ASCII
+// but the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
