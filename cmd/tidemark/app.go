@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,6 +21,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
 	"github.com/tidemarkhq/tidemark/clients/toggl"
+	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/metrics"
 	"github.com/tidemarkhq/tidemark/poller"
@@ -181,7 +183,12 @@ func (a *app) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 	}
 	limit := httpx.RateLimit{Requests: sc.RateLimit.Requests, Per: sc.RateLimit.Per.D()}
 	log := a.log.With().Str("source", sc.Name).Logger()
-	onResponse := func(status int, _ time.Duration) { a.metrics.Request(sc.Name, status) }
+	waits := &waitRecorder{pool: a.pool, source: sc.Name, log: log}
+	onResponse := func(status int, _ time.Duration) {
+		a.metrics.Request(sc.Name, status)
+		waits.response(status)
+	}
+	onWait := waits.wait
 	// Each provider builds its HTTP client here, so that the per-request
 	// `timeout` (an httpx setting the providers' Params do not carry) applies.
 	withTimeout := func(hc httpx.Config) *httpx.Client {
@@ -193,7 +200,7 @@ func (a *app) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 		p := harvest.Params{
 			Name: sc.Name, BaseURL: sc.BaseURL, AccountID: sc.AccountID, Token: sc.Token.Value(),
 			Contact: a.cfg.Contact, Version: version, RateLimit: limit, Resources: rs,
-			Logger: log, OnResponse: onResponse,
+			Logger: log, OnResponse: onResponse, OnWait: onWait,
 		}
 		if sc.Kind == config.KindSimulated {
 			tr, err := startSimulated(ctx, sc, a.log)
@@ -217,7 +224,7 @@ func (a *app) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 		p := toggl.Params{
 			Name: sc.Name, BaseURL: sc.BaseURL, Token: sc.Token.Value(), WorkspaceID: wid,
 			Contact: a.cfg.Contact, Version: version, RateLimit: limit, Resources: rs,
-			Quota: &toggl.Quota{}, Logger: log, OnResponse: onResponse,
+			Quota: &toggl.Quota{}, Logger: log, OnResponse: onResponse, OnWait: onWait,
 		}
 		p.HTTP = withTimeout(toggl.HTTPConfig(p))
 		return toggl.New(p)
@@ -225,12 +232,62 @@ func (a *app) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 		p := clockify.Params{
 			Name: sc.Name, BaseURL: sc.BaseURL, Token: sc.Token.Value(), WorkspaceID: sc.WorkspaceID,
 			UserIDs: sc.UserIDs, Contact: a.cfg.Contact, Version: version, RateLimit: limit, Resources: rs,
-			Logger: log, OnResponse: onResponse,
+			Logger: log, OnResponse: onResponse, OnWait: onWait,
 		}
 		p.HTTP = withTimeout(clockify.HTTPConfig(p))
 		return clockify.New(p)
 	default:
 		return nil, usagef("source %s: kind %q is not supported", sc.Name, sc.Kind)
+	}
+}
+
+// waitRecorder records in the database when a source makes us wait long
+// (Toggl's 402 quota, a long Retry-After), so that `tidemark cursors` in
+// another process can say "waiting for quota until …"; the record goes when
+// the source answers again.
+type waitRecorder struct {
+	pool   *pgxpool.Pool
+	source string
+	log    zerolog.Logger
+
+	mu      sync.Mutex
+	waiting bool
+}
+
+// longWait is the shortest wait worth showing to an operator.
+const longWait = 30 * time.Second
+
+func (w *waitRecorder) wait(reason string, d time.Duration) {
+	if w.pool == nil || (reason != "quota" && (reason != "retry_after" || d < longWait)) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	until := time.Now().Add(d)
+	if err := cursor.SetWait(ctx, w.pool, cursor.Wait{Source: w.source, Until: until, Reason: reason}); err != nil {
+		w.log.Warn().Err(err).Msg("could not record the wait")
+		return
+	}
+	w.waiting = true
+	w.log.Warn().Str("reason", reason).Time("until", until).Msg("source asked us to wait")
+}
+
+func (w *waitRecorder) response(status int) {
+	if status < 200 || status >= 300 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.waiting {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := cursor.ClearWait(ctx, w.pool, w.source); err == nil {
+		w.waiting = false
+		w.log.Info().Msg("source answers again; resumed")
 	}
 }
 

@@ -37,6 +37,10 @@ type cursorJSON struct {
 	LastRunCounts     countsJSON `json:"last_run_counts"`
 	LastOKAt          *time.Time `json:"last_ok_at"`
 	NextRunAt         *time.Time `json:"next_run_at"`
+	// WaitingUntil and WaitingReason are set while the source makes us wait
+	// (reason "quota": Toggl's hourly quota is spent).
+	WaitingUntil  *time.Time `json:"waiting_until,omitempty"`
+	WaitingReason string     `json:"waiting_reason,omitempty"`
 }
 
 // countsJSON is a run's counts with stable lower-case keys.
@@ -127,6 +131,16 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 	if err != nil {
 		return nil, err
 	}
+	waits, err := cursor.New(a.pool).Waits(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	waitOf := map[string]cursor.Wait{}
+	for _, w := range waits {
+		if w.Until.After(now) {
+			waitOf[w.Source] = w
+		}
+	}
 	byKey := map[string]cursor.Status{}
 	for _, s := range sts {
 		byKey[s.Source+"/"+s.Resource] = s
@@ -134,6 +148,10 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 	var out []cursorJSON
 	add := func(st cursor.Status, sc *config.Source) {
 		row := cursorJSON{Source: st.Source, Resource: st.Resource, UpdatedBy: st.UpdatedBy, LastOKAt: st.LastOK}
+		if w, ok := waitOf[st.Source]; ok {
+			until := w.Until
+			row.WaitingUntil, row.WaitingReason = &until, w.Reason
+		}
 		if !st.HighWater.IsZero() {
 			hw := st.HighWater.UTC()
 			row.HighWater = &hw
@@ -199,8 +217,16 @@ func writeCursorTable(w io.Writer, rows []cursorJSON) {
 			next = r.NextRunAt.Format(time.RFC3339)
 		}
 		c := r.LastRunCounts
+		status := cmp.Or(r.LastRunStatus, "-")
+		if r.WaitingUntil != nil {
+			what := "quota"
+			if r.WaitingReason != "quota" {
+				what = "rate limit"
+			}
+			status = fmt.Sprintf("waiting for %s until %s", what, r.WaitingUntil.UTC().Format(time.RFC3339))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
-			r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), cmp.Or(r.LastRunStatus, "-"), at,
+			r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), status, at,
 			c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next)
 	}
 	tw.Flush()

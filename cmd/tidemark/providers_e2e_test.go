@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,4 +94,54 @@ sources:
 	sync("ck")
 	check("tg", tg.State().Versions(clients.TimeEntries))
 	check("ck", ck.Versions(clients.TimeEntries))
+}
+
+// TestE2ETogglQuotaShownInCursors spends a Toggl quota (402): the daemon
+// waits for the quota window instead of failing, `cursors` says "waiting for
+// quota until …", and SIGTERM still stops it at once.
+func TestE2ETogglQuotaShownInCursors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tg := toggltest.New(toggltest.Options{Quota: 2, QuotaWindow: time.Hour})
+	t.Cleanup(tg.Close)
+	e.vars = append(e.vars, "TG_TOKEN="+tg.Token())
+	cfg := fmt.Sprintf(`database_url: ${DATABASE_URL}
+sources:
+  - name: tg
+    kind: toggl
+    base_url: %s
+    workspace_id: "%d"
+    token: ${TG_TOKEN}
+    schedule: "@every 1m"
+    rate_limit: {requests: 100, per: 1s}
+    resources: [clients, projects, tasks, time_entries]
+`, tg.URL(), tg.WorkspaceID())
+	path := filepath.Join(e.dir, "toggl.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := e.daemon(path)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _, code := e.cli("cursors", "--config", path, "--json")
+		rows := decodeJSON[[]map[string]any](t, out)
+		if code == 0 && len(rows) > 0 && rows[0]["waiting_reason"] == "quota" {
+			if _, ok := rows[0]["waiting_until"].(string); !ok {
+				t.Fatalf("no waiting_until: %v", rows[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cursors never showed the quota wait: %s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	out, _, _ := e.cli("cursors", "--config", path)
+	if !strings.Contains(out, "waiting for quota until") {
+		t.Fatalf("table does not show the wait:\n%s", out)
+	}
+	d.signal(syscall.SIGTERM)
+	if code, exited := d.wait(30 * time.Second); !exited || code != 0 {
+		t.Fatalf("daemon waiting for quota: exited %v code %d", exited, code)
+	}
 }
