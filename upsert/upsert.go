@@ -30,9 +30,11 @@ import (
 )
 
 // Counts says what Apply did with each record of a page. Inserted, Updated,
-// Unchanged and Stale add up to the records given; Ties is the part of
-// Updated that replaced the same version (fetched later); Tombstoned counts
-// rows marked deleted (by a deletion record or by TombstoneMissing).
+// Unchanged and Stale add up to the records given, also under concurrent
+// appliers. Ties is the part of Updated that replaced the same version
+// (fetched later), judged against the version read just before the write.
+// Tombstoned counts deletion records written (part of Inserted or Updated);
+// the caller adds what TombstoneMissing returns.
 type Counts struct{ Inserted, Updated, Unchanged, Stale, Ties, Tombstoned int64 }
 
 // Add adds o to c.
