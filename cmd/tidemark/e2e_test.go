@@ -34,8 +34,6 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	// pgtest.Main exits the process, so the build directory cannot be
-	// removed afterwards; it is small and lives under the system temp dir.
 	dir, err := os.MkdirTemp("", "tidemark-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -55,7 +53,9 @@ func TestMain(m *testing.M) {
 	if !explicit {
 		_ = flag.Set("test.parallel", "8")
 	}
-	pgtest.Main(m)
+	code := pgtest.Run(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // ---- harness ----------------------------------------------------------------

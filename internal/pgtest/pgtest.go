@@ -36,9 +36,14 @@ import (
 // Main runs the tests of a package and releases the shared cluster after.
 // Use it from TestMain: func TestMain(m *testing.M) { pgtest.Main(m) }.
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main without the exit, for a TestMain with its own clean-up.
+func Run(m *testing.M) int {
 	code := m.Run()
 	release()
-	os.Exit(code)
+	return code
 }
 
 var (
