@@ -395,6 +395,9 @@ func scenarioIdle(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (resu
 	}
 	tick.Stop()
 	cpu, elapsed := cpuTime()-cpu0, time.Since(t0)
+	if a.cpuprofile != "" {
+		pprof.StopCPUProfile() // before the deferred Close of its file
+	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := d.Stop(sctx); err != nil {
