@@ -66,6 +66,12 @@ type Options struct {
 	// ForbidUsers answers 403 to the workspace users list (a non-admin
 	// token).
 	ForbidUsers bool
+	// VisibilityDelay makes a write visible to listings (and State) that
+	// long after its `at` on the source's clock (a deletion: after the
+	// source's now when it was made), as a replica lagging behind or a long
+	// transaction would. Writes of one record become visible in the order
+	// they were made. Zero: at once.
+	VisibilityDelay time.Duration
 }
 
 // Malformation selects how a listing is broken by Malform.
@@ -113,6 +119,19 @@ type Server struct {
 	failN, failStatus int
 	limitN            int
 	malformed         map[clients.Resource]Malformation
+
+	pending []pendingOp // writes not yet visible (VisibilityDelay)
+}
+
+// pendingOp is a write waiting for its visibility time: val is the record
+// put (TimeEntry, Project, Client, Task or User), or nil for a deletion
+// made at delAt.
+type pendingOp struct {
+	visibleAt time.Time
+	res       clients.Resource
+	id        int64
+	val       any
+	delAt     time.Time
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -164,7 +183,7 @@ func (s *Server) PutTimeEntry(e TimeEntry) {
 		e.At = s.stamp()
 	}
 	e.WorkspaceID = cmp.Or(e.WorkspaceID, s.opts.WorkspaceID)
-	s.entries[e.ID] = e
+	s.write(clients.TimeEntries, e.ID, e.At, e)
 }
 
 // PutProject inserts or replaces a project (a zero At is now).
@@ -174,7 +193,7 @@ func (s *Server) PutProject(p Project) {
 	if p.At.IsZero() {
 		p.At = s.stamp()
 	}
-	s.projects[p.ID] = p
+	s.write(clients.Projects, p.ID, p.At, p)
 }
 
 // PutClient inserts or replaces a client.
@@ -184,7 +203,7 @@ func (s *Server) PutClient(c Client) {
 	if c.At.IsZero() {
 		c.At = s.stamp()
 	}
-	s.clients[c.ID] = c
+	s.write(clients.Clients, c.ID, c.At, c)
 }
 
 // PutTask inserts or replaces a task.
@@ -194,7 +213,7 @@ func (s *Server) PutTask(t Task) {
 	if t.At.IsZero() {
 		t.At = s.stamp()
 	}
-	s.tasks[t.ID] = t
+	s.write(clients.Tasks, t.ID, t.At, t)
 }
 
 // PutUser inserts or replaces a workspace user.
@@ -204,7 +223,7 @@ func (s *Server) PutUser(u User) {
 	if u.At.IsZero() {
 		u.At = s.stamp()
 	}
-	s.users[u.ID] = u
+	s.write(clients.Users, u.ID, u.At, u)
 }
 
 // Delete marks a record deleted at the source's now (server_deleted_at, and
@@ -213,6 +232,18 @@ func (s *Server) Delete(r clients.Resource, id int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.stamp()
+	if s.opts.VisibilityDelay > 0 {
+		s.flush()
+		if !s.liveLocked(r, id) {
+			return false
+		}
+		s.enqueue(pendingOp{visibleAt: now.Add(s.opts.VisibilityDelay), res: r, id: id, delAt: now})
+		return true
+	}
+	return s.deleteLocked(r, id, now)
+}
+
+func (s *Server) deleteLocked(r clients.Resource, id int64, now time.Time) bool {
 	switch r {
 	case clients.TimeEntries:
 		return markDeleted(s.entries, id, now, func(v *TimeEntry) (*time.Time, *time.Time) { return &v.At, v.DeletedAt }, func(v *TimeEntry, t time.Time) { v.DeletedAt = &t })
@@ -243,18 +274,152 @@ func markDeleted[T any](m map[int64]T, id int64, now time.Time, get func(*T) (*t
 	return true
 }
 
-// TimeEntry returns an entry (deleted ones too).
+// TimeEntry returns an entry (deleted ones too) as last written, visible
+// or not yet (VisibilityDelay).
 func (s *Server) TimeEntry(id int64) (TimeEntry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
+	for i := len(s.pending) - 1; i >= 0; i-- {
+		if op := s.pending[i]; op.res == clients.TimeEntries && op.id == id {
+			if op.val != nil {
+				return op.val.(TimeEntry), true
+			}
+			e := s.latestEntryBefore(i)
+			at := op.delAt
+			e.At, e.DeletedAt = at, &at
+			return e, true
+		}
+	}
 	e, ok := s.entries[id]
 	return e, ok
 }
 
-// State returns a snapshot of the store.
+// latestEntryBefore returns the entry pending[i] deletes as written before
+// it.
+func (s *Server) latestEntryBefore(i int) TimeEntry {
+	id := s.pending[i].id
+	for j := i - 1; j >= 0; j-- {
+		if op := s.pending[j]; op.res == clients.TimeEntries && op.id == id && op.val != nil {
+			return op.val.(TimeEntry)
+		}
+	}
+	return s.entries[id]
+}
+
+// Pending returns how many writes are not yet visible (VisibilityDelay).
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flush()
+	return len(s.pending)
+}
+
+// write stores v now, or queues it until at + VisibilityDelay.
+func (s *Server) write(r clients.Resource, id int64, at time.Time, v any) {
+	if s.opts.VisibilityDelay <= 0 {
+		s.apply(pendingOp{res: r, id: id, val: v})
+		return
+	}
+	s.enqueue(pendingOp{visibleAt: at.Add(s.opts.VisibilityDelay), res: r, id: id, val: v})
+}
+
+func (s *Server) enqueue(op pendingOp) {
+	s.pending = append(s.pending, op)
+	s.flush()
+}
+
+// flush applies the writes whose time has come, in the order they were
+// made; a later write of a record waits for an earlier one.
+func (s *Server) flush() {
+	if len(s.pending) == 0 {
+		return
+	}
+	now := s.Now()
+	keep := s.pending[:0]
+	type key struct {
+		res clients.Resource
+		id  int64
+	}
+	blocked := map[key]bool{}
+	for _, op := range s.pending {
+		k := key{op.res, op.id}
+		if blocked[k] || op.visibleAt.After(now) {
+			blocked[k] = true
+			keep = append(keep, op)
+			continue
+		}
+		s.apply(op)
+	}
+	clear(s.pending[len(keep):])
+	s.pending = keep
+}
+
+func (s *Server) apply(op pendingOp) {
+	switch v := op.val.(type) {
+	case nil:
+		s.deleteLocked(op.res, op.id, op.delAt)
+	case TimeEntry:
+		s.entries[v.ID] = v
+	case Project:
+		s.projects[v.ID] = v
+	case Client:
+		s.clients[v.ID] = v
+	case Task:
+		s.tasks[v.ID] = v
+	case User:
+		s.users[v.ID] = v
+	}
+}
+
+// liveLocked reports whether r's id is live as last written (pending writes
+// included).
+func (s *Server) liveLocked(r clients.Resource, id int64) bool {
+	for i := len(s.pending) - 1; i >= 0; i-- {
+		if op := s.pending[i]; op.res == r && op.id == id {
+			if op.val == nil {
+				return false
+			}
+			switch v := op.val.(type) {
+			case TimeEntry:
+				return v.DeletedAt == nil
+			case Project:
+				return v.DeletedAt == nil
+			case Client:
+				return v.DeletedAt == nil
+			case Task:
+				return v.DeletedAt == nil
+			case User:
+				return v.DeletedAt == nil
+			}
+		}
+	}
+	switch r {
+	case clients.TimeEntries:
+		v, ok := s.entries[id]
+		return ok && v.DeletedAt == nil
+	case clients.Projects:
+		v, ok := s.projects[id]
+		return ok && v.DeletedAt == nil
+	case clients.Clients:
+		v, ok := s.clients[id]
+		return ok && v.DeletedAt == nil
+	case clients.Tasks:
+		v, ok := s.tasks[id]
+		return ok && v.DeletedAt == nil
+	case clients.Users:
+		v, ok := s.users[id]
+		return ok && v.DeletedAt == nil
+	}
+	return false
+}
+
+// State returns a snapshot of the store as listings serve it now (writes
+// not yet visible excluded).
 func (s *Server) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	st := State{
 		TimeEntries: make(map[int64]TimeEntry, len(s.entries)),
 		Projects:    make(map[int64]Project, len(s.projects)),
@@ -481,6 +646,7 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) int {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	var out []TimeEntry
 	for _, e := range s.entries {
 		switch {
@@ -546,6 +712,7 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flush()
 	type item struct {
 		id  int64
 		obj map[string]any
