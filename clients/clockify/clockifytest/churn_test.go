@@ -1,6 +1,10 @@
 package clockifytest_test
 
 import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,5 +40,37 @@ func TestChurn(t *testing.T) {
 		if v.After(clk.Now()) {
 			t.Errorf("entry %s stamped %s, after the clock %s", id, v, clk.Now())
 		}
+	}
+}
+
+func TestFeedVisibilityDelay(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	clk := clockifytest.NewClock(t0)
+	s := clockifytest.New(clockifytest.Options{Clock: clk.Now, NoRateLimit: true, VisibilityDelay: time.Minute, LateEvery: 2})
+	defer s.Close()
+	quick, late := clockifytest.NewID(), clockifytest.NewID()
+	for _, id := range []string{quick, late} {
+		s.PutTimeEntry(clockifytest.TimeEntry{ID: id, UserID: "u1", Start: t0.Add(-time.Hour)})
+	}
+	created := func() string {
+		t.Helper()
+		q := url.Values{"type": {"TIME_ENTRY"}, "start": {"2026-03-10T11:00:00Z"}, "end": {"2026-03-10T13:00:00Z"}}
+		req, _ := http.NewRequest(http.MethodGet, s.URL()+"/workspaces/"+s.WorkspaceID()+"/entities/created?"+q.Encode(), nil)
+		req.Header.Set("X-Api-Key", s.Token())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if b := created(); !strings.Contains(b, quick) || strings.Contains(b, late) {
+		t.Fatalf("before the delay, want only %s: %s", quick, b)
+	}
+	clk.Advance(time.Minute)
+	if b := created(); !strings.Contains(b, quick) || !strings.Contains(b, late) {
+		t.Fatalf("after the delay, want both: %s", b)
 	}
 }

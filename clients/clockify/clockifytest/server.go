@@ -63,6 +63,14 @@ type Options struct {
 	NoDeletionDelay bool
 	// Envelope wraps feed pages in {"response":[...]}.
 	Envelope bool
+	// VisibilityDelay makes a time entry's creation or update reach
+	// /entities/created and /entities/updated that long after its stamp
+	// (per-user lists show it at once). LateEvery, when above 1, delays
+	// only every LateEvery-th such write, like a few slow writes among
+	// quick ones. The feed shows an entry's latest change only: a write
+	// made while an earlier one is still invisible replaces it.
+	VisibilityDelay time.Duration
+	LateEvery       int
 }
 
 // Malformation selects how a page is broken by Malform.
@@ -116,6 +124,8 @@ type Server struct {
 	failCode  int
 	limitN    int
 	malformed map[malKey]Malformation
+	writes    int                  // time-entry writes (LateEvery)
+	visibleAt map[string]time.Time // when a late entry's change reaches the feed
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -133,7 +143,7 @@ func New(o Options) *Server {
 	} else {
 		o.DeletionDelay = cmp.Or(o.DeletionDelay, DefaultDeletionDelay)
 	}
-	s := &Server{opts: o, st: newStore(), malformed: map[malKey]Malformation{}}
+	s := &Server{opts: o, st: newStore(), malformed: map[malKey]Malformation{}, visibleAt: map[string]time.Time{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -497,13 +507,13 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 	switch kind {
 	case "created":
 		for _, e := range s.st.entries {
-			if in(e.CreatedAt) {
+			if in(e.CreatedAt) && !now.Before(s.visibleAt[e.ID]) {
 				cs = append(cs, change{e.CreatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
 			}
 		}
 	case "updated":
 		for _, e := range s.st.entries {
-			if in(e.UpdatedAt) && !in(e.CreatedAt) {
+			if in(e.UpdatedAt) && !in(e.CreatedAt) && !now.Before(s.visibleAt[e.ID]) {
 				cs = append(cs, change{e.UpdatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
 			}
 		}

@@ -112,6 +112,13 @@ func (s *Server) PutTimeEntry(e TimeEntry) {
 	e.Start = e.Start.UTC()
 	s.st.entries[e.ID] = e
 	delete(s.st.deleted[clients.TimeEntries], e.ID)
+	delete(s.visibleAt, e.ID)
+	if s.opts.VisibilityDelay > 0 {
+		s.writes++
+		if s.opts.LateEvery <= 1 || s.writes%s.opts.LateEvery == 0 {
+			s.visibleAt[e.ID] = e.UpdatedAt.Add(s.opts.VisibilityDelay)
+		}
+	}
 }
 
 // PutProject inserts or replaces a project.

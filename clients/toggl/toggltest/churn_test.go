@@ -114,3 +114,30 @@ func TestChurn(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+
+func TestLateEvery(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	s := toggltest.New(toggltest.Options{Clock: clk.now, VisibilityDelay: 5 * time.Second, LateEvery: 2})
+	defer s.Close()
+	d1, d2 := "one", "two"
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.now(), Duration: 60}) // visible
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.now(), Duration: 60}) // late
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.now(), Duration: 60, Description: &d1})
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.now(), Duration: 60, Description: &d2}) // late
+	st := s.State()
+	if _, ok := st.TimeEntries[1]; !ok {
+		t.Fatal("entry 1's first write is not visible at once")
+	}
+	if _, ok := st.TimeEntries[2]; ok {
+		t.Fatal("entry 2 visible before its late first write")
+	}
+	if st.TimeEntries[1].Description != nil {
+		t.Fatal("entry 1's late second write visible at once")
+	}
+	clk.add(5 * time.Second)
+	st = s.State()
+	if *st.TimeEntries[1].Description != "two" || *st.TimeEntries[2].Description != "one" || s.Pending() != 0 {
+		t.Fatalf("after the delay: %+v", st.TimeEntries)
+	}
+}

@@ -72,6 +72,11 @@ type Options struct {
 	// transaction would. Writes of one record become visible in the order
 	// they were made. Zero: at once.
 	VisibilityDelay time.Duration
+	// LateEvery, when above 1, delays only every LateEvery-th write (the
+	// others are visible at once), like a few long transactions among
+	// quick ones: a listing then shows writes stamped after one it does
+	// not show yet.
+	LateEvery int
 }
 
 // Malformation selects how a listing is broken by Malform.
@@ -121,6 +126,7 @@ type Server struct {
 	malformed         map[clients.Resource]Malformation
 
 	pending []pendingOp // writes not yet visible (VisibilityDelay)
+	writes  int         // writes made (LateEvery)
 }
 
 // pendingOp is a write waiting for its visibility time: val is the record
@@ -237,7 +243,11 @@ func (s *Server) Delete(r clients.Resource, id int64) bool {
 		if !s.liveLocked(r, id) {
 			return false
 		}
-		s.enqueue(pendingOp{visibleAt: now.Add(s.opts.VisibilityDelay), res: r, id: id, delAt: now})
+		delay := s.opts.VisibilityDelay
+		if !s.late() {
+			delay = 0
+		}
+		s.enqueue(pendingOp{visibleAt: now.Add(delay), res: r, id: id, delAt: now})
 		return true
 	}
 	return s.deleteLocked(r, id, now)
@@ -317,11 +327,20 @@ func (s *Server) Pending() int {
 
 // write stores v now, or queues it until at + VisibilityDelay.
 func (s *Server) write(r clients.Resource, id int64, at time.Time, v any) {
-	if s.opts.VisibilityDelay <= 0 {
-		s.apply(pendingOp{res: r, id: id, val: v})
-		return
+	op := pendingOp{res: r, id: id, val: v}
+	if s.opts.VisibilityDelay > 0 && s.late() {
+		op.visibleAt = at.Add(s.opts.VisibilityDelay)
 	}
-	s.enqueue(pendingOp{visibleAt: at.Add(s.opts.VisibilityDelay), res: r, id: id, val: v})
+	// Queued even when visible at once: it must not overtake an earlier
+	// write of the same record.
+	s.enqueue(op)
+}
+
+// late counts a write and reports whether it is one VisibilityDelay
+// applies to.
+func (s *Server) late() bool {
+	s.writes++
+	return s.opts.LateEvery <= 1 || s.writes%s.opts.LateEvery == 0
 }
 
 func (s *Server) enqueue(op pendingOp) {
