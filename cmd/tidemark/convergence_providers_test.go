@@ -28,9 +28,10 @@ type fakeOpts struct {
 	// days of history; over 90, some entries are older than an
 	// incremental pass reaches (only a backfill brings them).
 	days int
-	// late makes writes visible late, within what the source's window
-	// covers (Toggl: 3 s with a 10 s overlap; Clockify: deletions 100 s
-	// late with its 2 min safety lag).
+	// late makes every third write visible late, within what the next
+	// window covers (Toggl: 3 s under a 10 s overlap; Clockify: 5 min, and
+	// every deletion 5 min late, under a 10 min overlap of windows that
+	// end 2 min before the source's clock).
 	late bool
 }
 
@@ -87,7 +88,7 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	opts := toggltest.Options{}
 	overlap := "5s"
 	if o.late {
-		opts.VisibilityDelay, overlap = 3*time.Second, "10s"
+		opts.VisibilityDelay, opts.LateEvery, overlap = 3*time.Second, 3, "10s"
 	}
 	tg := toggltest.New(opts)
 	t.Cleanup(tg.Close)
@@ -147,9 +148,7 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	clock := clockifytest.NewClock(time.Now().UTC().Truncate(time.Second))
 	opts := clockifytest.Options{Clock: clock.Now, NoRateLimit: true}
 	if o.late {
-		// Deletions reach the feed 100 s late; the feed's windows end 2 min
-		// before the source's now.
-		opts.DeletionDelay = 100 * time.Second
+		opts.VisibilityDelay, opts.LateEvery, opts.DeletionDelay = 5*time.Minute, 3, 5*time.Minute
 	}
 	ck := clockifytest.New(opts)
 	t.Cleanup(ck.Close)
@@ -374,10 +373,12 @@ func TestE2EProvidersKill9(t *testing.T) {
 // ---- 3. writes visible late ----------------------------------------------------
 
 // TestE2EProvidersLateVisibleWrites: writes that become visible after their
-// stamp, within what the next window covers, are not lost. Toggl: every
-// write is visible 3 s after its `at`, under a 10 s overlap. Clockify:
-// deletions reach the feed 100 s late, inside the 2 min the feed's windows
-// stay behind the source's clock.
+// stamp, while later writes are already visible (so the cursor passes
+// them), are not lost when the delay is within the overlap. Toggl: every
+// third write (deletions too) is listed 3 s after its `at`, under a 10 s
+// overlap. Clockify: every third create or update reaches the change feed
+// 5 min after its stamp and every deletion 5 min late, under a 10 min
+// overlap.
 func TestE2EProvidersLateVisibleWrites(t *testing.T) {
 	t.Parallel()
 	for i, p := range providers {
