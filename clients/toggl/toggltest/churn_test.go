@@ -114,7 +114,6 @@ func TestChurn(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-
 func TestLateEvery(t *testing.T) {
 	t.Parallel()
 	clk := &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
