@@ -412,6 +412,9 @@ func (c *Config) validate(root *yaml.Node) error {
 				// Toggl's leaky bucket is about one request a second per token.
 				s.RateLimit = RateLimit{Requests: 1, Per: Duration(time.Second)}
 			}
+			// Toggl reports deleted time entries, but clients and users are
+			// listed without `since`: their deletions need a reconcile.
+			s.Reconcile.Schedule = cmp.Or(s.Reconcile.Schedule, "30 3 * * *")
 		case KindClockify:
 			s.BaseURL = cmp.Or(s.BaseURL, "https://api.clockify.me/api/v1")
 			if s.WorkspaceID == "" {
