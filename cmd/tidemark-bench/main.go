@@ -269,8 +269,9 @@ func (b *bench) run(ctx context.Context, name string, rep int) (line, error) {
 		want := res.Extra["sources"] * res.Extra["resources"]
 		l := line{name: name, res: res, ratio: float64(res.Requests) / want,
 			ratioText: fmt.Sprintf("requests ÷ (%.0f sources × %.0f resources)", res.Extra["sources"], res.Extra["resources"])}
-		l.extra = fmt.Sprintf("daemon %s for %.0fs: cpu=%.2f%% of one core, max_db_conns=%.0f, requests=%.0f; %s",
-			o.daemonSchedule, res.Extra["daemon_s"], res.Extra["daemon_cpu_pct"], res.Extra["daemon_max_conns"], res.Extra["daemon_requests"], res.Note)
+		l.extra = fmt.Sprintf("daemon %s for %.0fs: cpu=%.2f%% of one core, max_db_conns=%.0f (client backends %.0f), requests=%.0f; %s",
+			o.daemonSchedule, res.Extra["daemon_s"], res.Extra["daemon_cpu_pct"], res.Extra["daemon_max_conns"],
+			res.Extra["daemon_max_clients"], res.Extra["daemon_requests"], res.Note)
 		return l, nil
 	case "redelivery":
 		sim, stop, err := b.startSim("-entries", fmt.Sprint(o.redeliveryEntries), "-days", "30", "-recent", "90m")

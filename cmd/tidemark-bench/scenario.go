@@ -383,15 +383,18 @@ func scenarioIdle(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (resu
 	}
 	cpu0, t0 := cpuTime(), time.Now()
 	d.Start(ctx, false)
-	maxConnsSeen := 0
+	maxConnsSeen, maxClients := 0, 0
 	tick := time.NewTicker(250 * time.Millisecond)
 	for time.Since(t0) < a.daemonFor {
 		<-tick.C
-		var n int
-		if err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+		// Every row of the database, as the target counts them, and the
+		// client backends alone (autovacuum workers show up too).
+		var n, clients int
+		if err := mon.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE backend_type = 'client backend')
+			FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n, &clients); err != nil {
 			return res, err
 		}
-		maxConnsSeen = max(maxConnsSeen, n)
+		maxConnsSeen, maxClients = max(maxConnsSeen, n), max(maxClients, clients)
 	}
 	tick.Stop()
 	cpu, elapsed := cpuTime()-cpu0, time.Since(t0)
@@ -410,6 +413,7 @@ func scenarioIdle(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (resu
 	res.Extra["daemon_s"] = elapsed.Seconds()
 	res.Extra["daemon_cpu_pct"] = 100 * cpu.Seconds() / elapsed.Seconds()
 	res.Extra["daemon_max_conns"] = float64(maxConnsSeen)
+	res.Extra["daemon_max_clients"] = float64(maxClients)
 	res.Extra["daemon_requests"] = float64(len(reqs))
 	return res, nil
 }
