@@ -12,45 +12,6 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 )
 
-type ref struct {
-	ID json.Number `json:"id"`
-}
-
-type common struct {
-	ID        json.Number `json:"id"`
-	UpdatedAt string      `json:"updated_at"`
-}
-
-type projectJSON struct {
-	common
-	Name       string  `json:"name"`
-	Code       *string `json:"code"`
-	Client     ref     `json:"client"`
-	IsActive   bool    `json:"is_active"`
-	IsBillable bool    `json:"is_billable"`
-}
-
-type clientJSON struct {
-	common
-	Name     string  `json:"name"`
-	Currency *string `json:"currency"`
-	IsActive bool    `json:"is_active"`
-}
-
-type userJSON struct {
-	common
-	FirstName string  `json:"first_name"`
-	LastName  string  `json:"last_name"`
-	Email     *string `json:"email"`
-	IsActive  bool    `json:"is_active"`
-}
-
-type taskJSON struct {
-	common
-	Name     string `json:"name"`
-	IsActive bool   `json:"is_active"`
-}
-
 // decoder normalizes pages of one source.
 type decoder struct {
 	source string
@@ -73,10 +34,9 @@ func newDecoder(source string, hc *httpx.Client) decoder {
 // decodePage parses one list response into normalized records and the next
 // link ("" when the listing is complete). Records' Raw are slices of body.
 func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched time.Time) ([]clients.Record, string, error) {
-	var sink *entrySink
+	sink := sinkFor(r, body, fetched)
 	var es elemSink
-	if r == clients.TimeEntries {
-		sink = newEntrySink(body, fetched)
+	if sink != nil {
 		es = sink
 	}
 	env, err := scanEnvelope(body, r, es)
@@ -92,34 +52,14 @@ func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched t
 	if !env.links {
 		return nil, "", d.errf(string(r), page, "links", "missing", body)
 	}
-	if sink != nil {
-		if sink.err != nil {
-			sp := env.elems[sink.errAt]
-			return nil, "", d.entryErr(page, sink.errAt, sink.err, body[sp.lo:sp.hi])
-		}
-		return sink.records(), env.next, nil
-	}
-	raws := make([][]byte, len(env.elems))
-	for i, sp := range env.elems {
-		raws[i] = body[sp.lo:sp.hi:sp.hi]
-	}
-	recs := make([]clients.Record, len(raws))
-	switch r {
-	case clients.Projects:
-		err = decodeAll(d, r, page, raws, recs, fetched, project)
-	case clients.Clients:
-		err = decodeAll(d, r, page, raws, recs, fetched, client)
-	case clients.Users:
-		err = decodeAll(d, r, page, raws, recs, fetched, user)
-	case clients.Tasks:
-		err = decodeAll(d, r, page, raws, recs, fetched, task)
-	default:
+	if sink == nil { // not reached: an unknown resource has no array
 		return nil, "", fmt.Errorf("%s: resource %s: %w", d.source, r, clients.ErrUnsupported)
 	}
-	if err != nil {
-		return nil, "", err
+	if fe, i := sink.failed(); fe != nil {
+		sp := env.elems[i]
+		return nil, "", d.recordErr(r, page, i, fe, body[sp.lo:sp.hi])
 	}
-	return recs, env.next, nil
+	return sink.records(), env.next, nil
 }
 
 // syntaxError reports a body that is not JSON in encoding/json's words.
@@ -135,31 +75,6 @@ func (d decoder) syntaxError(r clients.Resource, page int, body []byte) error {
 type fieldErr struct{ field, what string }
 
 func (e *fieldErr) Error() string { return e.field + ": " + e.what }
-
-// decodeAll decodes each raw record into J and lets fill set the typed
-// columns. Typed values are allocated in one block per page.
-func decodeAll[J any, T any](d decoder, r clients.Resource, page int, raws [][]byte, recs []clients.Record,
-	fetched time.Time, fill func(*J, *T, *clients.Record) *fieldErr,
-) error {
-	typed := make([]T, len(raws))
-	for i, raw := range raws {
-		var j J
-		if err := json.Unmarshal(raw, &j); err != nil {
-			field, what := describe(err)
-			if field == "" {
-				return d.errf(string(r), page, fmt.Sprintf("%s[%d]", r, i), what, raw)
-			}
-			return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, field), what, raw)
-		}
-		rec := &recs[i]
-		rec.Raw = raw
-		rec.FetchedAt = fetched
-		if fe := fill(&j, &typed[i], rec); fe != nil {
-			return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, fe.field), fe.what, raw)
-		}
-	}
-	return nil
-}
 
 // describe turns an encoding/json error into a field path and a phrase.
 func describe(err error) (field, what string) {
@@ -211,26 +126,6 @@ func id(s string) (string, bool) {
 	return s, true
 }
 
-func (c *common) fill(rec *clients.Record) *fieldErr {
-	s, ok := id(string(c.ID))
-	if !ok {
-		if c.ID == "" {
-			return &fieldErr{"id", "missing"}
-		}
-		return &fieldErr{"id", fmt.Sprintf("want an integer id, got %q", string(c.ID))}
-	}
-	rec.ID = s
-	if c.UpdatedAt == "" {
-		return &fieldErr{"updated_at", "missing"}
-	}
-	t, err := time.Parse(time.RFC3339, c.UpdatedAt)
-	if err != nil {
-		return &fieldErr{"updated_at", fmt.Sprintf("want RFC 3339, got %q", c.UpdatedAt)}
-	}
-	rec.Version = t.UTC()
-	return nil
-}
-
 // optRef returns the id of a nullable {"id":…} object, "" when null.
 func optRef(ref, field string) (string, *fieldErr) {
 	if ref == "" {
@@ -256,56 +151,4 @@ func validDecimal(n string) bool {
 	}
 	_, err := strconv.ParseFloat(n, 64)
 	return err == nil
-}
-
-func project(j *projectJSON, p *clients.Project, rec *clients.Record) *fieldErr {
-	if fe := j.common.fill(rec); fe != nil {
-		return fe
-	}
-	var fe *fieldErr
-	if p.ClientID, fe = optRef(string(j.Client.ID), "client.id"); fe != nil {
-		return fe
-	}
-	p.Name = j.Name
-	if j.Code != nil {
-		p.Code = *j.Code
-	}
-	p.IsActive, p.IsBillable = j.IsActive, j.IsBillable
-	rec.Project = p
-	return nil
-}
-
-func client(j *clientJSON, c *clients.Client, rec *clients.Record) *fieldErr {
-	if fe := j.common.fill(rec); fe != nil {
-		return fe
-	}
-	c.Name = j.Name
-	if j.Currency != nil {
-		c.Currency = *j.Currency
-	}
-	c.IsActive = j.IsActive
-	rec.Client = c
-	return nil
-}
-
-func user(j *userJSON, u *clients.User, rec *clients.Record) *fieldErr {
-	if fe := j.common.fill(rec); fe != nil {
-		return fe
-	}
-	u.FirstName, u.LastName = j.FirstName, j.LastName
-	if j.Email != nil {
-		u.Email = *j.Email
-	}
-	u.IsActive = j.IsActive
-	rec.User = u
-	return nil
-}
-
-func task(j *taskJSON, t *clients.Task, rec *clients.Record) *fieldErr {
-	if fe := j.common.fill(rec); fe != nil {
-		return fe
-	}
-	t.Name, t.IsActive = j.Name, j.IsActive
-	rec.Task = t
-	return nil
 }

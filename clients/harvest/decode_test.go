@@ -209,3 +209,35 @@ func BenchmarkDecodePage2000EncodingJSON(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "ns/record")
 }
+
+// FuzzDecodeResourcesMatchEncodingJSON does the same for every resource.
+func FuzzDecodeResourcesMatchEncodingJSON(f *testing.F) {
+	for _, tc := range decodeCases {
+		f.Add(tc.res, []byte(tc.body))
+	}
+	f.Add("projects", []byte(page("projects", `{"id":9,"NAME":"P","code":"X","code":null,"client":{"id":"12"},"is_active":true,"updated_at":"2026-01-02T10:00:00Z","extra":[1,{"a":null}]}`)))
+	f.Add("users", []byte(page("users", `{"id":9,"first_name":"A\u00e9","email":null,"updated_at":"2026-01-02T10:00:00+01:00"}`)))
+	d := newDecoder("acme", nil)
+	f.Fuzz(func(t *testing.T, res string, body []byte) {
+		r := clients.Resource(res)
+		if _, err := clients.ParseResource(res); err != nil {
+			return
+		}
+		got, _, err := d.decodePage(r, 1, body, time.Time{})
+		want, ok := oraclePage(r, body)
+		if (err == nil) != ok {
+			t.Fatalf("fast decoder err=%v, encoding/json ok=%v", err, ok)
+		}
+		if !ok {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d records, want %d", len(got), len(want))
+		}
+		for i := range got {
+			if g, w := anyRecordText(got[i]), anyRecordText(want[i]); g != w {
+				t.Fatalf("record %d\n got %s\nwant %s", i, g, w)
+			}
+		}
+	})
+}

@@ -133,8 +133,7 @@ func (k *entrySink) records() []clients.Record {
 	return k.recs
 }
 
-func (d decoder) entryErr(page, i int, fe *fieldErr, raw []byte) error {
-	r := clients.TimeEntries
+func (d decoder) recordErr(r clients.Resource, page, i int, fe *fieldErr, raw []byte) error {
 	if fe.field == "" {
 		return d.errf(string(r), page, fmt.Sprintf("%s[%d]", r, i), fe.what, raw)
 	}
