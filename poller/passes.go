@@ -99,7 +99,7 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource)
 			}
 			res.HighWaterAfter = hw
 		}
-		return cursor.FinishRun(ctx, tx, cursor.FinishRunParams{
+		return cursor.FinishRun(ctx, p.db(tx), cursor.FinishRunParams{
 			RunID: res.RunID, Status: cursor.StatusOK, Pages: l.pages, Counts: l.counts,
 			HighWaterAfter: timePtr(res.HighWaterAfter),
 		})
@@ -206,7 +206,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 			w, end = clients.Window{}, bp.To
 		}
 		l, err := p.applyListing(ctx, log, s, bp.Resource, w, false, func(ctx context.Context, tx pgx.Tx, l *listing) error {
-			return cursor.BackfillProgress(ctx, tx, bf.ID, end.AddDays(1), l.counts.Fetched)
+			return cursor.BackfillProgress(ctx, p.db(tx), bf.ID, end.AddDays(1), l.counts.Fetched)
 		})
 		if l != nil {
 			res.Pages += l.pages
@@ -290,9 +290,21 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource) (
 		return res, fmt.Errorf("%s/%s: record run start: %w", s.Name(), r, err)
 	}
 	log.Info().Stringer("from", w.From).Stringer("to", w.To).Msg("reconcile started")
-	l, err := p.applyListing(ctx, log, s, r, w, true, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+	l, err := p.applyListing(ctx, log, s, r, w, true, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
 		if l.sourceTime.IsZero() {
 			return errors.New("the source sent no Date header: cannot tell which rows are older than the listing, so nothing is tombstoned")
+		}
+		if tx == nil {
+			// An empty listing: every stored row may be gone.
+			if tx, err = p.pool.Begin(ctx); err != nil {
+				return err
+			}
+			defer tx.Rollback(context.WithoutCancel(ctx))
+			defer func() {
+				if err == nil {
+					err = tx.Commit(ctx)
+				}
+			}()
 		}
 		n, err := upsert.TombstoneMissing(ctx, tx, upsert.TombstoneParams{
 			Source: s.Name(), Resource: r, From: w.From, To: w.To, Seen: l.seen,

@@ -178,7 +178,8 @@ func addCounts(c *cursor.Counts, u upsert.Counts, fetched int) {
 // backfill progress, the tombstones): a crash anywhere leaves either the old
 // cursor or the new one with everything before it applied. When the listing
 // fails, pages already applied stay (they are valid records; re-applying them
-// is a no-op) and finalize does not run.
+// is a no-op) and finalize does not run. When the listing delivered no
+// records, finalize gets a nil transaction and writes through the pool.
 func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
 	collect bool, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
 	l := &listing{}
@@ -207,6 +208,11 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 			l.sourceTime = pg.SourceTime
 		}
 		l.pages++
+		if len(pg.Records) == 0 {
+			// Nothing to write (the common idle pass): no transaction, no
+			// round trips; finalize opens the one it needs.
+			return nil
+		}
 		c, cancel := context.WithTimeout(dbctx, dbTimeout)
 		defer cancel()
 		tx, err := p.pool.Begin(c)
@@ -245,6 +251,11 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	}
 	c, cancel := context.WithTimeout(dbctx, dbTimeout)
 	defer cancel()
+	if pending == nil && l.counts.Fetched == 0 {
+		// Nothing was applied: finalize writes on its own, and an idle pass
+		// costs no transaction.
+		return l, finalize(c, nil, l)
+	}
 	if pending == nil {
 		tx, err := p.pool.Begin(c)
 		if err != nil {
@@ -283,6 +294,14 @@ func (p *Poller) finishFailed(ctx context.Context, log zerolog.Logger, runID str
 	if ferr := cursor.FinishRun(c, p.pool, fp); ferr != nil {
 		log.Error().Err(ferr).Msg("could not record the end of the run")
 	}
+}
+
+// db returns tx, or the pool when there is no transaction.
+func (p *Poller) db(tx pgx.Tx) cursor.DB {
+	if tx == nil {
+		return p.pool
+	}
+	return tx
 }
 
 func timePtr(t time.Time) *time.Time {

@@ -419,3 +419,35 @@ func TestReconcileCeilingRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestReconcileOfAnEmptyListingTombstonesEverything(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	today := clients.DateOf(time.Now().UTC())
+	src := newFakeSource("acme", t0)
+	src.put(1, today, "x")
+	src.put(2, today, "y")
+	p, pool := setup(t, src)
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	src.remove(1)
+	src.remove(2)
+	src.tick(10 * time.Minute)
+	res, err := p.Reconcile(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Counts.Tombstoned != 2 {
+		t.Fatalf("tombstoned %d, want 2", res[0].Counts.Tombstoned)
+	}
+	assertConverged(t, pool, src)
+	// An idle incremental pass (no records) is still recorded.
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := p.Store().Runs(ctx, cursor.RunsParams{Source: "acme"})
+	if err != nil || runs[0].Status != cursor.StatusOK || runs[0].Kind != cursor.KindIncremental {
+		t.Fatalf("last run %+v (%v)", runs[0], err)
+	}
+}
