@@ -108,7 +108,7 @@ type Config struct {
 	// OnWait, if set, is called before every wait with its reason: "limiter",
 	// "retry_after", "quota" or "backoff".
 	OnWait func(reason string, d time.Duration)
-	// Transport overrides http.DefaultTransport (tests).
+	// Transport overrides the client's own transport (tests).
 	Transport http.RoundTripper
 }
 
@@ -140,7 +140,14 @@ func New(cfg Config) *Client {
 	c := &Client{cfg: cfg, log: cfg.Logger.With().Str("source", cfg.Source).Logger()}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = http.DefaultTransport
+		// A transport of its own: idle connections to the provider are kept
+		// for this source's next requests (http.DefaultTransport keeps two
+		// per host for the whole process, so many sources on one API would
+		// dial and handshake anew), and nobody else's CloseIdleConnections
+		// (httptest.Server.Close calls it on the default) cuts ours.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 8
+		tr = t
 	}
 	c.hc = &http.Client{
 		Transport: tr,
