@@ -137,7 +137,8 @@ type Source interface {
 	// Resources lists what this source can mirror.
 	Resources() []Resource
 	// List streams the resource's records for the window, one page at a time,
-	// calling fn for each page in order. Memory is bounded by one page. It
+	// calling fn for each page in order. Memory is bounded by two pages (the
+	// one fn holds and, at most, one read ahead). It
 	// stops at the first error from fn or from the source. A listing that
 	// returns nil was complete.
 	List(ctx context.Context, r Resource, w Window, fn func(context.Context, Page) error) error
