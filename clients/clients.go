@@ -36,6 +36,16 @@ func ParseResource(s string) (Resource, error) {
 	return "", fmt.Errorf("unknown resource %q (want one of time_entries, projects, clients, users, tasks)", s)
 }
 
+// CheckResources refuses a resource name that is not one of AllResources.
+func CheckResources(rs []Resource) error {
+	for _, r := range rs {
+		if _, err := ParseResource(string(r)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Window selects what a List call returns. Exactly one of the two forms is
 // used: UpdatedSince (incremental; the zero time means "everything"), or a
 // spent-date range From..To, both inclusive (backfill and reconcile).

@@ -225,14 +225,11 @@ func (p Params) Validate() error {
 			return fmt.Errorf("clockify source %s: user_ids[%d] %q is not a Clockify id", p.Name, i, id)
 		}
 	}
-	u, err := url.Parse(p.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("clockify source %s: base_url %q is not an http(s) URL", p.Name, p.BaseURL)
+	if err := httpx.CheckBaseURL(p.BaseURL); err != nil {
+		return fmt.Errorf("clockify source %s: %w", p.Name, err)
 	}
-	for _, r := range p.Resources {
-		if _, err := clients.ParseResource(string(r)); err != nil {
-			return fmt.Errorf("clockify source %s: resources: %w", p.Name, err)
-		}
+	if err := clients.CheckResources(p.Resources); err != nil {
+		return fmt.Errorf("clockify source %s: resources: %w", p.Name, err)
 	}
 	return nil
 }

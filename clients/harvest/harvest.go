@@ -100,14 +100,11 @@ func (p Params) Validate() error {
 	case p.RateLimit.Requests < 1 || p.RateLimit.Per <= 0:
 		return fmt.Errorf("harvest source %s: rate_limit must have requests ≥ 1 and per > 0", p.Name)
 	}
-	u, err := url.Parse(p.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("harvest source %s: base_url %q is not an http(s) URL", p.Name, p.BaseURL)
+	if err := httpx.CheckBaseURL(p.BaseURL); err != nil {
+		return fmt.Errorf("harvest source %s: %w", p.Name, err)
 	}
-	for _, r := range p.Resources {
-		if _, err := clients.ParseResource(string(r)); err != nil {
-			return fmt.Errorf("harvest source %s: resources: %w", p.Name, err)
-		}
+	if err := clients.CheckResources(p.Resources); err != nil {
+		return fmt.Errorf("harvest source %s: resources: %w", p.Name, err)
 	}
 	return nil
 }

@@ -337,6 +337,15 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	}
 }
 
+// CheckBaseURL refuses a provider base URL that is not absolute http(s).
+func CheckBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("base_url %q is not an http(s) URL", raw)
+	}
+	return nil
+}
+
 // logger prefers the pass's logger carried in ctx (it names the source,
 // resource and run), and falls back to the client's own.
 func (c *Client) logger(ctx context.Context) *zerolog.Logger {

@@ -214,14 +214,11 @@ func (p Params) Validate() error {
 	case p.QuotaWindow < 0:
 		return fmt.Errorf("toggl source %s: quota window must be positive", p.Name)
 	}
-	u, err := url.Parse(p.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("toggl source %s: base_url %q is not an http(s) URL", p.Name, p.BaseURL)
+	if err := httpx.CheckBaseURL(p.BaseURL); err != nil {
+		return fmt.Errorf("toggl source %s: %w", p.Name, err)
 	}
-	for _, r := range p.Resources {
-		if _, err := clients.ParseResource(string(r)); err != nil {
-			return fmt.Errorf("toggl source %s: resources: %w", p.Name, err)
-		}
+	if err := clients.CheckResources(p.Resources); err != nil {
+		return fmt.Errorf("toggl source %s: resources: %w", p.Name, err)
 	}
 	return nil
 }
