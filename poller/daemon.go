@@ -9,6 +9,9 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
 )
 
 // Schedule says when to run a source's passes (robfig/cron specs, UTC).
@@ -41,10 +44,16 @@ type Daemon struct {
 }
 
 type sourceState struct {
-	running  bool
-	failures int
-	notUntil time.Time
+	running     bool
+	failures    int
+	notUntil    time.Time
+	owned       bool // this daemon holds the source's ownership lease
+	backfilling bool // a queued backfill of the source runs here
 }
+
+// BackfillPoll is how often a daemon looks for backfills queued for the
+// sources it owns.
+var BackfillPoll = 2 * time.Second
 
 // NewDaemon schedules the passes; Start starts them.
 func NewDaemon(p *Poller, parser cron.Parser, scheds []Schedule) (*Daemon, error) {
@@ -78,6 +87,8 @@ func NewDaemon(p *Poller, parser cron.Parser, scheds []Schedule) (*Daemon, error
 // at once, so a fresh daemon does not sit idle until its first tick.
 func (d *Daemon) Start(ctx context.Context, runNow bool) {
 	d.cron.Start()
+	d.wg.Add(1)
+	go d.backfills()
 	if runNow {
 		for _, name := range d.p.order {
 			if _, ok := d.state[name]; ok {
@@ -103,6 +114,101 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("passes still running at shutdown deadline: %w", ctx.Err())
+	}
+}
+
+// own makes sure this daemon owns the source (DESIGN.md, Scale-out): an
+// advisory lock held for the daemon's life, so that one replica, with one
+// rate budget, serves a source at a time. When the owner dies its lock
+// frees and another replica takes over at its next tick.
+func (d *Daemon) own(source string, log zerolog.Logger) bool {
+	if d.p.leaser.Holds(ownerLease(source)) {
+		return true
+	}
+	_, err := d.p.leaser.TryAcquire(d.ctx, ownerLease(source))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := d.state[source]
+	switch {
+	case err == nil:
+		if !st.owned {
+			log.Info().Msg("this daemon now owns the source")
+		}
+		st.owned = true
+		return true
+	case errors.Is(err, ErrBusy):
+		if st.owned {
+			log.Warn().Msg("lost the source to another replica")
+		}
+		st.owned = false
+		log.Info().Msg("source owned by another replica or a local backfill; skipping this tick")
+	default:
+		st.owned = false
+		log.Error().Err(err).Msg("could not take the source's ownership lease")
+	}
+	return false
+}
+
+func ownerLease(source string) string { return "owner:" + source }
+
+// backfills runs, every BackfillPoll, the backfills queued for the sources
+// this daemon owns, one at a time per source, under the same client and so
+// the same rate limiter as its passes.
+func (d *Daemon) backfills() {
+	defer d.wg.Done()
+	t := time.NewTicker(BackfillPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C:
+		}
+		queued, err := d.p.store.QueuedBackfills(d.ctx, "")
+		if err != nil {
+			if d.ctx.Err() == nil {
+				d.log.Warn().Err(err).Msg("could not look for queued backfills")
+			}
+			continue
+		}
+		for _, b := range queued {
+			d.mu.Lock()
+			st, ok := d.state[b.Source]
+			if !ok || !st.owned || st.backfilling || !d.p.leaser.Holds(ownerLease(b.Source)) {
+				d.mu.Unlock()
+				continue
+			}
+			st.backfilling = true
+			d.wg.Add(1)
+			d.mu.Unlock()
+			go d.runQueued(b)
+		}
+	}
+}
+
+func (d *Daemon) runQueued(b cursor.Backfill) {
+	defer d.wg.Done()
+	defer func() {
+		d.mu.Lock()
+		d.state[b.Source].backfilling = false
+		d.mu.Unlock()
+	}()
+	log := d.log.With().Str("source", b.Source).Str("resource", b.Resource).Int64("backfill_id", b.ID).Logger()
+	log.Info().Msg("running a queued backfill")
+	_, err := d.p.Backfill(d.ctx, BackfillParams{Source: b.Source, Resource: clients.Resource(b.Resource),
+		From: b.From, To: b.To, WindowDays: b.WindowDays})
+	switch {
+	case err == nil:
+	case d.ctx.Err() != nil:
+		// Shutting down: hand it back to the queue for the next owner.
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, qerr := d.p.store.QueueBackfill(c, cursor.BackfillParams{Source: b.Source, Resource: b.Resource,
+			From: b.From, To: b.To, WindowDays: b.WindowDays}); qerr != nil {
+			log.Warn().Err(qerr).Msg("could not queue the interrupted backfill again")
+		}
+	default:
+		log.Error().Err(err).Msg("queued backfill failed")
 	}
 }
 
@@ -132,6 +238,13 @@ func (d *Daemon) job(source, kind string) func() {
 		d.wg.Add(1)
 		d.mu.Unlock()
 		defer d.wg.Done()
+
+		if !d.own(source, log) {
+			d.mu.Lock()
+			st.running = false
+			d.mu.Unlock()
+			return
+		}
 
 		var err error
 		if kind == "reconcile" {

@@ -2,6 +2,7 @@ package poller_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/poller"
@@ -104,4 +106,49 @@ func TestDaemonBacksOffAfterFailureAndRecovers(t *testing.T) {
 	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), "pass failed") {
 		t.Fatalf("failure not reported:\n%s", logs.String())
 	}
+}
+
+func TestDaemonOwnsItsSourcesAndRunsQueuedBackfills(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	from := clients.Date{Year: 2026, Month: 1, Day: 1}
+	for i := 0; i < 9; i++ {
+		src.put(i+1, from.AddDays(i), "x")
+	}
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(ctx, true)
+	defer d.Stop(ctx)
+
+	// Another process (the CLI) sees the source owned, and queues instead.
+	other, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	waitFor(t, 10*time.Second, func() bool {
+		release, err := other.TakeOwnership(ctx, "acme")
+		if err == nil {
+			release()
+		}
+		return errors.Is(err, poller.ErrBusy)
+	}, "the daemon to own the source")
+	q, err := other.Store().QueueBackfill(ctx, cursor.BackfillParams{Source: "acme", Resource: "time_entries",
+		From: from, To: from.AddDays(8), WindowDays: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, func() bool {
+		b, err := other.Store().Backfill(ctx, q.ID)
+		return err == nil && b.Status == cursor.BackfillDone && b.WindowsDone == 3
+	}, "the daemon to run the queued backfill")
 }

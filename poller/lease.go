@@ -86,6 +86,14 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (release func(), e
 	}, nil
 }
 
+// Holds reports whether this process still holds the lease called name: a
+// lease is lost when its connection dropped (the locks went with it).
+func (l *Leaser) Holds(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[lockKey(name)] && l.conn != nil && !l.conn.IsClosed()
+}
+
 // Close drops the lease connection, freeing every lease.
 func (l *Leaser) Close() {
 	l.mu.Lock()

@@ -122,6 +122,17 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource)
 	return res, nil
 }
 
+// TakeOwnership takes a source's ownership lease, the one a daemon holds for
+// its life: it returns ErrBusy while a daemon (or another backfill) owns the
+// source. The CLI's backfill holds it while it runs here, and queues the
+// backfill for the owner otherwise, so a source keeps one rate budget.
+func (p *Poller) TakeOwnership(ctx context.Context, source string) (release func(), err error) {
+	if _, err := p.source(source); err != nil {
+		return nil, err
+	}
+	return p.leaser.TryAcquire(ctx, ownerLease(source))
+}
+
 // BackfillParams select a backfill.
 type BackfillParams struct {
 	Source   string

@@ -605,6 +605,11 @@ func TestE2EBackfillBesideDaemon(t *testing.T) {
 		if !strings.Contains(out, "backfill acme/time_entries") {
 			t.Errorf("backfill output: %q", out)
 		}
+		// The daemon owns the source: it runs the backfill under its own
+		// rate limiter (one budget per source) while the CLI follows.
+		if !strings.Contains(out, "done by the daemon") || !strings.Contains(errs, "queued") {
+			t.Errorf("backfill not run by the owning daemon: %q %q", out, errs)
+		}
 	}
 	stop()
 	e.waitConverged(tr, "acme", 30*time.Second, inSync)

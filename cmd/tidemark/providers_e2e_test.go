@@ -84,6 +84,15 @@ sources:
 	check("tg", tg.State().Versions(clients.TimeEntries))
 	check("ck", ck.Versions(clients.TimeEntries))
 
+	// No daemon owns the source: backfill runs here, and re-delivers
+	// harmlessly what the sync already applied.
+	from := clients.DateOf(past.Add(-30 * time.Hour)).String()
+	to := clients.DateOf(past).String()
+	out, errOut, code := e.cli("backfill", "--config", path, "--source", "tg", "--from", from, "--to", to)
+	if code != 0 || !strings.Contains(out, "25 fetched, 0 inserted, 0 updated, 25 unchanged") || strings.Contains(out, "daemon") {
+		t.Fatalf("local backfill: exit %d\n%s%s", code, out, errOut)
+	}
+
 	// Deletions: Toggl reports them in `since` listings, Clockify in its feed.
 	tg.Delete(clients.TimeEntries, 3)
 	ck.Delete(clients.TimeEntries, ckIDs[2])

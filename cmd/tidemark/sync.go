@@ -1,6 +1,9 @@
 package main
 
 import (
+	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/poller"
 )
 
@@ -112,6 +116,17 @@ func newBackfillCmd(g *globals) *cobra.Command {
 					_ = bar.Set(pr.WindowsDone)
 				}
 			}
+			// One owner per source, one rate budget (DESIGN.md, Scale-out):
+			// when a daemon owns the source, it runs the backfill and we
+			// follow; otherwise we run it here and own the source meanwhile.
+			release, err := p.TakeOwnership(cmd.Context(), f.source)
+			if errors.Is(err, poller.ErrBusy) {
+				return followQueued(cmd.Context(), g, a, bp)
+			}
+			if err != nil {
+				return err
+			}
+			defer release()
 			res, err := p.Backfill(cmd.Context(), bp)
 			if bar != nil {
 				_ = bar.Finish()
@@ -132,6 +147,54 @@ func newBackfillCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&resource, "resource", string(clients.TimeEntries), "resource to backfill")
 	c.Flags().IntVar(&windowDays, "window-days", 0, "days per window (default: the source's backfill.window_days)")
 	return c
+}
+
+// followQueued queues a backfill for the daemon that owns the source and
+// follows its progress until it ends.
+func followQueued(ctx context.Context, g *globals, a *app, bp poller.BackfillParams) error {
+	sc, err := a.cfg.Source(bp.Source)
+	if err != nil {
+		return err
+	}
+	wd := cmp.Or(bp.WindowDays, sc.Backfill.WindowDays)
+	store := cursor.New(a.pool)
+	b, err := store.QueueBackfill(ctx, cursor.BackfillParams{Source: bp.Source, Resource: string(bp.Resource),
+		From: bp.From, To: bp.To, WindowDays: wd})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stderr, "a daemon owns source %s: backfill %d is queued for it (one rate budget per source); following its progress\n", bp.Source, b.ID)
+	a.log.Info().Str("source", bp.Source).Str("resource", string(bp.Resource)).Int64("backfill_id", b.ID).Msg("backfill queued for the daemon that owns the source")
+	start, last := time.Now(), -1
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped following backfill %d; the daemon goes on with it (see tidemark runs)", b.ID)
+		case <-t.C:
+		}
+		cur, err := store.Backfill(ctx, b.ID)
+		if err != nil {
+			return err
+		}
+		if bp.Progress != nil && cur.WindowsDone != last {
+			bp.Progress(poller.BackfillProgress{Backfill: cur, WindowsDone: cur.WindowsDone, WindowsTotal: cur.WindowsTotal,
+				Records: cur.Records, Elapsed: time.Since(start)})
+		} else if cur.WindowsDone != last {
+			a.log.Info().Int64("backfill_id", b.ID).Str("status", cur.Status).Int("windows_done", cur.WindowsDone).
+				Int("windows_total", cur.WindowsTotal).Int64("records", cur.Records).Msg("backfill progress")
+		}
+		last = cur.WindowsDone
+		switch cur.Status {
+		case cursor.BackfillDone:
+			fmt.Fprintf(g.stdout, "backfill %s/%s %s..%s: done by the daemon: %d records in %d windows\n",
+				bp.Source, bp.Resource, bp.From, bp.To, cur.Records, cur.WindowsDone)
+			return nil
+		case cursor.StatusFailed, cursor.StatusCancelled:
+			return fmt.Errorf("backfill %d %s in the daemon: %s", b.ID, cur.Status, cur.Error)
+		}
+	}
 }
 
 func isTerminal(w any) bool {

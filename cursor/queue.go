@@ -1,0 +1,74 @@
+package cursor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// sqlQueueBackfill creates a queued backfill of a range, or queues again an
+// unfinished one (failed, cancelled); one already running stays running.
+const sqlQueueBackfill = `
+INSERT INTO backfills (source, resource, from_date, to_date, window_days, next_date, status, windows_total)
+VALUES ($1, $2, $3, $4, $5, $3, 'queued', $6)
+ON CONFLICT (source, resource, from_date, to_date) WHERE status <> 'done'
+DO UPDATE SET status = CASE WHEN backfills.status = 'running' THEN 'running' ELSE 'queued' END,
+              error = NULL, finished_at = NULL, updated_at = now()
+RETURNING ` + backfillColumns
+
+// QueueBackfill asks the daemon that owns the source to run a backfill
+// (DESIGN.md, Scale-out: one owner, one rate budget). The owner picks it up
+// with QueuedBackfills and runs it through StartBackfill, which resumes the
+// same row.
+func (s *Store) QueueBackfill(ctx context.Context, p BackfillParams) (Backfill, error) {
+	if p.From.IsZero() || p.To.IsZero() || p.To.Before(p.From) || p.WindowDays <= 0 {
+		return Backfill{}, fmt.Errorf("queue backfill of %s/%s: want from <= to and window days > 0", p.Source, p.Resource)
+	}
+	days := int(p.To.Time().Sub(p.From.Time())/(24*time.Hour)) + 1
+	total := (days + p.WindowDays - 1) / p.WindowDays
+	rows, err := s.db.Query(ctx, sqlQueueBackfill, p.Source, p.Resource, p.From.Time(), p.To.Time(), p.WindowDays, total)
+	if err != nil {
+		return Backfill{}, fmt.Errorf("queue backfill of %s/%s %s..%s: %w", p.Source, p.Resource, p.From, p.To, err)
+	}
+	b, err := pgx.CollectExactlyOneRow(rows, scanBackfill)
+	if err != nil {
+		return Backfill{}, fmt.Errorf("queue backfill of %s/%s: %w", p.Source, p.Resource, noRows(err))
+	}
+	return b, nil
+}
+
+const sqlQueuedBackfills = `
+SELECT ` + backfillColumns + `
+FROM backfills
+WHERE status = 'queued' AND ($1 = '' OR source = $1)
+ORDER BY id`
+
+// QueuedBackfills lists queued backfills, oldest first.
+func (s *Store) QueuedBackfills(ctx context.Context, source string) ([]Backfill, error) {
+	rows, err := s.db.Query(ctx, sqlQueuedBackfills, source)
+	if err != nil {
+		return nil, fmt.Errorf("list queued backfills: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanBackfill)
+	if err != nil {
+		return nil, fmt.Errorf("list queued backfills: %w", err)
+	}
+	return list, nil
+}
+
+const sqlBackfillByID = `SELECT ` + backfillColumns + ` FROM backfills WHERE id = $1`
+
+// Backfill returns one backfill by id (ErrNotFound when none).
+func (s *Store) Backfill(ctx context.Context, id int64) (Backfill, error) {
+	rows, err := s.db.Query(ctx, sqlBackfillByID, id)
+	if err != nil {
+		return Backfill{}, fmt.Errorf("backfill %d: %w", id, err)
+	}
+	b, err := pgx.CollectExactlyOneRow(rows, scanBackfill)
+	if err != nil {
+		return Backfill{}, fmt.Errorf("backfill %d: %w", id, noRows(err))
+	}
+	return b, nil
+}
