@@ -72,3 +72,15 @@ func (s *Store) Backfill(ctx context.Context, id int64) (Backfill, error) {
 	}
 	return b, nil
 }
+
+const sqlRequeueRunning = `UPDATE backfills SET status = 'queued', updated_at = now() WHERE source = $1 AND status = 'running'`
+
+// RequeueRunningBackfills puts the source's backfills still marked running
+// back in the queue: a new owner calls it, since whoever ran them is gone.
+func (s *Store) RequeueRunningBackfills(ctx context.Context, source string) (int64, error) {
+	tag, err := s.db.Exec(ctx, sqlRequeueRunning, source)
+	if err != nil {
+		return 0, fmt.Errorf("queue running backfills of %s again: %w", source, err)
+	}
+	return tag.RowsAffected(), nil
+}

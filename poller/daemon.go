@@ -49,6 +49,9 @@ type sourceState struct {
 	notUntil    time.Time
 	owned       bool // this daemon holds the source's ownership lease
 	backfilling bool // a queued backfill of the source runs here
+	// reconcilePending: a reconcile tick came while a pass ran; it runs
+	// when that pass ends.
+	reconcilePending bool
 }
 
 // BackfillPoll is how often a daemon looks for backfills queued for the
@@ -131,10 +134,12 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 	st := d.state[source]
 	switch {
 	case err == nil:
-		if !st.owned {
-			log.Info().Msg("this daemon now owns the source")
-		}
+		first := !st.owned
 		st.owned = true
+		if first {
+			log.Info().Msg("this daemon now owns the source")
+			d.adopt(source, log)
+		}
 		return true
 	case errors.Is(err, ErrBusy):
 		if st.owned {
@@ -150,6 +155,25 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 }
 
 func ownerLease(source string) string { return "owner:" + source }
+
+// adopt cleans up after the source's previous owner, now gone (killed,
+// crashed): its runs still marked running are abandoned, and its backfills
+// still marked running go back to the queue, to be resumed here. Only the
+// owner may do this, so a live replica's work is never touched.
+func (d *Daemon) adopt(source string, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	defer cancel()
+	if n, err := d.p.store.AbandonRuns(ctx, source, time.Now()); err != nil {
+		log.Warn().Err(err).Msg("could not mark runs of the previous owner abandoned")
+	} else if n > 0 {
+		log.Info().Int64("runs", n).Msg("marked runs left running by the previous owner as abandoned")
+	}
+	if n, err := d.p.store.RequeueRunningBackfills(ctx, source); err != nil {
+		log.Warn().Err(err).Msg("could not queue the previous owner's backfills again")
+	} else if n > 0 {
+		log.Info().Int64("backfills", n).Msg("queued the previous owner's unfinished backfills again")
+	}
+}
 
 // backfills runs, every BackfillPoll, the backfills queued for the sources
 // this daemon owns, one at a time per source, under the same client and so
@@ -199,8 +223,9 @@ func (d *Daemon) runQueued(b cursor.Backfill) {
 		From: b.From, To: b.To, WindowDays: b.WindowDays})
 	switch {
 	case err == nil:
-	case d.ctx.Err() != nil:
-		// Shutting down: hand it back to the queue for the next owner.
+	case d.ctx.Err() != nil || errors.Is(err, ErrLeaseLost):
+		// Shutting down, or the source may now be owned elsewhere: hand it
+		// back to the queue for the owner.
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, qerr := d.p.store.QueueBackfill(c, cursor.BackfillParams{Source: b.Source, Resource: b.Resource,
@@ -208,72 +233,94 @@ func (d *Daemon) runQueued(b cursor.Backfill) {
 			log.Warn().Err(qerr).Msg("could not queue the interrupted backfill again")
 		}
 	default:
+		// Also when it failed before it started (say, a resource the
+		// source does not mirror): never leave it queued, or it would be
+		// retried forever and its follower would wait forever.
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if ferr := d.p.store.FinishBackfill(c, b.ID, cursor.StatusFailed, err.Error()); ferr != nil {
+			log.Warn().Err(ferr).Msg("could not mark the backfill failed")
+		}
 		log.Error().Err(err).Msg("queued backfill failed")
 	}
 }
 
-// job returns the cron job of one kind of pass of one source. A tick is
-// skipped while the source's previous pass runs, or while it backs off after
-// failures; the skip is logged.
+// job returns the cron job of one kind of pass of one source.
 func (d *Daemon) job(source, kind string) func() {
-	return func() {
-		log := d.log.With().Str("source", source).Str("kind", kind).Logger()
-		d.mu.Lock()
-		st := d.state[source]
-		if d.ctx.Err() != nil {
-			d.mu.Unlock()
-			return
-		}
-		if st.running {
-			d.mu.Unlock()
-			log.Warn().Msg("previous pass of this source still running; skipping this tick")
-			return
-		}
-		if now := time.Now(); now.Before(st.notUntil) {
-			d.mu.Unlock()
-			log.Info().Time("until", st.notUntil).Int("failures", st.failures).Msg("backing off after failures; skipping this tick")
-			return
-		}
-		st.running = true
-		d.wg.Add(1)
+	return func() { d.runJob(source, kind) }
+}
+
+// runJob runs one pass. A tick is skipped while the source's previous pass
+// runs, or while it backs off after failures; the skip is logged. A
+// reconcile tick that finds a pass running is not dropped but runs right
+// after it: reconcile schedules are daily or weekly and coincide with
+// incremental ticks ("0 3 * * *" is also a "*/5" tick), so dropping it would
+// leave deletions unseen for a day or a week.
+func (d *Daemon) runJob(source, kind string) {
+	log := d.log.With().Str("source", source).Str("kind", kind).Logger()
+	d.mu.Lock()
+	st := d.state[source]
+	if d.ctx.Err() != nil {
 		d.mu.Unlock()
-		defer d.wg.Done()
-
-		if !d.own(source, log) {
-			d.mu.Lock()
-			st.running = false
-			d.mu.Unlock()
-			return
-		}
-
-		var err error
-		if kind == "reconcile" {
-			_, err = d.p.Reconcile(d.ctx, source)
+		return
+	}
+	if st.running {
+		if kind == "reconcile" && !st.reconcilePending {
+			st.reconcilePending = true
+			log.Info().Msg("a pass of this source is running; the reconcile follows it")
 		} else {
-			_, err = d.p.Incremental(d.ctx, source)
+			log.Warn().Msg("previous pass of this source still running; skipping this tick")
 		}
+		d.mu.Unlock()
+		return
+	}
+	if now := time.Now(); now.Before(st.notUntil) {
+		d.mu.Unlock()
+		log.Info().Time("until", st.notUntil).Int("failures", st.failures).Msg("backing off after failures; skipping this tick")
+		return
+	}
+	st.running = true
+	d.wg.Add(1)
+	d.mu.Unlock()
+	defer d.wg.Done()
 
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		st.running = false
-		switch {
-		case err == nil:
-			if st.failures > 0 {
-				log.Info().Int("after_failures", st.failures).Msg("source recovered")
-			}
-			st.failures, st.notUntil = 0, time.Time{}
-		case errors.Is(err, ErrBusy):
-			log.Info().Msg("source leased by another process or pass; skipping this tick")
-		case d.ctx.Err() != nil:
-			// Shutting down: not a failure of the source.
-		default:
-			st.failures++
-			wait := min(backoffBase<<min(st.failures-1, 16), backoffMax)
-			st.notUntil = time.Now().Add(wait)
-			log.Error().Err(err).Int("failures", st.failures).Dur("backoff", wait).Msg("pass failed")
+	var err error
+	if !d.own(source, log) {
+		err = errNotOwner
+	} else if kind == "reconcile" {
+		_, err = d.p.Reconcile(d.ctx, source)
+	} else {
+		_, err = d.p.Incremental(d.ctx, source)
+	}
+
+	d.mu.Lock()
+	st.running = false
+	switch {
+	case err == nil:
+		if st.failures > 0 {
+			log.Info().Int("after_failures", st.failures).Msg("source recovered")
 		}
+		st.failures, st.notUntil = 0, time.Time{}
+	case errors.Is(err, errNotOwner):
+	case errors.Is(err, ErrBusy):
+		log.Info().Msg("source leased by another process or pass; skipping this tick")
+	case d.ctx.Err() != nil:
+		// Shutting down: not a failure of the source.
+	default:
+		st.failures++
+		wait := min(backoffBase<<min(st.failures-1, 16), backoffMax)
+		st.notUntil = time.Now().Add(wait)
+		log.Error().Err(err).Int("failures", st.failures).Dur("backoff", wait).Msg("pass failed")
+	}
+	reconcile := st.reconcilePending && kind != "reconcile" && d.ctx.Err() == nil
+	st.reconcilePending = false
+	d.mu.Unlock()
+	if reconcile {
+		d.runJob(source, "reconcile")
 	}
 }
+
+var errNotOwner = errors.New("source owned elsewhere")
 
 // cronLogger sends robfig/cron's own messages to zerolog.
 type cronLogger struct{ log zerolog.Logger }

@@ -152,3 +152,75 @@ func TestDaemonOwnsItsSourcesAndRunsQueuedBackfills(t *testing.T) {
 		return err == nil && b.Status == cursor.BackfillDone && b.WindowsDone == 3
 	}, "the daemon to run the queued backfill")
 }
+
+// A reconcile tick that comes while an incremental pass runs is not
+// dropped: it runs right after (daily reconciles coincide with ticks).
+func TestDaemonRunsACoincidingReconcileAfterThePass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	src.put(1, clients.DateOf(time.Now().UTC()), "a")
+	block := make(chan struct{})
+	var once sync.Once
+	src.onPage = func(w clients.Window, _ int) {
+		if !w.ByDate() {
+			once.Do(func() { <-block })
+		}
+	}
+	pool := pgtest.DB(t)
+	var logs syncBuffer
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1h", Reconcile: "@every 1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(ctx, true)
+	defer d.Stop(ctx)
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "the reconcile follows it") }, "a reconcile tick during the pass")
+	close(block)
+	waitFor(t, 10*time.Second, func() bool {
+		var n int
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM sync_runs WHERE kind = 'reconcile' AND status = 'ok'`).Scan(&n)
+		return n > 0
+	}, "the reconcile to run after the pass")
+}
+
+// A backfill stops when its leases are gone (the lease connection dropped):
+// a new owner elsewhere must not share the source's budget with it.
+func TestBackfillStopsWhenItsLeaseIsLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	from := clients.Date{Year: 2026, Month: 1, Day: 1}
+	for i := 0; i < 9; i++ {
+		src.put(i+1, from.AddDays(i), "x")
+	}
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var windows int
+	src.onPage = func(w clients.Window, page int) {
+		if page == 1 {
+			windows++
+			if windows == 1 {
+				// Cut the session holding the advisory locks, as a
+				// Postgres restart or a network cut would.
+				_, _ = pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+			}
+		}
+	}
+	_, err = p.Backfill(ctx, poller.BackfillParams{Source: "acme", Resource: clients.TimeEntries, From: from, To: from.AddDays(8)})
+	if !errors.Is(err, poller.ErrLeaseLost) {
+		t.Fatalf("backfill after the lease connection dropped: %v, want ErrLeaseLost", err)
+	}
+	if windows != 1 {
+		t.Fatalf("%d windows listed after the lease was lost", windows-1)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -81,7 +82,15 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (release func(), e
 		defer l.mu.Unlock()
 		delete(l.held, key)
 		if l.conn == conn && !conn.IsClosed() {
-			_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", key)
+			// Bounded: a black-holed connection must not wedge the leaser
+			// (if the unlock fails, the lock goes with the connection).
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
+				conn.Close(context.Background())
+				l.conn = nil
+				l.held = map[int64]bool{}
+			}
 		}
 	}, nil
 }
@@ -92,6 +101,30 @@ func (l *Leaser) Holds(name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.held[lockKey(name)] && l.conn != nil && !l.conn.IsClosed()
+}
+
+// ErrLeaseLost means the lease connection dropped (a Postgres restart, a
+// network cut): every lease of this process went with it.
+var ErrLeaseLost = errors.New("lease lost: the lease connection dropped")
+
+// Alive checks with a round trip that the lease connection, and so every
+// lease held on it, is still there. pgx only learns that a connection died
+// when a query on it fails, so a long holder (a backfill) asks now and then.
+func (l *Leaser) Alive(ctx context.Context) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil || l.conn.IsClosed() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := l.conn.Ping(ctx); err != nil {
+		l.conn.Close(context.Background())
+		l.conn = nil
+		l.held = map[int64]bool{}
+		return false
+	}
+	return true
 }
 
 // Close drops the lease connection, freeing every lease.

@@ -33,7 +33,7 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 	if err != nil {
 		return nil, err
 	}
-	release, err := p.leaser.TryAcquire(ctx, "source:"+source)
+	release, err := p.leaser.TryAcquire(ctx, PassLease(source))
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +122,11 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource)
 	return res, nil
 }
 
+// PassLease names the lease a pass of a source holds: one pass per source at
+// a time, across processes. An operator's cursor change takes it too, so
+// that a pass in flight cannot advance over the operator's rewind.
+func PassLease(source string) string { return "source:" + source }
+
 // TakeOwnership takes a source's ownership lease, the one a daemon holds for
 // its life: it returns ErrBusy while a daemon (or another backfill) owns the
 // source. The CLI's backfill holds it while it runs here, and queues the
@@ -206,6 +211,12 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 	for next := bf.Next; !next.After(bp.To); {
 		if err := ctx.Err(); err != nil {
 			runErr = err
+			break
+		}
+		// A backfill holds its leases for hours: stop when they are gone, or
+		// a new owner elsewhere would share the source's budget with us.
+		if !p.leaser.Alive(ctx) {
+			runErr = ErrLeaseLost
 			break
 		}
 		end := next.AddDays(bf.WindowDays - 1)

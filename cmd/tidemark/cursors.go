@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/poller"
 )
 
 // cursorJSON is one element of `cursors --json` (a contract: add fields,
@@ -263,6 +265,22 @@ func confirm(g *globals, yes bool, in io.Reader, question string) error {
 	return nil
 }
 
+// lockPasses holds the source's pass lease while an operator moves its
+// cursor, so that a pass in flight cannot advance over the change.
+func lockPasses(ctx context.Context, a *app, source string) (func(), error) {
+	l := poller.NewLeaser(a.dbURL)
+	release, err := l.TryAcquire(ctx, poller.PassLease(source))
+	if errors.Is(err, poller.ErrBusy) {
+		l.Close()
+		return nil, fmt.Errorf("a pass of source %s is running; nothing changed: try again in a moment", source)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return func() { release(); l.Close() }, nil
+}
+
 func newCursorCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "cursor", Short: "Operator repair of a cursor: set or reset (recorded in sync_runs)"}
 	var sf appFlags
@@ -290,6 +308,11 @@ func newCursorCmd(g *globals) *cobra.Command {
 			if err := confirm(g, yes, os.Stdin, fmt.Sprintf("set cursor %s/%s to %s", sf.source, resource, t.UTC().Format(time.RFC3339))); err != nil {
 				return err
 			}
+			release, err := lockPasses(cmd.Context(), a, sf.source)
+			if err != nil {
+				return err
+			}
+			defer release()
 			prev, err := cursor.New(a.pool).Set(cmd.Context(), cursor.SetParams{Source: sf.source, Resource: resource, To: t, Actor: actor()})
 			if err != nil {
 				return err
@@ -329,6 +352,11 @@ func newCursorCmd(g *globals) *cobra.Command {
 			if err := confirm(g, ryes, os.Stdin, fmt.Sprintf("reset cursors of %s: %s", rf.source, strings.Join(rs, ", "))); err != nil {
 				return err
 			}
+			release, err := lockPasses(cmd.Context(), a, rf.source)
+			if err != nil {
+				return err
+			}
+			defer release()
 			for _, r := range rs {
 				prev, err := cursor.New(a.pool).Reset(cmd.Context(), cursor.ResetParams{Source: rf.source, Resource: r, Actor: actor()})
 				if err != nil {

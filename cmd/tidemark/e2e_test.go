@@ -486,6 +486,13 @@ func TestE2EChurnConverges(t *testing.T) {
 		t.Fatal("the daemon exited")
 	}
 	noDuplicates(t, e.pool)
+
+	// The daemon owns the source: a manual sync would spend a second rate
+	// budget, so it is refused.
+	out, errs, code := e.cli("sync", "--config", cfg, "--source", "acme")
+	if code != 1 || !strings.Contains(errs, "owned by a running daemon") {
+		t.Fatalf("sync beside the owning daemon: exit %d\n%s%s", code, out, errs)
+	}
 }
 
 // ---- 2. kill -9 at random moments -------------------------------------------

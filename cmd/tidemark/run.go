@@ -66,11 +66,6 @@ func runDaemon(ctx context.Context, a *app, listen string, sigs <-chan os.Signal
 	if err != nil {
 		return usageError{err}
 	}
-	for _, s := range scheds {
-		if n, err := p.Store().AbandonRuns(ctx, s.Source, time.Now()); err == nil && n > 0 {
-			a.log.Info().Str("source", s.Source).Int64("runs", n).Msg("marked runs left running by an earlier process as abandoned")
-		}
-	}
 	if listen != "" {
 		srv, err := serveOps(a, listen)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -51,6 +53,16 @@ func newSyncCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A daemon that owns the source polls it under the source's one
+			// rate budget; a second client here would spend a second one.
+			release, err := p.TakeOwnership(cmd.Context(), f.source)
+			if errors.Is(err, poller.ErrBusy) {
+				return fmt.Errorf("source %s is owned by a running daemon (or a backfill): it syncs on its schedule; see tidemark cursors", f.source)
+			}
+			if err != nil {
+				return err
+			}
+			defer release()
 			results, err := p.Incremental(cmd.Context(), f.source, rs...)
 			for _, r := range results {
 				fmt.Fprintf(g.stdout, "%s/%s: %d fetched, %d inserted, %d updated, %d unchanged, %d stale; high water %s\n",
@@ -121,7 +133,7 @@ func newBackfillCmd(g *globals) *cobra.Command {
 			// follow; otherwise we run it here and own the source meanwhile.
 			release, err := p.TakeOwnership(cmd.Context(), f.source)
 			if errors.Is(err, poller.ErrBusy) {
-				return followQueued(cmd.Context(), g, a, bp)
+				return followQueued(cmd.Context(), g, a, p, bp)
 			}
 			if err != nil {
 				return err
@@ -151,10 +163,13 @@ func newBackfillCmd(g *globals) *cobra.Command {
 
 // followQueued queues a backfill for the daemon that owns the source and
 // follows its progress until it ends.
-func followQueued(ctx context.Context, g *globals, a *app, bp poller.BackfillParams) error {
+func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp poller.BackfillParams) error {
 	sc, err := a.cfg.Source(bp.Source)
 	if err != nil {
 		return err
+	}
+	if !slices.Contains(sc.Resources, string(bp.Resource)) {
+		return usagef("source %s does not mirror %s (its resources: %s)", bp.Source, bp.Resource, strings.Join(sc.Resources, ", "))
 	}
 	wd := cmp.Or(bp.WindowDays, sc.Backfill.WindowDays)
 	store := cursor.New(a.pool)
@@ -186,6 +201,22 @@ func followQueued(ctx context.Context, g *globals, a *app, bp poller.BackfillPar
 				Int("windows_total", cur.WindowsTotal).Int64("records", cur.Records).Msg("backfill progress")
 		}
 		last = cur.WindowsDone
+		if cur.Status == cursor.BackfillQueued {
+			// The owner may be another CLI backfill, which never serves the
+			// queue: once the source is free, run it here.
+			if release, err := p.TakeOwnership(ctx, bp.Source); err == nil {
+				defer release()
+				fmt.Fprintf(g.stderr, "source %s is free now: running backfill %d here\n", bp.Source, b.ID)
+				res, err := p.Backfill(ctx, bp)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "backfill %s/%s %s..%s: %d fetched, %d inserted, %d updated, %d unchanged, %d stale in %s\n",
+					bp.Source, bp.Resource, bp.From, bp.To, res.Counts.Fetched, res.Counts.Inserted, res.Counts.Updated,
+					res.Counts.Unchanged, res.Counts.Stale, res.Took.Round(time.Millisecond))
+				return nil
+			}
+		}
 		switch cur.Status {
 		case cursor.BackfillDone:
 			fmt.Fprintf(g.stdout, "backfill %s/%s %s..%s: done by the daemon: %d records in %d windows\n",
