@@ -27,6 +27,9 @@ type fakeSource struct {
 	// onPage, when set, runs before a page is delivered (to block, to mutate).
 	onPage func(w clients.Window, page int)
 	lists  int
+	// hideOnce leaves these ids out of the next listing (a listing that
+	// misses a live record, e.g. a page shifted by a deletion).
+	hideOnce map[string]bool
 }
 
 type fakeRec struct {
@@ -97,7 +100,12 @@ func (f *fakeSource) List(ctx context.Context, r clients.Resource, w clients.Win
 	f.mu.Lock()
 	f.lists++
 	var sel []*fakeRec
+	hidden := f.hideOnce
+	f.hideOnce = nil
 	for _, rec := range f.recs {
+		if hidden[rec.id] {
+			continue
+		}
 		switch {
 		case w.ByDate():
 			if rec.spent.Before(w.From) || rec.spent.After(w.To) {

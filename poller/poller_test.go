@@ -451,3 +451,32 @@ func TestReconcileOfAnEmptyListingTombstonesEverything(t *testing.T) {
 		t.Fatalf("last run %+v (%v)", runs[0], err)
 	}
 }
+
+// A reconcile whose listing missed a live record tombstones it; the next
+// listing that returns it brings it back (the source says it is live).
+func TestFalseTombstoneHealsAtTheNextListing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	today := clients.DateOf(time.Now().UTC())
+	src := newFakeSource("acme", t0)
+	src.put(1, today, "x")
+	src.put(2, today, "y")
+	p, pool := setup(t, src)
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	src.tick(10 * time.Minute)
+	src.mu.Lock()
+	src.hideOnce = map[string]bool{"2": true}
+	src.mu.Unlock()
+	if _, err := p.Reconcile(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if !mirror(t, pool, "acme")["2"].deleted {
+		t.Fatal("the missed record was not tombstoned (test setup)")
+	}
+	if _, err := p.Reconcile(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	assertConverged(t, pool, src)
+}

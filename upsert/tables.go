@@ -255,13 +255,19 @@ RETURNING t.id`
 	// tombstoneMissingSQL counts and marks in one statement, so that the
 	// ceiling is checked against exactly the rows it would mark. The UPDATE
 	// re-checks the row as it is now (a concurrent newer version wins).
+	// The mark changes the content hash and stamps fetched_at with our
+	// clock: a listing fetched afterwards that still returns the record (one
+	// a reconcile missed, say a page shifted by a deletion) then counts as
+	// the same version fetched later with other content, and brings it back;
+	// a page fetched before the mark stays stale.
 	tombstoneMissingSQL = `WITH cand AS (
     SELECT t.id FROM %[1]s t
     WHERE t.source = $1 AND t.deleted_at IS NULL AND t.updated_at <= $2 %[2]s
       AND NOT EXISTS (SELECT 1 FROM unnest($5::text[]) AS seen(id) WHERE seen.id = t.id)
 ), n AS (SELECT count(*) AS n FROM cand),
 upd AS (
-    UPDATE %[1]s t SET deleted_at = $2, fetched_at = GREATEST(t.fetched_at, $2)
+    UPDATE %[1]s t SET deleted_at = $2, fetched_at = GREATEST(t.fetched_at, now()),
+        content_hash = sha256(t.content_hash)
     FROM cand
     WHERE t.source = $1 AND t.id = cand.id AND ($6::bigint <= 0 OR (SELECT n FROM n) <= $6::bigint)
       AND t.deleted_at IS NULL AND t.updated_at <= $2

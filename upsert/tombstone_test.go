@@ -134,7 +134,7 @@ func TestTombstoneMissing(t *testing.T) {
 			t.Fatalf("deleted ids = %s, want 3,4", got)
 		}
 		r, _ := readRow(t, pool, "3")
-		if !r.DeletedAt.Equal(asOf) || !r.UpdatedAt.Equal(t0) || !r.FetchedAt.Equal(asOf) {
+		if !r.DeletedAt.Equal(asOf) || !r.UpdatedAt.Equal(t0) || !r.FetchedAt.After(asOf) {
 			t.Errorf("tombstoned row: deleted_at %v updated_at %v fetched_at %v", r.DeletedAt, r.UpdatedAt, r.FetchedAt)
 		}
 		// Again: nothing more to mark.
@@ -142,15 +142,25 @@ func TestTombstoneMissing(t *testing.T) {
 			t.Fatalf("second TombstoneMissing = %d, %v; want 0", n, err)
 		}
 
-		// The same version again stays deleted; a newer version resurrects.
-		if c := applyTx(t, pool, []clients.Record{onDay(entry(3, t0, f, "a"), 2)}); c != (Counts{Unchanged: 1}) {
-			t.Fatalf("same version re-delivered: %+v", c)
+		// The same version fetched before the mark stays deleted (stale); a
+		// newer version resurrects.
+		if c := applyTx(t, pool, []clients.Record{onDay(entry(3, t0, f, "a"), 2)}); c != (Counts{Stale: 1}) {
+			t.Fatalf("same version fetched before the mark: %+v", c)
 		}
 		if c := applyTx(t, pool, []clients.Record{onDay(entry(4, t0.Add(time.Second), asOf.Add(time.Minute), "b"), 3)}); c != (Counts{Updated: 1}) {
 			t.Fatalf("newer version: %+v", c)
 		}
 		if got := deletedIDs(t, pool); got != "3" {
 			t.Fatalf("deleted ids = %s, want 3 (4 resurrected)", got)
+		}
+		// A listing fetched after the mark that still returns 3 (a reconcile
+		// that missed it): the source says it is live, so it comes back.
+		later := time.Now().Add(time.Minute)
+		if c := applyTx(t, pool, []clients.Record{onDay(entry(3, t0, later, "a"), 2)}); c != (Counts{Updated: 1, Ties: 1}) {
+			t.Fatalf("same version fetched after the mark: %+v", c)
+		}
+		if got := deletedIDs(t, pool); got != "" {
+			t.Fatalf("deleted ids = %s, want none (3 back)", got)
 		}
 	})
 
