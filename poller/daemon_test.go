@@ -117,7 +117,8 @@ func TestDaemonOwnsItsSourcesAndRunsQueuedBackfills(t *testing.T) {
 		src.put(i+1, from.AddDays(i), "x")
 	}
 	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	var logs syncBuffer
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,13 +136,10 @@ func TestDaemonOwnsItsSourcesAndRunsQueuedBackfills(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	waitFor(t, 10*time.Second, func() bool {
-		release, err := other.TakeOwnership(ctx, "acme")
-		if err == nil {
-			release()
-		}
-		return errors.Is(err, poller.ErrBusy)
-	}, "the daemon to own the source")
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "this daemon now owns the source") }, "the daemon to own the source")
+	if _, err := other.TakeOwnership(ctx, "acme"); !errors.Is(err, poller.ErrBusy) {
+		t.Fatalf("another process took the owned source: %v", err)
+	}
 	q, err := other.Store().QueueBackfill(ctx, cursor.BackfillParams{Source: "acme", Resource: "time_entries",
 		From: from, To: from.AddDays(8), WindowDays: 3})
 	if err != nil {
