@@ -554,10 +554,26 @@ func (l *lister) feed(ctx context.Context, since time.Time) error {
 	return nil
 }
 
+// feedWindow reads one feed window. The feed pages by page number over a
+// live list: a change leaving the list while we walk it (an entry deleted,
+// or updated out of the window) shifts the rest back by one, and the entry
+// at the page boundary is never served. So a window that took more than one
+// page is walked a second time; re-delivered changes are harmless, and an
+// entry is lost only if both walks skip it (the overlap of the next pass
+// and the weekly reconcile cover that).
 func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, now time.Time) error {
+	walked := 0
+	if err := l.feedWalk(ctx, k, start, end, now, &walked); err != nil || walked < 2 {
+		return err
+	}
+	return l.feedWalk(ctx, k, start, end, now, &walked)
+}
+
+func (l *lister) feedWalk(ctx context.Context, k feedKind, start, end, now time.Time, walked *int) error {
 	c := l.c
 	path := c.path("entities", string(k))
 	return pages(0, c.feedLimit, func(fp int) (int, error) {
+		*walked++
 		l.page++
 		q := url.Values{
 			"type": {"TIME_ENTRY"}, "start": {stamp(start)}, "end": {stamp(end)},
