@@ -63,6 +63,12 @@ throwaway database.`,
 			sigs := make(chan os.Signal, 2)
 			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 			defer signal.Stop(sigs)
+			// The status printed every few seconds is what a newcomer should
+			// read; the daemon's info lines would bury it (--log-level info
+			// brings them back).
+			if !cmd.Flags().Changed("log-level") {
+				g.logLevel = "warn"
+			}
 			return runDemo(ctx, g, every, sigs)
 		},
 	}
