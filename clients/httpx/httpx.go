@@ -1,8 +1,13 @@
 // Package httpx owns the HTTP plumbing every provider client shares: one
 // rate limiter per source that never exceeds the provider's window, retries
 // with exponential back-off and full jitter for 5xx and dropped connections,
-// honouring 429 Retry-After and 402 quota windows without spending the
-// failure budget, and typed errors that never carry a secret.
+// honouring 429 Retry-After and 402 quota windows, and typed errors that
+// never carry a secret.
+//
+// The retry budget (Config.MaxAttempts, Config.MaxRetryTime) is spent only
+// by failed attempts and the back-off after them. Limiter spacing, 429 and
+// 402 waits and source-wide pauses are the source's pace, not failures, and
+// do not count, however long they last.
 package httpx
 
 import (
@@ -78,8 +83,12 @@ type Config struct {
 	Version, Contact string
 	// Timeout bounds one attempt, including reading the body.
 	Timeout time.Duration
-	// MaxAttempts and MaxRetryTime bound the attempts spent on failures (5xx,
-	// timeouts, dropped connections). 429 and 402 waits do not count.
+	// MaxAttempts and MaxRetryTime bound the retries of failures (5xx,
+	// timeouts, dropped connections, bodies cut short): MaxAttempts counts
+	// failed attempts, MaxRetryTime the time spent in them and in back-off.
+	// Waits the source imposes (limiter spacing, 429 Retry-After, 402
+	// quota, pauses set by other callers) count toward neither: they are
+	// its pace, and a long one must not fail the next transient 5xx.
 	MaxAttempts  int
 	MaxRetryTime time.Duration
 	// BackoffBase and BackoffMax shape the exponential back-off with full
@@ -252,7 +261,11 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	}
 	path := u.EscapedPath()
 	var (
-		start    = time.Now()
+		// spent is the retry budget used: time in failed attempts and
+		// back-off sleeps only. Limiter spacing, pauses, 429 and 402 waits
+		// are the source's pace, not failures; counting them would let one
+		// quota wait fail the next transient 5xx outright.
+		spent    time.Duration
 		failures int
 		waits    int
 		attempts int
@@ -313,6 +326,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 
 		// A failure worth retrying: 5xx, timeout, dropped connection.
 		failures++
+		spent += took
 		kind := KindStatus
 		if res.err != nil {
 			kind = KindTransport
@@ -321,7 +335,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			return nil, c.fail(req, method, path, kind, res.status, attempts, res.body, res.err)
 		}
 		d := c.backoff(failures)
-		if time.Since(start)+d > c.cfg.MaxRetryTime {
+		if spent+d > c.cfg.MaxRetryTime {
 			return nil, c.fail(req, method, path, kind, res.status, attempts, res.body, res.err)
 		}
 		ev := c.logger(ctx).Debug()
@@ -334,6 +348,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		if err := sleep(ctx, d); err != nil {
 			return nil, c.fail(req, method, path, kind, res.status, attempts, res.body, err)
 		}
+		spent += d
 	}
 }
 
