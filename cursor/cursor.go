@@ -173,6 +173,9 @@ type SetParams struct {
 	To time.Time
 	// Actor names the operator, e.g. "alice@host".
 	Actor string
+	// Fence, when set, runs first in the transaction that writes: the
+	// operator's pass lease must still be held when the change commits.
+	Fence func(context.Context, pgx.Tx) error
 }
 
 // ResetParams are the inputs of Reset.
@@ -180,6 +183,8 @@ type ResetParams struct {
 	Source, Resource string
 	// Actor names the operator, e.g. "alice@host".
 	Actor string
+	// Fence is as in SetParams.
+	Fence func(context.Context, pgx.Tx) error
 }
 
 const sqlLoadForUpdate = sqlLoad + `
@@ -214,6 +219,9 @@ func (s *Store) Set(ctx context.Context, p SetParams) (Cursor, error) {
 	to := normTime(p.To)
 	var prev Cursor
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := fence(ctx, tx, p.Fence); err != nil {
+			return err
+		}
 		var err error
 		prev, err = load(ctx, tx, sqlLoadForUpdate, p.Source, p.Resource)
 		if errors.Is(err, ErrNotFound) {
@@ -245,6 +253,9 @@ WHERE source = $1 AND resource = $2`
 func (s *Store) Reset(ctx context.Context, p ResetParams) (Cursor, error) {
 	var prev Cursor
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := fence(ctx, tx, p.Fence); err != nil {
+			return err
+		}
 		var err error
 		prev, err = load(ctx, tx, sqlLoadForUpdate, p.Source, p.Resource)
 		if err != nil {
@@ -259,6 +270,13 @@ func (s *Store) Reset(ctx context.Context, p ResetParams) (Cursor, error) {
 		return Cursor{}, fmt.Errorf("reset cursor %s/%s: %w", p.Source, p.Resource, err)
 	}
 	return prev, nil
+}
+
+func fence(ctx context.Context, tx pgx.Tx, f func(context.Context, pgx.Tx) error) error {
+	if f == nil {
+		return nil
+	}
+	return f(ctx, tx)
 }
 
 func recordOperatorRun(ctx context.Context, tx DB, kind, source, resource, actor string, before, after time.Time) error {

@@ -128,7 +128,7 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 	if d.p.leaser.Holds(ownerLease(source)) {
 		return true
 	}
-	_, err := d.p.leaser.TryAcquire(d.ctx, ownerLease(source))
+	_, err := d.p.leaser.TryAcquire(d.ctx, ownerLease(source)) // held for the daemon's life
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := d.state[source]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
 
@@ -24,7 +25,7 @@ func (p *Poller) Incremental(ctx context.Context, source string, only ...clients
 // eachResource takes the source's lease and runs pass on each resource. One
 // resource failing does not stop the others; the errors are joined.
 func (p *Poller) eachResource(ctx context.Context, source string, only []clients.Resource,
-	pass func(context.Context, *Source, clients.Resource) (Result, error)) ([]Result, error) {
+	pass func(context.Context, *Source, clients.Resource, *lease.Lease) (Result, error)) ([]Result, error) {
 	s, err := p.source(source)
 	if err != nil {
 		return nil, err
@@ -33,11 +34,11 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 	if err != nil {
 		return nil, err
 	}
-	release, err := p.leaser.TryAcquire(ctx, PassLease(source))
+	held, err := p.leaser.TryAcquire(ctx, PassLease(source))
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer held.Release()
 	var results []Result
 	var errs []error
 	for _, r := range rs {
@@ -45,7 +46,7 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 			errs = append(errs, ctx.Err())
 			break
 		}
-		res, err := pass(ctx, s, r)
+		res, err := pass(ctx, s, r, held)
 		if errors.Is(err, clients.ErrUnsupported) {
 			// E.g. a token not allowed to list users: recorded in the run,
 			// warned about, but not a failure of the source.
@@ -61,7 +62,7 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 	return results, errors.Join(errs...)
 }
 
-func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource) (Result, error) {
+func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource, held *lease.Lease) (Result, error) {
 	start := time.Now()
 	res := Result{RunID: newRunID(), Source: s.Name(), Resource: r, Kind: cursor.KindIncremental}
 	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
@@ -94,6 +95,11 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource)
 		}
 		res.HighWaterAfter = cur.HighWater
 		if hw.After(cur.HighWater) {
+			// The fence: a pass whose lease went (and may now be another
+			// process's) must not move the cursor.
+			if err := held.Check(ctx, tx); err != nil {
+				return err
+			}
 			if err := cursor.Advance(ctx, tx, s.Name(), string(r), hw); err != nil {
 				return err
 			}
@@ -135,7 +141,11 @@ func (p *Poller) TakeOwnership(ctx context.Context, source string) (release func
 	if _, err := p.source(source); err != nil {
 		return nil, err
 	}
-	return p.leaser.TryAcquire(ctx, ownerLease(source))
+	h, err := p.leaser.TryAcquire(ctx, ownerLease(source))
+	if err != nil {
+		return nil, err
+	}
+	return h.Release, nil
 }
 
 // BackfillParams select a backfill.
@@ -176,11 +186,11 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 	if bp.From.IsZero() || bp.To.IsZero() || bp.To.Before(bp.From) {
 		return res, fmt.Errorf("backfill needs --from <= --to (got %s..%s)", bp.From, bp.To)
 	}
-	release, err := p.leaser.TryAcquire(ctx, "backfill:"+bp.Source)
+	held, err := p.leaser.TryAcquire(ctx, "backfill:"+bp.Source)
 	if err != nil {
 		return res, err
 	}
-	defer release()
+	defer held.Release()
 	wd := bp.WindowDays
 	if wd <= 0 {
 		wd = s.WindowDays
@@ -213,10 +223,11 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 			runErr = err
 			break
 		}
-		// A backfill holds its leases for hours: stop when they are gone, or
-		// a new owner elsewhere would share the source's budget with us.
-		if !p.leaser.Alive(ctx) {
-			runErr = ErrLeaseLost
+		// A backfill holds its lease for hours: stop when it is gone, or a
+		// new owner elsewhere would share the source's budget with us. The
+		// same fence runs again in the transaction that commits the window.
+		if err := p.fence(ctx, held); err != nil {
+			runErr = err
 			break
 		}
 		end := next.AddDays(bf.WindowDays - 1)
@@ -228,6 +239,9 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 			w, end = clients.Window{}, bp.To
 		}
 		l, err := p.applyListing(ctx, log, s, bp.Resource, w, false, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+			if err := held.Check(ctx, p.db(tx)); err != nil {
+				return err
+			}
 			return cursor.BackfillProgress(ctx, p.db(tx), bf.ID, end.AddDays(1), l.counts.Fetched)
 		})
 		if l != nil {
@@ -293,7 +307,7 @@ func (p *Poller) Reconcile(ctx context.Context, source string, only ...clients.R
 	return p.eachResource(ctx, source, only, p.reconcile)
 }
 
-func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource) (Result, error) {
+func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, held *lease.Lease) (Result, error) {
 	start := time.Now()
 	res := Result{RunID: newRunID(), Source: s.Name(), Resource: r, Kind: cursor.KindReconcile}
 	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
@@ -328,6 +342,9 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource) (
 				}
 			}()
 		}
+		if err := held.Check(ctx, tx); err != nil {
+			return err
+		}
 		n, err := upsert.TombstoneMissing(ctx, tx, upsert.TombstoneParams{
 			Source: s.Name(), Resource: r, From: w.From, To: w.To, Seen: l.seen,
 			AsOf: l.sourceTime.Add(-s.Overlap), Max: s.MaxTombstones,
@@ -355,4 +372,12 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource) (
 	p.metrics.Pass(s.Name(), string(r), res.Kind, "ok", res.Took)
 	logCounts(log.Info(), res).Msg("reconcile done")
 	return res, nil
+}
+
+// fence checks, outside any transaction, that a lease is still held: a
+// long-running holder asks before it spends requests on the next window.
+func (p *Poller) fence(ctx context.Context, held *lease.Lease) error {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return held.Check(c, p.pool)
 }

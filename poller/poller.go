@@ -20,6 +20,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/metrics"
+	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
 
@@ -52,14 +53,14 @@ type Params struct {
 	Logger  zerolog.Logger
 	Metrics *metrics.Metrics // nil: none
 	// Leaser defaults to one on Pool's database.
-	Leaser *Leaser
+	Leaser *lease.Leaser
 }
 
 // Poller runs passes.
 type Poller struct {
 	pool    *pgxpool.Pool
 	store   *cursor.Store
-	leaser  *Leaser
+	leaser  *lease.Leaser
 	log     zerolog.Logger
 	metrics *metrics.Metrics
 	sources map[string]*Source
@@ -80,7 +81,7 @@ func New(p Params) (*Poller, error) {
 		sources: map[string]*Source{},
 	}
 	if pl.leaser == nil {
-		pl.leaser = NewLeaser(p.Pool.Config().ConnString())
+		pl.leaser = lease.New(p.Pool.Config().ConnString())
 	}
 	for i := range p.Sources {
 		s := p.Sources[i]
@@ -173,37 +174,21 @@ func addCounts(c *cursor.Counts, u upsert.Counts, fetched int) {
 }
 
 // applyListing streams a listing into the database, each page in its own
-// transaction. A page's transaction stays open until the next page arrives,
-// so that the last page commits together with finalize (the cursor move, the
-// backfill progress, the tombstones): a crash anywhere leaves either the old
-// cursor or the new one with everything before it applied. When the listing
-// fails, pages already applied stay (they are valid records; re-applying them
-// is a no-op) and finalize does not run. When the listing delivered no
-// records, finalize gets a nil transaction and writes through the pool.
+// transaction, committed as soon as the page is applied: no transaction stays
+// open across an HTTP request or a wait (DESIGN.md guarantee 10), so limiter
+// spacing, a Retry-After or an hour's quota wait hold no locks and no pool
+// connection. When the whole listing is in, finalize runs in a transaction of
+// its own (the cursor move, the backfill progress, the tombstones, the run
+// row): a crash anywhere leaves the old cursor with some pages re-appliable
+// (a no-op), or the new cursor with everything before it applied. When the
+// listing fails, pages already applied stay (they are valid records) and
+// finalize does not run. When the listing delivered no records, finalize gets
+// a nil transaction and writes through the pool, so an idle pass costs none.
 func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
 	collect bool, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
 	l := &listing{}
 	dbctx := context.WithoutCancel(ctx)
-	var pending pgx.Tx
-	defer func() {
-		if pending != nil {
-			_ = pending.Rollback(dbctx)
-		}
-	}()
-	commitPending := func() error {
-		if pending == nil {
-			return nil
-		}
-		tx := pending
-		pending = nil
-		c, cancel := context.WithTimeout(dbctx, dbTimeout)
-		defer cancel()
-		return tx.Commit(c)
-	}
 	err := s.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
-		if err := commitPending(); err != nil {
-			return fmt.Errorf("commit page %d: %w", l.pages, err)
-		}
 		if l.pages == 0 {
 			l.sourceTime = pg.SourceTime
 		}
@@ -213,18 +198,10 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 			// round trips; finalize opens the one it needs.
 			return nil
 		}
-		c, cancel := context.WithTimeout(dbctx, dbTimeout)
-		defer cancel()
-		tx, err := p.pool.Begin(c)
+		uc, err := p.applyPage(dbctx, s.Name(), r, pg)
 		if err != nil {
-			return fmt.Errorf("begin page %d: %w", pg.Number, err)
+			return err
 		}
-		uc, err := upsert.Apply(c, tx, s.Name(), r, pg.Records)
-		if err != nil {
-			_ = tx.Rollback(dbctx)
-			return fmt.Errorf("apply page %d of %s/%s: %w", pg.Number, s.Name(), r, err)
-		}
-		pending = tx
 		addCounts(&l.counts, uc, len(pg.Records))
 		for i := range pg.Records {
 			if v := pg.Records[i].Version; v.After(l.maxVersion) {
@@ -244,32 +221,46 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 		return nil
 	})
 	if err != nil {
-		if cerr := commitPending(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("commit last good page: %w", cerr))
-		}
 		return l, err
 	}
 	c, cancel := context.WithTimeout(dbctx, dbTimeout)
 	defer cancel()
-	if pending == nil && l.counts.Fetched == 0 {
+	if l.counts.Fetched == 0 {
 		// Nothing was applied: finalize writes on its own, and an idle pass
 		// costs no transaction.
 		return l, finalize(c, nil, l)
 	}
-	if pending == nil {
-		tx, err := p.pool.Begin(c)
-		if err != nil {
-			return l, fmt.Errorf("begin: %w", err)
-		}
-		pending = tx
+	tx, err := p.pool.Begin(c)
+	if err != nil {
+		return l, fmt.Errorf("begin: %w", err)
 	}
-	if err := finalize(c, pending, l); err != nil {
+	defer tx.Rollback(dbctx)
+	if err := finalize(c, tx, l); err != nil {
 		return l, err
 	}
-	if err := commitPending(); err != nil {
-		return l, fmt.Errorf("commit last page: %w", err)
+	if err := tx.Commit(c); err != nil {
+		return l, fmt.Errorf("commit the end of the listing: %w", err)
 	}
 	return l, nil
+}
+
+// applyPage writes one page in a transaction of its own and commits it.
+func (p *Poller) applyPage(ctx context.Context, source string, r clients.Resource, pg clients.Page) (upsert.Counts, error) {
+	c, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	tx, err := p.pool.Begin(c)
+	if err != nil {
+		return upsert.Counts{}, fmt.Errorf("begin page %d: %w", pg.Number, err)
+	}
+	defer tx.Rollback(ctx)
+	uc, err := upsert.Apply(c, tx, source, r, pg.Records)
+	if err != nil {
+		return uc, fmt.Errorf("apply page %d of %s/%s: %w", pg.Number, source, r, err)
+	}
+	if err := tx.Commit(c); err != nil {
+		return uc, fmt.Errorf("commit page %d: %w", pg.Number, err)
+	}
+	return uc, nil
 }
 
 // passLogger is the child logger of one pass: every line carries source,

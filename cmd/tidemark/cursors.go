@@ -14,11 +14,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/poller"
 )
 
@@ -267,18 +269,23 @@ func confirm(g *globals, yes bool, in io.Reader, question string) error {
 
 // lockPasses holds the source's pass lease while an operator moves its
 // cursor, so that a pass in flight cannot advance over the change.
-func lockPasses(ctx context.Context, a *app, source string) (func(), error) {
-	l := poller.NewLeaser(a.dbURL)
-	release, err := l.TryAcquire(ctx, poller.PassLease(source))
-	if errors.Is(err, poller.ErrBusy) {
+func lockPasses(ctx context.Context, a *app, source string) (*lease.Lease, func(), error) {
+	l := lease.New(a.dbURL)
+	held, err := l.TryAcquire(ctx, poller.PassLease(source))
+	if errors.Is(err, lease.ErrBusy) {
 		l.Close()
-		return nil, fmt.Errorf("a pass of source %s is running; nothing changed: try again in a moment", source)
+		return nil, nil, fmt.Errorf("a pass of source %s is running; nothing changed: try again in a moment", source)
 	}
 	if err != nil {
 		l.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return func() { release(); l.Close() }, nil
+	return held, func() { held.Release(); l.Close() }, nil
+}
+
+// fenceOf makes a lease the fence of an operator's cursor change.
+func fenceOf(held *lease.Lease) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error { return held.Check(ctx, tx) }
 }
 
 func newCursorCmd(g *globals) *cobra.Command {
@@ -308,12 +315,13 @@ func newCursorCmd(g *globals) *cobra.Command {
 			if err := confirm(g, yes, os.Stdin, fmt.Sprintf("set cursor %s/%s to %s", sf.source, resource, t.UTC().Format(time.RFC3339))); err != nil {
 				return err
 			}
-			release, err := lockPasses(cmd.Context(), a, sf.source)
+			held, release, err := lockPasses(cmd.Context(), a, sf.source)
 			if err != nil {
 				return err
 			}
 			defer release()
-			prev, err := cursor.New(a.pool).Set(cmd.Context(), cursor.SetParams{Source: sf.source, Resource: resource, To: t, Actor: actor()})
+			prev, err := cursor.New(a.pool).Set(cmd.Context(), cursor.SetParams{Source: sf.source, Resource: resource, To: t,
+				Actor: actor(), Fence: fenceOf(held)})
 			if err != nil {
 				return err
 			}
@@ -352,13 +360,14 @@ func newCursorCmd(g *globals) *cobra.Command {
 			if err := confirm(g, ryes, os.Stdin, fmt.Sprintf("reset cursors of %s: %s", rf.source, strings.Join(rs, ", "))); err != nil {
 				return err
 			}
-			release, err := lockPasses(cmd.Context(), a, rf.source)
+			held, release, err := lockPasses(cmd.Context(), a, rf.source)
 			if err != nil {
 				return err
 			}
 			defer release()
 			for _, r := range rs {
-				prev, err := cursor.New(a.pool).Reset(cmd.Context(), cursor.ResetParams{Source: rf.source, Resource: r, Actor: actor()})
+				prev, err := cursor.New(a.pool).Reset(cmd.Context(), cursor.ResetParams{Source: rf.source, Resource: r,
+					Actor: actor(), Fence: fenceOf(held)})
 				if err != nil {
 					return err
 				}

@@ -1,0 +1,200 @@
+// Package lease owns the leases that keep one owner, one pass and one
+// backfill per source across processes: Postgres advisory locks held on one
+// dedicated connection per process, and the fence that lets work which
+// commits prove, inside its own transaction, that its lease is still held.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrBusy means someone else holds the lease, in this process or another.
+var ErrBusy = errors.New("source is busy: another pass holds its lease")
+
+// ErrLeaseLost means a lease's session is gone (a Postgres restart, a
+// network cut): its locks went with it, and another process may hold them
+// now. Work that was done under the lease must not commit.
+var ErrLeaseLost = errors.New("lease lost: the lease connection dropped")
+
+// Leaser hands out one lease per key across processes. Each lease is a
+// session-level Postgres advisory lock; all of a process's locks live on one
+// dedicated connection (one session can hold many locks), so the number of
+// database connections does not grow with the number of sources. When that
+// connection drops, Postgres frees the locks and another replica can take
+// over. A session's advisory locks are re-entrant, so an in-process set keeps
+// two holders of this process apart too.
+type Leaser struct {
+	url string
+
+	mu   sync.Mutex // guards conn, sess and held; a pgx.Conn is not concurrency-safe
+	conn *pgx.Conn
+	sess session
+	held map[int64]bool
+}
+
+// session identifies one lease connection: a backend pid is reused by
+// Postgres, (pid, backend start) is not.
+type session struct {
+	pid     uint32
+	started time.Time
+}
+
+// New returns a Leaser that connects to url when first used.
+func New(url string) *Leaser {
+	return &Leaser{url: url, held: map[int64]bool{}}
+}
+
+// Lease is one held lease. It remembers the session that took it, so that
+// after a reconnect (a new session that does not hold it) Check fails even
+// though the Leaser is connected again.
+type Lease struct {
+	Name string
+	key  int64
+	sess session
+	l    *Leaser
+	once sync.Once
+}
+
+// Key maps a lease name to the advisory lock key space.
+func Key(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("tidemark lease: " + name))
+	return int64(h.Sum64())
+}
+
+// connect (re)opens the lease connection; l.mu is held.
+func (l *Leaser) connect(ctx context.Context) error {
+	if l.conn != nil && !l.conn.IsClosed() {
+		return nil
+	}
+	// A new session holds none of the old locks: forget them.
+	l.held = map[int64]bool{}
+	conn, err := pgx.Connect(ctx, l.url)
+	if err != nil {
+		l.conn = nil
+		return fmt.Errorf("lease connection: %w", err)
+	}
+	var s session
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`).
+		Scan(&s.pid, &s.started); err != nil {
+		conn.Close(context.Background())
+		return fmt.Errorf("lease connection: identify session: %w", err)
+	}
+	l.conn, l.sess = conn, s
+	return nil
+}
+
+// drop closes a connection that failed; l.mu is held.
+func (l *Leaser) drop() {
+	if l.conn != nil {
+		l.conn.Close(context.Background())
+	}
+	l.conn = nil
+	l.held = map[int64]bool{}
+}
+
+// TryAcquire takes the lease called name without waiting. It returns ErrBusy
+// when someone else holds it.
+func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	key := Key(name)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[key] && l.conn != nil && !l.conn.IsClosed() {
+		return nil, ErrBusy
+	}
+	var ok bool
+	for attempt := 0; ; attempt++ {
+		if err := l.connect(ctx); err != nil {
+			return nil, err
+		}
+		err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok)
+		if err == nil {
+			break
+		}
+		// The connection died (e.g. a Postgres restart): reconnect once.
+		l.drop()
+		if attempt == 1 || ctx.Err() != nil {
+			return nil, fmt.Errorf("take lease %q: %w", name, err)
+		}
+	}
+	if !ok {
+		return nil, ErrBusy
+	}
+	l.held[key] = true
+	return &Lease{Name: name, key: key, sess: l.sess, l: l}, nil
+}
+
+// Release gives the lease up. It is bounded: a black-holed connection must
+// not wedge the leaser (if the unlock fails, the lock goes with the
+// connection). Releasing twice, or after the session died, is harmless.
+func (h *Lease) Release() {
+	h.once.Do(func() {
+		l := h.l
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.conn == nil || l.conn.IsClosed() || l.sess != h.sess {
+			return // that session, and its lock, are gone already
+		}
+		delete(l.held, h.key)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", h.key); err != nil {
+			l.drop()
+		}
+	})
+}
+
+// Holds reports whether this process still holds the lease called name, as
+// far as it knows without a round trip.
+func (l *Leaser) Holds(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[Key(name)] && l.conn != nil && !l.conn.IsClosed()
+}
+
+// Querier is what Check needs: a transaction, a pool or a connection.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// sqlHeld asks whether the advisory lock on key is granted to the session
+// (pid, backend_start). pg_locks shows a bigint advisory key as classid (high
+// 32 bits), objid (low 32 bits) and objsubid 1.
+const sqlHeld = `
+SELECT EXISTS (
+  SELECT 1
+  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid
+    AND l.pid = $3 AND a.backend_start = $4)`
+
+// Check is the fence: run inside the transaction that commits work done
+// under the lease, it fails with ErrLeaseLost unless the session that took
+// this lease still holds it. A reconnect does not fool it: the new session
+// is another (pid, backend start).
+func (h *Lease) Check(ctx context.Context, q Querier) error {
+	var ok bool
+	u := uint64(h.key)
+	if err := q.QueryRow(ctx, sqlHeld, int64(u>>32), int64(u&0xffffffff), int64(h.sess.pid), h.sess.started).Scan(&ok); err != nil {
+		return fmt.Errorf("check lease %q: %w", h.Name, err)
+	}
+	if !ok {
+		return fmt.Errorf("lease %q: %w", h.Name, ErrLeaseLost)
+	}
+	return nil
+}
+
+// Close drops the lease connection, freeing every lease.
+func (l *Leaser) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.drop()
+}

@@ -1,0 +1,110 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/lease"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestBusyAcrossLeasersAndReleased(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	a, b := lease.New(url), lease.New(url)
+	defer a.Close()
+	defer b.Close()
+	h, err := a.TryAcquire(ctx, "source:acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.TryAcquire(ctx, "source:acme"); !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("same process, same lease: %v, want ErrBusy", err)
+	}
+	if _, err := b.TryAcquire(ctx, "source:acme"); !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("other process, same lease: %v, want ErrBusy", err)
+	}
+	h.Release()
+	h.Release() // twice is harmless
+	h2, err := b.TryAcquire(ctx, "source:acme")
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	h2.Release()
+}
+
+// The review's finding: after the lease session dies, a later TryAcquire
+// reconnects, and a liveness ping on "the connection" is true again while
+// another process owns the lease. The fence checks the session that took
+// the lease, so it fails.
+func TestCheckFailsAfterReconnectWhileAnotherHoldsTheLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.DB(t)
+	url := pool.Config().ConnString()
+	a, b := lease.New(url), lease.New(url)
+	defer a.Close()
+	defer b.Close()
+	h, err := a.TryAcquire(ctx, "backfill:acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Check(ctx, pool); err != nil {
+		t.Fatalf("fence while held: %v", err)
+	}
+	// Cut a's session, as a Postgres restart or a network cut would.
+	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
+		t.Fatal(err)
+	}
+	// Another replica takes the lease; a reconnects for some other lease.
+	hb, err := b.TryAcquire(ctx, "backfill:acme")
+	if err != nil {
+		t.Fatalf("other replica after the cut: %v", err)
+	}
+	defer hb.Release()
+	if _, err := a.TryAcquire(ctx, "owner:other"); err != nil {
+		t.Fatalf("reconnect: %v", err)
+	}
+	if err := h.Check(ctx, pool); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("fence after reconnect: %v, want ErrLeaseLost", err)
+	}
+	if err := hb.Check(ctx, pool); err != nil {
+		t.Fatalf("the new holder's fence: %v", err)
+	}
+	// The stale handle's release must not free anything of the new session.
+	h.Release()
+	if err := hb.Check(ctx, pool); err != nil {
+		t.Fatalf("new holder after the stale release: %v", err)
+	}
+	// And a cannot take it while b holds it.
+	if _, err := a.TryAcquire(ctx, "backfill:acme"); !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("a after reconnect: %v, want ErrBusy", err)
+	}
+}
+
+// Keys whose low or high half is above 2^31 map onto pg_locks' oid columns.
+func TestCheckAcrossTheKeySpace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.DB(t)
+	l := lease.New(pool.Config().ConnString())
+	defer l.Close()
+	for i := 0; i < 64; i++ {
+		name := "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		h, err := l.TryAcquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Check(ctx, pool); err != nil {
+			t.Fatalf("%s (key %d): %v", name, lease.Key(name), err)
+		}
+		h.Release()
+		if err := h.Check(ctx, pool); !errors.Is(err, lease.ErrLeaseLost) {
+			t.Fatalf("%s released: %v, want ErrLeaseLost", name, err)
+		}
+	}
+}

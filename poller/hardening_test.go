@@ -1,0 +1,183 @@
+package poller_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/lease"
+	"github.com/tidemarkhq/tidemark/poller"
+)
+
+// cutLeaseSessions kills the sessions holding advisory locks in the test's
+// database, as a Postgres restart or a network cut would.
+func cutLeaseSessions(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
+		t.Fatal(err)
+	}
+	// Termination is asynchronous: wait until the locks are gone.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("advisory locks still held 10 s after their sessions were terminated")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Finding 3: a page's transaction must not stay open across the wait for
+// the next page. With idle_in_transaction_session_timeout under the spacing
+// between requests, a pass that holds a page's transaction open through the
+// wait dies at its first commit, every time.
+func TestNoTransactionOpenAcrossTheWaitBetweenPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	for i := 0; i < 7; i++ {
+		src.put(i+1, day, "x") // 3 pages of 3
+	}
+	url := pgtest.URL(t)
+	admin, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET idle_in_transaction_session_timeout = %L', current_database(), '1s'); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	pool, err := pgxpool.New(ctx, url) // new sessions take the setting
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// The limiter's spacing (or a Retry-After, or a quota wait) between
+	// pages: 3 s, three times the idle-in-transaction timeout.
+	src.onPage = func(_ clients.Window, page int) {
+		if page > 1 {
+			time.Sleep(3 * time.Second)
+		}
+	}
+	res, err := p.Incremental(ctx, "acme")
+	if err != nil {
+		t.Fatalf("multi-page pass with 3 s between pages and a 1 s idle-in-transaction timeout: %v", err)
+	}
+	if res[0].Counts.Inserted != 7 || res[0].HighWaterAfter.IsZero() {
+		t.Fatalf("pass result %+v", res[0])
+	}
+	assertConverged(t, pool, src)
+}
+
+// Finding 4: after the lease session dies, a reconnect (any later
+// TryAcquire of this process) must not make a backfill believe it still
+// holds its lease while another replica runs the same backfill.
+func TestBackfillStopsWhenItsLeaseIsLostEvenAfterAReconnect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	from := clients.Date{Year: 2026, Month: 1, Day: 1}
+	for i := 0; i < 9; i++ {
+		src.put(i+1, from.AddDays(i), "x")
+	}
+	pool := pgtest.DB(t)
+	url := pool.Config().ConnString()
+	mine, other := lease.New(url), lease.New(url)
+	defer other.Close()
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}},
+		Logger: zerolog.Nop(), Leaser: mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var windows int
+	src.onPage = func(w clients.Window, page int) {
+		if page != 1 {
+			return
+		}
+		windows++
+		if windows == 1 {
+			cutLeaseSessions(t, pool)
+			// Another replica takes the backfill over...
+			if _, err := other.TryAcquire(ctx, "backfill:acme"); err != nil {
+				t.Errorf("other replica: %v", err)
+			}
+			// ...and this process reconnects for an unrelated lease.
+			if _, err := mine.TryAcquire(ctx, "owner:someone-else"); err != nil {
+				t.Errorf("reconnect: %v", err)
+			}
+		}
+	}
+	_, err = p.Backfill(ctx, poller.BackfillParams{Source: "acme", Resource: clients.TimeEntries, From: from, To: from.AddDays(8)})
+	if !errors.Is(err, poller.ErrLeaseLost) {
+		t.Fatalf("backfill after its lease went to another replica: %v, want ErrLeaseLost", err)
+	}
+	if windows != 1 {
+		t.Fatalf("%d windows listed after the lease was lost", windows-1)
+	}
+	bfs, err := p.Store().Backfills(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bfs) != 1 || bfs[0].WindowsDone != 0 {
+		t.Fatalf("the window listed under a lost lease was recorded as done: %+v", bfs)
+	}
+}
+
+// Finding 4, incremental: a pass whose lease was lost mid-pass (and is now
+// held elsewhere) does not move the cursor, even though this process has
+// reconnected in between.
+func TestIncrementalDoesNotAdvanceUnderALostLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	for i := 0; i < 5; i++ {
+		src.put(i+1, day, "x")
+	}
+	pool := pgtest.DB(t)
+	url := pool.Config().ConnString()
+	mine, other := lease.New(url), lease.New(url)
+	defer other.Close()
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop(), Leaser: mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	src.onPage = func(_ clients.Window, page int) {
+		if page == 2 {
+			cutLeaseSessions(t, pool)
+			if _, err := other.TryAcquire(ctx, poller.PassLease("acme")); err != nil {
+				t.Errorf("other replica: %v", err)
+			}
+			if _, err := mine.TryAcquire(ctx, "owner:someone-else"); err != nil {
+				t.Errorf("reconnect: %v", err)
+			}
+		}
+	}
+	_, err = p.Incremental(ctx, "acme")
+	if !errors.Is(err, poller.ErrLeaseLost) {
+		t.Fatalf("pass whose lease went elsewhere: %v, want ErrLeaseLost", err)
+	}
+	if hw := highWater(t, p, "acme"); !hw.IsZero() {
+		t.Fatalf("cursor moved to %s under a lost lease", hw)
+	}
+}
