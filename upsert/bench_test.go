@@ -129,6 +129,26 @@ func BenchmarkApply(b *testing.B) {
 			applyWrite(func(c Counts) bool { return c.Unchanged == benchPage }))
 	})
 
+	// The same content under a newer version (a source whose version is not
+	// in the record): only the stored version moves forward.
+	fwdFirst := next
+	fwdPage := func(v time.Time) []clients.Record {
+		recs := make([]clients.Record, benchPage)
+		for i := range recs {
+			recs[i] = unstamped(fwdFirst+int64(i), v, v.Add(time.Minute), "a")
+		}
+		return recs
+	}
+	applyTx(b, pool, fwdPage(t0))
+	next += benchPage
+	fwdRound := 0
+	b.Run("apply_same_content_newer_version", func(b *testing.B) {
+		measure(b, pool, func(int) []clients.Record {
+			fwdRound++
+			return fwdPage(t0.Add(time.Duration(fwdRound) * time.Second))
+		}, applyWrite(func(c Counts) bool { return c.Unchanged == benchPage }))
+	})
+
 	mixedFirst := next
 	applyTx(b, pool, benchRecords(mixedFirst, t0.Add(time.Hour), "a"))
 	next += benchPage

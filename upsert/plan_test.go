@@ -40,6 +40,8 @@ func TestPlansStayLinear(t *testing.T) {
 		{"lookup", te.lookup, "text, text[]", "'acme', " + idArray, linear},
 		{"update typeless", te.updateTypeless, "text, text[], timestamptz[], timestamptz[], bytea[], text[], timestamptz[]",
 			"'acme', " + idArray + ", '{}', '{}', '{}', '{}', '{}'", linear},
+		{"move forward", te.moveForward, "text, text[], timestamptz[], timestamptz[], bytea[]",
+			"'acme', " + idArray + ", '{}', '{}', '{}'", linear},
 		{"tombstone missing", te.tombstoneMissing, "text, timestamptz, date, date, text[], bigint",
 			"'acme', '2026-03-02', NULL, NULL, " + idArray + ", 0", linear},
 	}

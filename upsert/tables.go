@@ -23,7 +23,7 @@ type table struct {
 	byDate   bool // has spent_date: TombstoneMissing accepts From/To
 
 	// SQL, built once from the fields above.
-	createStage, lookup, insertNew, upsertExisting, updateTypeless, clearStage, tombstoneMissing string
+	createStage, lookup, insertNew, upsertExisting, updateTypeless, moveForward, clearStage, tombstoneMissing string
 }
 
 type column struct{ name, typ string }
@@ -197,6 +197,7 @@ func (t *table) build() {
 	t.insertNew = fmt.Sprintf(insertNewSQL, t.name, strings.Join(ins, ", "), strings.Join(sel, ", "), t.stage)
 	t.upsertExisting = fmt.Sprintf(upsertExistingSQL, t.name, strings.Join(ins, ", "), strings.Join(sel, ", "), t.stage, strings.Join(set, ",\n    "))
 	t.updateTypeless = fmt.Sprintf(updateTypelessSQL, t.name)
+	t.moveForward = fmt.Sprintf(moveForwardSQL, t.name)
 	t.clearStage = fmt.Sprintf(clearStageSQL, t.stage)
 	// Tables without spent_date still name $3 and $4 (always NULL there), so
 	// that every statement takes the same parameters.
@@ -248,6 +249,22 @@ FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::bytea[], $6::t
 WHERE t.source = $1 AND t.id = u.id
   AND (t.updated_at, t.fetched_at) < (u.updated_at, u.fetched_at)
   AND t.content_hash <> u.content_hash
+RETURNING t.id`
+
+	// moveForwardSQL moves the stored version of rows whose content is
+	// unchanged to the newer version a page brought (a source whose version
+	// is not part of the record sends the same content under a newer
+	// version), so that an older, different state arriving later is refused.
+	// Only updated_at and fetched_at change: typed columns, raw, deleted_at
+	// and the hash are the stored content's. The guard repeats the rule
+	// against the row as it is now; a row another applier changed meanwhile
+	// is not returned and Apply looks at it again.
+	moveForwardSQL = `UPDATE %s AS t SET updated_at = u.updated_at, fetched_at = u.fetched_at
+FROM unnest($2::text[], $3::timestamptz[], $4::timestamptz[], $5::bytea[])
+    AS u(id, updated_at, fetched_at, content_hash)
+WHERE t.source = $1 AND t.id = u.id
+  AND t.updated_at < u.updated_at
+  AND t.content_hash = u.content_hash
 RETURNING t.id`
 
 	clearStageSQL = `DELETE FROM pg_temp.%s`

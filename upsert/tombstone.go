@@ -35,10 +35,12 @@ type TombstoneParams struct {
 
 // TombstoneMissing marks deleted the stored live rows of (Source, Resource) —
 // within [From, To] when set, with a version not newer than AsOf — whose id
-// is not in Seen. It keeps updated_at (the source's version) and the content
-// hash, so that a later version delivered by Apply brings the row back, while
-// the same version delivered again stays unchanged. It returns how many rows
-// it marked.
+// is not in Seen. It keeps updated_at (the source's version) and changes the
+// content hash: a later version delivered by Apply brings the row back even
+// with the content it had before the mark (with the hash kept, that would only
+// move the stored version forward and leave the row deleted), and so does the
+// same version fetched after the mark; the same version fetched before it is
+// stale. It returns how many rows it marked.
 func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64, error) {
 	t, ok := tables[p.Resource]
 	if !ok {

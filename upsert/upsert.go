@@ -3,10 +3,12 @@
 // the counts of what happened, and tombstones.
 //
 // It promises the write rule of DESIGN.md: a row only ever moves to a newer
-// (version, fetched_at); a re-delivery of stored content writes nothing at all
-// (no row lock, no WAL); one row per (source, id) whatever the order of pages
-// and however many appliers run at once; and a page with a bad record writes
-// nothing.
+// (version, fetched_at); a re-delivery of stored content under the same
+// version writes nothing at all (no row lock, no WAL), while the same content
+// under a newer version moves the stored version forward, so that an older,
+// different state delivered later is still refused; one row per (source, id)
+// whatever the order of pages and however many appliers run at once; and a
+// page with a bad record writes nothing.
 package upsert
 
 import (
@@ -31,7 +33,8 @@ import (
 
 // Counts says what Apply did with each record of a page. Inserted, Updated,
 // Unchanged and Stale add up to the records given, also under concurrent
-// appliers. Ties is the part of Updated that replaced the same version
+// appliers. Unchanged includes stored content whose version a record moved
+// forward: the content, which is what readers and events see, did not change. Ties is the part of Updated that replaced the same version
 // (fetched later), judged against the version read just before the write.
 // Tombstoned counts deletion records written (part of Inserted or Updated);
 // the caller adds what TombstoneMissing returns.
@@ -78,8 +81,9 @@ const maxRounds = 8
 // the others count as stale.
 //
 // How: one lookup of the stored (updated_at, fetched_at, content_hash) of the
-// page's ids splits the page in Go. Unchanged and stale records are only
-// counted. New ones are copied straight into the table; newer ones go through
+// page's ids splits the page in Go. Re-delivered and stale records are only
+// counted. Records with the stored content under a newer version only move
+// the stored updated_at and fetched_at forward, by one guarded UPDATE. New ones are copied straight into the table; newer ones go through
 // a session staging table and one INSERT … ON CONFLICT DO UPDATE whose guard
 // repeats the rule against the row as it is at write time. Rows that a
 // concurrent applier wrote in between are looked up again and counted once.
@@ -401,7 +405,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 		}
 	}
 
-	var fresh, newer, typeless []*item
+	var fresh, newer, typeless, forward []*item
 	ties := map[string]bool{}
 	for i := range items {
 		it := &items[i]
@@ -410,7 +414,16 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 		case !ok:
 			fresh = append(fresh, it)
 		case bytes.Equal(s.hash, it.hash[:]):
-			c.Unchanged++
+			// Same content. Under the same or an older version it is a
+			// re-delivery: nothing to write. Under a newer one (a source
+			// whose version is not in the record, like Clockify's Date
+			// header) the stored version must still move forward, or an
+			// older, different state arriving later would win.
+			if it.version.After(s.version) {
+				forward = append(forward, it)
+			} else {
+				c.Unchanged++
+			}
 		case !it.newerThan(s.version, s.fetched):
 			c.Stale++
 		default:
@@ -424,7 +437,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			}
 		}
 	}
-	if len(fresh)+len(newer)+len(typeless) == 0 {
+	if len(fresh)+len(newer)+len(typeless)+len(forward) == 0 {
 		return c, nil, nil
 	}
 	tx, err := w.db(ctx)
@@ -443,7 +456,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 		}
 		fresh = nil
 	}
-	if len(fresh)+len(newer)+len(typeless) == 0 {
+	if len(fresh)+len(newer)+len(typeless)+len(forward) == 0 {
 		return c, nil, nil
 	}
 
@@ -463,14 +476,23 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 	if len(typeless) > 0 {
 		b.Queue(t.updateTypeless, typelessArgs(source, typeless)...)
 	}
+	if len(forward) > 0 {
+		b.Queue(t.moveForward, forwardArgs(source, forward)...)
+	}
 	if len(fresh)+len(newer) > 0 {
 		b.Queue(t.clearStage)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 
+	// What a written row counts as.
+	const (
+		asInserted = iota
+		asUpdated
+		asUnchanged // the version moved forward, the content did not change
+	)
 	var retry []item
-	count := func(group []*item, inserted bool) error {
+	count := func(group []*item, as int) error {
 		written, err := returnedIDs(br, len(group))
 		if err != nil {
 			return err
@@ -480,9 +502,13 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 				retry = append(retry, *it) // written meanwhile by another applier
 				continue
 			}
-			if inserted {
+			switch as {
+			case asInserted:
 				c.Inserted++
-			} else {
+			case asUnchanged:
+				c.Unchanged++
+				continue // no deletion written: the stored state stays
+			default:
 				c.Updated++
 				if ties[it.rec.ID] {
 					c.Ties++
@@ -495,18 +521,23 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 		return nil
 	}
 	if len(fresh) > 0 {
-		if err := count(fresh, true); err != nil {
+		if err := count(fresh, asInserted); err != nil {
 			return c, nil, fmt.Errorf("insert: %w", err)
 		}
 	}
 	if len(newer) > 0 {
-		if err := count(newer, false); err != nil {
+		if err := count(newer, asUpdated); err != nil {
 			return c, nil, fmt.Errorf("update: %w", err)
 		}
 	}
 	if len(typeless) > 0 {
-		if err := count(typeless, false); err != nil {
+		if err := count(typeless, asUpdated); err != nil {
 			return c, nil, fmt.Errorf("tombstone: %w", err)
+		}
+	}
+	if len(forward) > 0 {
+		if err := count(forward, asUnchanged); err != nil {
+			return c, nil, fmt.Errorf("move version forward: %w", err)
 		}
 	}
 	if len(fresh)+len(newer) > 0 {
@@ -612,6 +643,18 @@ func typelessArgs(source string, items []*item) []any {
 		}
 	}
 	return []any{source, ids, versions, fetched, hashes, raws, deleted}
+}
+
+// forwardArgs are the arguments of moveForwardSQL.
+func forwardArgs(source string, items []*item) []any {
+	ids := make([]string, len(items))
+	versions := make([]time.Time, len(items))
+	fetched := make([]time.Time, len(items))
+	hashes := make([][]byte, len(items))
+	for i, it := range items {
+		ids[i], versions[i], fetched[i], hashes[i] = it.rec.ID, it.version, it.fetched, it.hash[:]
+	}
+	return []any{source, ids, versions, fetched, hashes}
 }
 
 // returnedIDs reads the ids a write statement returned.
