@@ -14,8 +14,21 @@ import (
 // are shared with runs).
 const (
 	BackfillQueued = "queued"
-	BackfillDone   = "done"
+	// BackfillRequeued is a backfill interrupted by its daemon's shutdown or
+	// a lost lease: not an end, the owner resumes it.
+	BackfillRequeued = "requeued"
+	BackfillDone     = "done"
 )
+
+// Final reports whether a backfill status is an end: done, failed or
+// cancelled. Queued, requeued and running are not.
+func Final(status string) bool {
+	switch status {
+	case BackfillDone, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
 
 // Backfill is the progress of one backfill of a spent-date range.
 type Backfill struct {

@@ -42,10 +42,10 @@ func (s *Store) QueueBackfill(ctx context.Context, p BackfillParams) (Backfill, 
 const sqlQueuedBackfills = `
 SELECT ` + backfillColumns + `
 FROM backfills
-WHERE status = 'queued' AND ($1 = '' OR source = $1)
+WHERE status IN ('queued', 'requeued') AND ($1 = '' OR source = $1)
 ORDER BY id`
 
-// QueuedBackfills lists queued backfills, oldest first.
+// QueuedBackfills lists queued and requeued backfills, oldest first.
 func (s *Store) QueuedBackfills(ctx context.Context, source string) ([]Backfill, error) {
 	rows, err := s.db.Query(ctx, sqlQueuedBackfills, source)
 	if err != nil {
@@ -73,9 +73,9 @@ func (s *Store) Backfill(ctx context.Context, id int64) (Backfill, error) {
 	return b, nil
 }
 
-const sqlRequeueRunning = `UPDATE backfills SET status = 'queued', updated_at = now() WHERE source = $1 AND status = 'running'`
+const sqlRequeueRunning = `UPDATE backfills SET status = 'requeued', updated_at = now() WHERE source = $1 AND status = 'running'`
 
-// RequeueRunningBackfills puts the source's backfills still marked running
+// RequeueRunningBackfills puts (as requeued) the source's backfills still marked running
 // back in the queue: a new owner calls it, since whoever ran them is gone.
 func (s *Store) RequeueRunningBackfills(ctx context.Context, source string) (int64, error) {
 	tag, err := s.db.Exec(ctx, sqlRequeueRunning, source)
@@ -83,4 +83,18 @@ func (s *Store) RequeueRunningBackfills(ctx context.Context, source string) (int
 		return 0, fmt.Errorf("queue running backfills of %s again: %w", source, err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+const sqlRequeue = `
+UPDATE backfills SET status = 'requeued', error = NULLIF($2, ''), updated_at = now()
+WHERE id = $1 AND status = 'running'`
+
+// RequeueBackfill hands an interrupted running backfill back to the queue as
+// requeued (a daemon stopping, a lease lost): a follower keeps following.
+// A backfill no longer running (another owner took it over) is left alone.
+func (s *Store) RequeueBackfill(ctx context.Context, id int64, reason string) error {
+	if _, err := s.db.Exec(ctx, sqlRequeue, id, reason); err != nil {
+		return fmt.Errorf("requeue backfill %d: %w", id, err)
+	}
+	return nil
 }

@@ -126,6 +126,9 @@ func (d *Daemon) Stop(ctx context.Context) error {
 // frees and another replica takes over at its next tick.
 func (d *Daemon) own(source string, log zerolog.Logger) bool {
 	if d.p.leaser.Holds(ownerLease(source)) {
+		d.mu.Lock()
+		d.state[source].owned = true
+		d.mu.Unlock()
 		return true
 	}
 	_, err := d.p.leaser.TryAcquire(d.ctx, ownerLease(source)) // held for the daemon's life
@@ -220,18 +223,13 @@ func (d *Daemon) runQueued(b cursor.Backfill) {
 	log := d.log.With().Str("source", b.Source).Str("resource", b.Resource).Int64("backfill_id", b.ID).Logger()
 	log.Info().Msg("running a queued backfill")
 	_, err := d.p.Backfill(d.ctx, BackfillParams{Source: b.Source, Resource: clients.Resource(b.Resource),
-		From: b.From, To: b.To, WindowDays: b.WindowDays})
+		From: b.From, To: b.To, WindowDays: b.WindowDays, Requeue: true})
 	switch {
 	case err == nil:
 	case d.ctx.Err() != nil || errors.Is(err, ErrLeaseLost):
-		// Shutting down, or the source may now be owned elsewhere: hand it
-		// back to the queue for the owner.
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, qerr := d.p.store.QueueBackfill(c, cursor.BackfillParams{Source: b.Source, Resource: b.Resource,
-			From: b.From, To: b.To, WindowDays: b.WindowDays}); qerr != nil {
-			log.Warn().Err(qerr).Msg("could not queue the interrupted backfill again")
-		}
+		// Shutting down, or the source may now be owned elsewhere: Backfill
+		// handed it back to the queue (requeued) for the owner.
+		log.Info().Err(err).Msg("queued backfill interrupted; it stays queued for the source's owner")
 	default:
 		// Also when it failed before it started (say, a resource the
 		// source does not mirror): never leave it queued, or it would be

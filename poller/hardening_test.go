@@ -3,13 +3,18 @@ package poller_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/poller"
@@ -180,4 +185,98 @@ func TestIncrementalDoesNotAdvanceUnderALostLease(t *testing.T) {
 	if hw := highWater(t, p, "acme"); !hw.IsZero() {
 		t.Fatalf("cursor moved to %s under a lost lease", hw)
 	}
+}
+
+// Finding 10: a daemon that stops mid-backfill hands the backfill back to
+// the queue without ever marking it cancelled or failed, which its follower
+// (tidemark backfill) would take as the end.
+func TestInterruptedQueuedBackfillNeverLooksFinished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	from := clients.Date{Year: 2026, Month: 1, Day: 1}
+	for i := 0; i < 9; i++ {
+		src.put(i+1, from.AddDays(i), "x")
+	}
+	pool := pgtest.DB(t)
+	// Every status a backfill passes through, however briefly.
+	if _, err := pool.Exec(ctx, `
+		CREATE TABLE backfill_status_log (id bigint, status text);
+		CREATE FUNCTION log_backfill_status() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO backfill_status_log VALUES (NEW.id, NEW.status); RETURN NEW; END $$;
+		CREATE TRIGGER backfill_status_log AFTER INSERT OR UPDATE OF status ON backfills
+			FOR EACH ROW EXECUTE FUNCTION log_backfill_status();`); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inWindow := make(chan struct{})
+	var once sync.Once
+	src.onPage = func(w clients.Window, page int) {
+		if w.ByDate() && w.From == from.AddDays(3) {
+			once.Do(func() { close(inWindow) })
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	d.Start(ctx, true)
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "this daemon now owns the source") }, "the daemon to own the source")
+	q, err := p.Store().QueueBackfill(ctx, cursor.BackfillParams{Source: "acme", Resource: "time_entries",
+		From: from, To: from.AddDays(8), WindowDays: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inWindow:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the daemon never reached the backfill's second window")
+	}
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Store().Backfill(ctx, q.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Status != cursor.BackfillRequeued || b.WindowsDone == 3 {
+		t.Fatalf("after the daemon stopped mid-backfill: status %s, %d windows done; want requeued before the end", b.Status, b.WindowsDone)
+	}
+	rows, err := pool.Query(ctx, `SELECT status FROM backfill_status_log WHERE id = $1`, q.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range seen {
+		if cursor.Final(s) {
+			t.Fatalf("the backfill passed through %q on its way back to the queue (statuses %v)", s, seen)
+		}
+	}
+	// A new daemon (a replica, or this one restarted) resumes it to the end.
+	p.Close()
+	p2, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	d2, err := poller.NewDaemon(p2, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.onPage = nil
+	d2.Start(ctx, true)
+	defer d2.Stop(ctx)
+	waitFor(t, 15*time.Second, func() bool {
+		b, err := p.Store().Backfill(ctx, q.ID)
+		return err == nil && b.Status == cursor.BackfillDone && b.WindowsDone == 3
+	}, "the requeued backfill to be resumed and finished")
 }

@@ -157,6 +157,9 @@ type BackfillParams struct {
 	WindowDays int
 	// Progress, when set, is called after each window.
 	Progress func(BackfillProgress)
+	// Requeue: an interrupted backfill (shutdown, lost lease) goes back to
+	// the queue as requeued instead of ending cancelled (a daemon's queue).
+	Requeue bool
 }
 
 // BackfillProgress reports a backfill's advance.
@@ -270,7 +273,20 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 		if errors.Is(runErr, context.Canceled) {
 			status = cursor.StatusCancelled
 		}
-		_ = p.store.FinishBackfill(fctx, bf.ID, status, runErr.Error())
+		interrupted := errors.Is(runErr, context.Canceled) || errors.Is(runErr, ErrLeaseLost)
+		switch {
+		case bp.Requeue && interrupted && errors.Is(runErr, ErrLeaseLost):
+			// Whoever owns the source now adopts it (it is still marked
+			// running): writing here could undo the new owner's state.
+		case bp.Requeue && interrupted:
+			// Never through cancelled or failed: a follower would take either
+			// for the end while the owner goes on with it.
+			if err := p.store.RequeueBackfill(fctx, bf.ID, runErr.Error()); err != nil {
+				log.Warn().Err(err).Msg("could not hand the interrupted backfill back to the queue")
+			}
+		default:
+			_ = p.store.FinishBackfill(fctx, bf.ID, status, runErr.Error())
+		}
 		p.finishFailed(ctx, log, res.RunID, &listing{pages: res.Pages, counts: total}, runErr)
 		p.metrics.Pass(s.Name(), string(bp.Resource), res.Kind, "failed", res.Took)
 		return res, runErr

@@ -180,7 +180,7 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 	}
 	fmt.Fprintf(g.stderr, "a daemon owns source %s: backfill %d is queued for it (one rate budget per source); following its progress\n", bp.Source, b.ID)
 	a.log.Info().Str("source", bp.Source).Str("resource", string(bp.Resource)).Int64("backfill_id", b.ID).Msg("backfill queued for the daemon that owns the source")
-	start, last := time.Now(), -1
+	start, last, lastStatus := time.Now(), -1, ""
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -201,7 +201,11 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 				Int("windows_total", cur.WindowsTotal).Int64("records", cur.Records).Msg("backfill progress")
 		}
 		last = cur.WindowsDone
-		if cur.Status == cursor.BackfillQueued {
+		if cur.Status == cursor.BackfillRequeued && lastStatus != cursor.BackfillRequeued {
+			fmt.Fprintf(g.stderr, "backfill %d was interrupted in the daemon (%s); it is queued again for the source's owner\n", b.ID, cur.Error)
+		}
+		lastStatus = cur.Status
+		if cur.Status == cursor.BackfillQueued || cur.Status == cursor.BackfillRequeued {
 			// The owner may be another CLI backfill, which never serves the
 			// queue: once the source is free, run it here.
 			if release, err := p.TakeOwnership(ctx, bp.Source); err == nil {
@@ -223,6 +227,7 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 				bp.Source, bp.Resource, bp.From, bp.To, cur.Records, cur.WindowsDone)
 			return nil
 		case cursor.StatusFailed, cursor.StatusCancelled:
+			// Final: a daemon that is interrupted requeues instead.
 			return fmt.Errorf("backfill %d %s in the daemon: %s", b.ID, cur.Status, cur.Error)
 		}
 	}
