@@ -21,6 +21,7 @@ type table struct {
 	values   func(rec *clients.Record, dst []any) ([]any, *RecordError)
 	typeless func(rec *clients.Record, dst []any) []any
 	byDate   bool // has spent_date: TombstoneMissing accepts From/To
+	byUser   bool // has user_id: TombstoneMissing accepts a user scope
 
 	// SQL, built once from the fields above.
 	createStage, lookup, insertNew, upsertExisting, updateTypeless, moveForward, clearStage, tombstoneMissing string
@@ -38,6 +39,7 @@ var tables = map[clients.Resource]*table{
 			{"is_running", "boolean"}, {"invoice_id", "text"},
 		},
 		byDate: true,
+		byUser: true,
 		values: func(rec *clients.Record, dst []any) ([]any, *RecordError) {
 			e := rec.TimeEntry
 			if e == nil {
@@ -199,13 +201,16 @@ func (t *table) build() {
 	t.updateTypeless = fmt.Sprintf(updateTypelessSQL, t.name)
 	t.moveForward = fmt.Sprintf(moveForwardSQL, t.name)
 	t.clearStage = fmt.Sprintf(clearStageSQL, t.stage)
-	// Tables without spent_date still name $3 and $4 (always NULL there), so
-	// that every statement takes the same parameters.
-	dateFilter := tombstoneNoDateSQL
+	// Tables without spent_date or user_id still name $3 and $4, or $7
+	// (always NULL there), so that every statement takes the same parameters.
+	dateFilter, userFilter := tombstoneNoDateSQL, tombstoneNoUserSQL
 	if t.byDate {
 		dateFilter = tombstoneDateFilterSQL
 	}
-	t.tombstoneMissing = fmt.Sprintf(tombstoneMissingSQL, t.name, dateFilter)
+	if t.byUser {
+		userFilter = tombstoneUserFilterSQL
+	}
+	t.tombstoneMissing = fmt.Sprintf(tombstoneMissingSQL, t.name, dateFilter, userFilter)
 }
 
 // The statements, with %s for identifiers from the fixed table above.
@@ -270,8 +275,10 @@ RETURNING t.id`
 	clearStageSQL = `DELETE FROM pg_temp.%s`
 
 	// tombstoneMissingSQL counts and marks in one statement, so that the
-	// ceiling is checked against exactly the rows it would mark. The UPDATE
-	// re-checks the row as it is now (a concurrent newer version wins).
+	// ceiling is checked against exactly the rows it would mark: only rows
+	// inside the listed scope (range, users) count and can be marked. The
+	// UPDATE re-checks the row as it is now (a concurrent newer version
+	// wins; a row moved out of the scope meanwhile is kept).
 	// The mark changes the content hash and stamps fetched_at with our
 	// clock: a listing fetched afterwards that still returns the record (one
 	// a reconcile missed, say a page shifted by a deletion) then counts as
@@ -279,7 +286,7 @@ RETURNING t.id`
 	// a page fetched before the mark stays stale.
 	tombstoneMissingSQL = `WITH cand AS (
     SELECT t.id FROM %[1]s t
-    WHERE t.source = $1 AND t.deleted_at IS NULL AND t.updated_at <= $2 %[2]s
+    WHERE t.source = $1 AND t.deleted_at IS NULL AND t.updated_at <= $2 %[2]s %[3]s
       AND NOT EXISTS (SELECT 1 FROM unnest($5::text[]) AS seen(id) WHERE seen.id = t.id)
 ), n AS (SELECT count(*) AS n FROM cand),
 upd AS (
@@ -287,7 +294,7 @@ upd AS (
         content_hash = sha256(t.content_hash)
     FROM cand
     WHERE t.source = $1 AND t.id = cand.id AND ($6::bigint <= 0 OR (SELECT n FROM n) <= $6::bigint)
-      AND t.deleted_at IS NULL AND t.updated_at <= $2
+      AND t.deleted_at IS NULL AND t.updated_at <= $2 %[2]s %[3]s
     RETURNING 1
 )
 SELECT (SELECT n FROM n), (SELECT count(*) FROM upd)`
@@ -296,6 +303,14 @@ SELECT (SELECT n FROM n), (SELECT count(*) FROM upd)`
 
 	tombstoneDateFilterSQL = `
       AND ($3::date IS NULL OR t.spent_date >= $3::date) AND ($4::date IS NULL OR t.spent_date <= $4::date)`
+
+	tombstoneNoUserSQL = `AND $7::text[] IS NULL`
+
+	// tombstoneUserFilterSQL: $7 NULL is every user; an empty array, none.
+	// The list is read by a subquery, which the plan hashes once, rather
+	// than by = ANY ($7), which a generic plan searches for every row.
+	tombstoneUserFilterSQL = `
+      AND ($7::text[] IS NULL OR t.user_id IN (SELECT unnest($7::text[])))`
 )
 
 func nullable(s string) any {

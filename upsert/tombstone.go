@@ -31,16 +31,24 @@ type TombstoneParams struct {
 	// Max is the most rows one call may mark (0: no ceiling). A listing that
 	// came back short by mistake must not wipe the mirror.
 	Max int
+	// Scope is what the listing covered beyond the range (DESIGN.md
+	// guarantee 9): a listing of some users' entries proves nothing about
+	// another user's. With Scope.UserIDs not nil, only rows whose user_id is
+	// in it may be marked, and only they count against Max; an empty, non-nil
+	// list marks nothing. Only time_entries has user_id: a user scope on any
+	// other resource is refused.
+	Scope clients.Scope
 }
 
 // TombstoneMissing marks deleted the stored live rows of (Source, Resource) —
-// within [From, To] when set, with a version not newer than AsOf — whose id
-// is not in Seen. It keeps updated_at (the source's version) and changes the
-// content hash: a later version delivered by Apply brings the row back even
-// with the content it had before the mark (with the hash kept, that would only
-// move the stored version forward and leave the row deleted), and so does the
-// same version fetched after the mark; the same version fetched before it is
-// stale. It returns how many rows it marked.
+// within [From, To] when set, of the users in Scope.UserIDs when not nil,
+// with a version not newer than AsOf — whose id is not in Seen. It keeps
+// updated_at (the source's version) and changes the content hash: a later
+// version delivered by Apply brings the row back even with the content it
+// had before the mark (with the hash kept, that would only move the stored
+// version forward and leave the row deleted), and so does the same version
+// fetched after the mark; the same version fetched before it is stale. It
+// returns how many rows it marked.
 func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64, error) {
 	t, ok := tables[p.Resource]
 	if !ok {
@@ -52,6 +60,14 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 	}
 	if !t.byDate && (!p.From.IsZero() || !p.To.IsZero()) {
 		return 0, fmt.Errorf("%s: a spent-date range applies to time_entries only", where)
+	}
+	if p.Scope.UserIDs != nil && !t.byUser {
+		return 0, fmt.Errorf("%s: a user scope applies to time_entries only (%s has no user_id)", where, p.Resource)
+	}
+	for i, id := range p.Scope.UserIDs {
+		if r := checkText(id); r != "" {
+			return 0, fmt.Errorf("%s: scope user id %d (%q): %s", where, i, id, r)
+		}
 	}
 	if r := checkTime(p.AsOf); r != "" {
 		return 0, fmt.Errorf("%s: AsOf: %s", where, r)
@@ -66,7 +82,7 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 	}
 	var n, marked int64
 	err := tx.QueryRow(ctx, t.tombstoneMissing, p.Source, p.AsOf.Truncate(time.Microsecond),
-		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max)).Scan(&n, &marked)
+		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max), p.Scope.UserIDs).Scan(&n, &marked)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", where, err)
 	}
