@@ -58,6 +58,11 @@ var (
 	ErrDecode       = errors.New("decode failure")
 )
 
+// ErrBodyCutShort is in the chain of a KindTransport error whose 2xx body
+// did not arrive whole (connection dropped or reset mid-body, fewer bytes
+// than announced, a JSON document that stops before it closes).
+var ErrBodyCutShort = errors.New("response body cut short")
+
 var kindSentinel = map[Kind]error{
 	KindUnauthorized: ErrUnauthorized,
 	KindNotFound:     ErrNotFound,
@@ -224,3 +229,29 @@ type redactedError struct {
 
 func (r *redactedError) Error() string { return r.msg }
 func (r *redactedError) Unwrap() error { return r.err }
+
+// cutShortError describes a 2xx body that did not arrive whole; its text
+// holds only counts and an already redacted cause.
+type cutShortError struct {
+	got, want int64 // bytes received; announced length, or -1
+	cause     error // the read error, or nil when the JSON did not close
+}
+
+func (e *cutShortError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrBodyCutShort.Error())
+	if e.want >= 0 {
+		fmt.Fprintf(&b, ": %d of %d bytes received", e.got, e.want)
+	} else {
+		fmt.Fprintf(&b, ": %d bytes received", e.got)
+	}
+	if e.cause != nil {
+		fmt.Fprintf(&b, ": %v", e.cause)
+	} else {
+		b.WriteString(", the JSON document is incomplete")
+	}
+	return b.String()
+}
+
+func (e *cutShortError) Is(target error) bool { return target == ErrBodyCutShort }
+func (e *cutShortError) Unwrap() error        { return e.cause }

@@ -1,8 +1,14 @@
 // Package httpx owns the HTTP plumbing every provider client shares: one
 // rate limiter per source that never exceeds the provider's window, retries
-// with exponential back-off and full jitter for 5xx and dropped connections,
-// honouring 429 Retry-After and 402 quota windows, and typed errors that
-// never carry a secret.
+// with exponential back-off and full jitter for 5xx, dropped connections and
+// 2xx bodies cut short, honouring 429 Retry-After and 402 quota windows, and
+// typed errors that never carry a secret.
+//
+// A 2xx body that did not arrive whole is a transport fault, retried like a
+// 5xx: a read error mid-body, or a JSON body whose top-level value never
+// closes (a prefix sent with a length that matches it). A whole body that
+// does not parse is returned as it came: that is bad input, for the
+// provider to report, and retrying it cannot help.
 //
 // The retry budget (Config.MaxAttempts, Config.MaxRetryTime) is spent only
 // by failed attempts and the back-off after them. Limiter spacing, 429 and
@@ -324,7 +330,8 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			return nil, c.fail(req, method, path, KindTransport, 0, attempts, nil, res.err)
 		}
 
-		// A failure worth retrying: 5xx, timeout, dropped connection.
+		// A failure worth retrying: 5xx, timeout, dropped connection, body
+		// cut short.
 		failures++
 		spent += took
 		kind := KindStatus
@@ -425,11 +432,28 @@ func (c *Client) attempt(ctx context.Context, method string, req Request) attemp
 	defer resp.Body.Close()
 	b, err := readBody(resp, c.cfg.MaxBody)
 	if err != nil {
-		return attemptResult{err: c.transportErr(ctx, actx, err)}
+		terr := c.transportErr(ctx, actx, err)
+		if errors.Is(err, errBodyTooLarge) || ctx.Err() != nil || actx.Err() != nil {
+			return attemptResult{err: terr}
+		}
+		// The headers came, the body did not arrive whole (dropped, reset,
+		// shorter than announced): retry it like any dropped connection.
+		return attemptResult{status: resp.StatusCode, header: resp.Header, body: b,
+			err: &cutShortError{got: int64(len(b)), want: resp.ContentLength, cause: terr}}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 && checkComplete(method, resp.StatusCode, resp.Header, b) && !completeJSON(b) {
+		// HTTP saw a whole body, but the JSON stops before it closes: a
+		// prefix was sent as if it were everything. Missing bytes are a
+		// transfer fault, not bad input.
+		return attemptResult{status: resp.StatusCode, header: resp.Header, body: b,
+			err: &cutShortError{got: int64(len(b)), want: -1}}
 	}
 	return attemptResult{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
+var errBodyTooLarge = errors.New("response body too large")
+
+// readBody reads the whole body; on a read error it returns what arrived.
 func readBody(resp *http.Response, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
 	if n := resp.ContentLength; n > 0 && n <= limit {
@@ -437,10 +461,10 @@ func readBody(resp *http.Response, limit int64) ([]byte, error) {
 	}
 	n, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, err
+		return buf.Bytes(), err
 	}
 	if n > limit {
-		return nil, fmt.Errorf("response body over %d bytes", limit)
+		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, limit)
 	}
 	return buf.Bytes(), nil
 }
@@ -471,7 +495,8 @@ func retryableStatus(status int) bool {
 // retryableErr decides by behaviour: timeouts, dropped and refused
 // connections are worth another attempt; a malformed request is not.
 func retryableErr(err error) bool {
-	if errors.Is(err, errAttemptTimeout) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	if errors.Is(err, errAttemptTimeout) || errors.Is(err, ErrBodyCutShort) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
 		return true
