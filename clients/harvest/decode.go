@@ -34,6 +34,13 @@ func newDecoder(source string, hc *httpx.Client) decoder {
 // decodePage parses one list response into normalized records and the next
 // link ("" when the listing is complete). Records' Raw are slices of body.
 func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched time.Time) ([]clients.Record, string, error) {
+	recs, env, err := d.decodeListing(r, page, body, fetched)
+	return recs, env.next, err
+}
+
+// decodeListing is decodePage that also returns the envelope's counts.
+func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetched time.Time) ([]clients.Record, envelope, error) {
+	var none envelope
 	sink := sinkFor(r, body, fetched)
 	var es elemSink
 	if sink != nil {
@@ -41,25 +48,26 @@ func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched t
 	}
 	env, err := scanEnvelope(body, r, es)
 	if err != nil {
-		return nil, "", d.syntaxError(r, page, body)
+		return nil, none, d.syntaxError(r, page, body)
 	}
 	if env.typeErr != nil {
-		return nil, "", d.errf(string(r), page, cmpStr(env.typeErr.field, "(page)"), env.typeErr.what, body)
+		return nil, none, d.errf(string(r), page, cmpStr(env.typeErr.field, "(page)"), env.typeErr.what, body)
 	}
 	if !env.found {
-		return nil, "", d.errf(string(r), page, string(r), "missing: want an array of records", body)
+		return nil, none, d.errf(string(r), page, string(r), "missing: want an array of records", body)
 	}
 	if !env.links {
-		return nil, "", d.errf(string(r), page, "links", "missing", body)
+		return nil, none, d.errf(string(r), page, "links", "missing", body)
 	}
 	if sink == nil { // not reached: an unknown resource has no array
-		return nil, "", fmt.Errorf("%s: resource %s: %w", d.source, r, clients.ErrUnsupported)
+		return nil, none, fmt.Errorf("%s: resource %s: %w", d.source, r, clients.ErrUnsupported)
 	}
 	if fe, i := sink.failed(); fe != nil {
 		sp := env.elems[i]
-		return nil, "", d.recordErr(r, page, i, fe, body[sp.lo:sp.hi])
+		return nil, none, d.recordErr(r, page, i, fe, body[sp.lo:sp.hi])
 	}
-	return sink.records(), env.next, nil
+	env.elems = nil
+	return sink.records(), env, nil
 }
 
 // syntaxError reports a body that is not JSON in encoding/json's words.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/pagewalk"
 )
 
 // Defaults.
@@ -157,6 +158,9 @@ func (c *Client) Resources() []clients.Resource { return slices.Clone(c.resource
 
 // List streams r's records for w, one normalized page at a time, following
 // links.next until it is null. Only time entries accept a spent-date window.
+// A walk by page number that shifted under changes is walked again
+// (pagewalk); one the provider cut short, or that would not hold still,
+// fails with clients.ErrCapped after handing over what it served.
 //
 // It reads one page ahead: the next page is requested and decoded while fn
 // handles the current one, so that the database write and the HTTP round
@@ -208,7 +212,9 @@ type fetchedPage struct {
 }
 
 // fetch requests and decodes the pages of a listing in order and hands each
-// to out, until the last page, an error or the end of ctx.
+// to out, until the last page, an error or the end of ctx. A walk that
+// followed page numbers and shifted (pagewalk) is walked again from the
+// first page; its pages keep their numbers counting up.
 func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window, out chan<- fetchedPage) {
 	defer close(out)
 	send := func(f fetchedPage) bool {
@@ -219,7 +225,9 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 			return false
 		}
 	}
-	next := c.firstURL(r, w)
+	walker := pagewalk.New(string(r))
+	first := c.firstURL(r, w)
+	next := first
 	seen := map[string]bool{}
 	for page := 1; ; page++ {
 		seen[next] = true
@@ -228,18 +236,27 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 			send(fetchedPage{err: err})
 			return
 		}
-		recs, link, err := c.dec.decodePage(r, page, resp.Body, resp.ReceivedAt)
+		recs, env, err := c.dec.decodeListing(r, page, resp.Body, resp.ReceivedAt)
 		if err != nil {
 			send(fetchedPage{err: err})
 			return
 		}
+		link := env.next
 		c.log.Debug().Str("resource", string(r)).Int("page", page).Int("records", len(recs)).Msg("page fetched")
-		f := fetchedPage{page: clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}, last: link == ""}
-		if !f.last {
+		f := fetchedPage{page: clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}}
+		var step pagewalk.Step
+		if link != "" {
 			if next, err = c.resolveNext(link); err != nil {
 				f.err = c.dec.errf(string(r), page, "links.next", err.Error(), nil)
 			} else if seen[next] {
 				f.err = c.dec.errf(string(r), page, "links.next", "points back at a page already listed", nil)
+			}
+		}
+		if f.err == nil {
+			step, f.err = walker.Page(ctx, walkPage(recs, env, c.perPage, resp.Date))
+			f.last = step == pagewalk.Done
+			if step == pagewalk.Again {
+				next, seen = first, map[string]bool{}
 			}
 		}
 		if f.err != nil {
@@ -257,6 +274,25 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 			return
 		}
 	}
+}
+
+// walkPage describes a page for the page walk. links.next with cursor= is
+// keyset pagination (some Harvest endpoints moved to it): it cannot skip.
+func walkPage(recs []clients.Record, env envelope, perPage int, clock time.Time) pagewalk.Page {
+	p := pagewalk.Page{
+		IDs: make([]string, len(recs)), Total: env.totalEntries, TotalPages: env.totalPages,
+		Size: perPage, More: env.next != "", Clock: clock,
+	}
+	for i := range recs {
+		p.IDs[i] = recs[i].ID
+		if v := recs[i].Version; v.After(p.Newest) {
+			p.Newest = v
+		}
+	}
+	if u, err := url.Parse(env.next); err == nil && u.Query().Has("cursor") {
+		p.Keyset = true
+	}
+	return p
 }
 
 func (c *Client) firstURL(r clients.Resource, w clients.Window) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/tidemarkhq/tidemark/clients"
 )
@@ -362,6 +363,10 @@ type envelope struct {
 	found bool   // the resource's array was there (and not null)
 	links bool   // links was an object
 	next  string // links.next, "" when null
+	// totalEntries and totalPages are the envelope's counts, -1 when absent
+	// or not a whole number (they only feed the page-walk checks, so they
+	// are never an error).
+	totalEntries, totalPages int
 	// typeErr is the first value of the wrong type, in document order, as
 	// encoding/json would report it (it still checks the whole body first).
 	typeErr *fieldErr
@@ -374,12 +379,12 @@ var nextKeys = []string{"next"}
 // When sink is set, each record is handed to it where it stands (one pass);
 // a record it does not take is skipped (validated only).
 func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, error) {
-	var env envelope
+	env := envelope{totalEntries: -1, totalPages: -1}
 	key := string(r)
 	if _, err := clients.ParseResource(key); err != nil {
 		key = "" // never matches: an unknown resource has no array
 	}
-	names := []string{key, "links"}
+	names := []string{key, "links", "total_entries", "total_pages"}
 	typeErr := func(field string, want string, got kind) {
 		if env.typeErr == nil {
 			env.typeErr = &fieldErr{field, fmt.Sprintf("want %s, got %s", want, got)}
@@ -446,6 +451,10 @@ func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, err
 					typeErr("links", "object", vk)
 					return s.skip()
 				}
+			case name == "total_entries":
+				return s.count(&env.totalEntries)
+			case name == "total_pages":
+				return s.count(&env.totalPages)
 			}
 			return s.skip()
 		})
@@ -467,4 +476,21 @@ func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, err
 		return env, errSyntax
 	}
 	return env, nil
+}
+
+// count reads a whole non-negative number into dst; anything else leaves
+// -1 (skipped, still validated).
+func (s *scanner) count(dst *int) error {
+	*dst = -1
+	if s.peek() != kNumber {
+		return s.skip()
+	}
+	lo, hi, err := s.number()
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(string(s.b[lo:hi])); err == nil && n >= 0 {
+		*dst = n
+	}
+	return nil
 }

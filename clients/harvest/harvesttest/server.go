@@ -127,6 +127,7 @@ type Server struct {
 	limitN     int
 	limitAfter string
 	malformed  map[malKey]Malformation
+	onList     func(Request)
 }
 
 type malKey struct {
@@ -501,6 +502,15 @@ func (s *Server) Malform(r clients.Resource, page int, m Malformation) {
 	s.malformed[malKey{r, page}] = m
 }
 
+// OnList calls fn before each list request is answered (nil: none), outside
+// the server's lock, so fn may change the store: a record deleted or moved
+// while a client walks the pages of a listing.
+func (s *Server) OnList(fn func(Request)) {
+	s.mu.Lock()
+	s.onList = fn
+	s.mu.Unlock()
+}
+
 // SetFaultRates changes the random 5xx and 429 probabilities.
 func (s *Server) SetFaultRates(fault, rateLimit float64) {
 	s.mu.Lock()
@@ -610,6 +620,12 @@ func (s *Server) serve(hw http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
 		return
+	}
+	s.mu.Lock()
+	hook, req := s.onList, s.reqs[seq]
+	s.mu.Unlock()
+	if hook != nil {
+		hook(req)
 	}
 	s.list(w, r, resource)
 }

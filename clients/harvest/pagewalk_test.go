@@ -1,0 +1,152 @@
+package harvest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/harvest"
+	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+// A record deleted or moved on page 1 while the client is between pages
+// shifts every later record up one place: with page numbers, the first
+// record of page 2 is never served. On a first sync or a backfill that record
+// is old, so no later window reaches it. Nothing may be lost, in either
+// pagination style; a cursor walk needs no second walk.
+func TestListingLosesNothingWhenARecordLeavesMidWalk(t *testing.T) {
+	t.Parallel()
+	for _, style := range []string{"page", "cursor"} {
+		for _, pass := range []string{"first-sync", "backfill"} {
+			for _, change := range []string{"delete", "move"} {
+				t.Run(style+"/"+pass+"/"+change, func(t *testing.T) {
+					t.Parallel()
+					f := newFake(t, harvesttest.Options{Cursor: style == "cursor"})
+					seed(f, 25)
+					c := newClient(t, f) // 10 per page: 3 pages
+					var w clients.Window
+					in := func(*harvesttest.TimeEntry) bool { return true }
+					if pass == "backfill" {
+						w = clients.Window{From: clients.DateOf(base).AddDays(-6), To: clients.DateOf(base)}
+						in = func(e *harvesttest.TimeEntry) bool { return !e.SpentDate.Before(w.From) && !e.SpentDate.After(w.To) }
+					}
+					victim := f.IDs(clients.TimeEntries)[0] // the first record of page 1
+					var once sync.Once
+					f.OnList(func(rq harvesttest.Request) {
+						if rq.Seq != 2 { // between page 1 and page 2 of the first walk
+							return
+						}
+						once.Do(func() {
+							if change == "delete" {
+								f.Delete(clients.TimeEntries, victim)
+								return
+							}
+							// Older than every other entry, and outside the backfill window.
+							e, _ := f.TimeEntry(victim)
+							e.SpentDate, e.UpdatedAt = clients.DateOf(base).AddDays(-30), f.Now().UTC().Truncate(1e9)
+							f.PutTimeEntry(e)
+						})
+					})
+					var logs bytes.Buffer
+					ctx := zerolog.New(&logs).WithContext(t.Context())
+					got := map[string]bool{}
+					err := c.List(ctx, clients.TimeEntries, w, func(_ context.Context, p clients.Page) error {
+						for _, r := range p.Records {
+							got[r.ID] = true
+						}
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, e := range f.TimeEntriesWhere(in) {
+						if id := strconv.FormatInt(e.ID, 10); !got[id] {
+							t.Errorf("entry %s (spent %s) was never served", id, e.SpentDate)
+						}
+					}
+					switch style {
+					case "cursor":
+						// Keyset pagination cannot skip: one walk, three requests.
+						if n := f.RequestCount(); n != 3 {
+							t.Errorf("%d requests, want 3 (a cursor walk is not walked again)", n)
+						}
+					case "page":
+						if !strings.Contains(logs.String(), "listing shifted while walking; walking it again") {
+							t.Errorf("no Info line about the second walk; logs:\n%s", logs.String())
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// A listing that keeps shifting is walked a bounded number of times, then
+// fails with ErrCapped: absence from it proves nothing.
+func TestListingThatNeverHoldsStillIsCapped(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvesttest.Options{})
+	seed(f, 25)
+	c := newClient(t, f)
+	f.OnList(func(rq harvesttest.Request) {
+		if rq.Query.Get("page") == "2" {
+			f.Delete(clients.TimeEntries, f.IDs(clients.TimeEntries)[0])
+		}
+	})
+	_, err := collect(t, c, clients.TimeEntries, clients.Window{})
+	if !errors.Is(err, clients.ErrCapped) {
+		t.Fatalf("err = %v, want ErrCapped", err)
+	}
+	if n := f.RequestCount(); n > 9 {
+		t.Errorf("%d requests: the walks are not bounded", n)
+	}
+}
+
+// A listing whose envelope promises more pages than the links lead to was
+// cut short by the provider: ErrCapped, not a quiet success.
+func TestTotalPagesBeyondWhatWasServedIsCapped(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"clients":[{"id":1,"name":"A","is_active":true,"updated_at":"2026-01-02T10:00:00Z"}],`+
+			`"per_page":1,"total_pages":3,"total_entries":3,"next_page":null,"previous_page":null,"page":1,`+
+			`"links":{"first":null,"next":null,"previous":null,"last":null}}`)
+	}))
+	t.Cleanup(srv.Close)
+	f := newFake(t, harvesttest.Options{})
+	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.BaseURL = srv.URL + "/v2"; p.PerPage = 1 })
+	pages, err := collect(t, c, clients.Clients, clients.Window{})
+	if !errors.Is(err, clients.ErrCapped) {
+		t.Fatalf("err = %v, want ErrCapped", err)
+	}
+	if len(pages) != 1 || len(pages[0].Records) != 1 {
+		t.Errorf("pages = %+v: the page served is still handed over", pages)
+	}
+}
+
+// An idle pass costs one request, whatever the defence.
+func TestSinglePageListingIsOneRequest(t *testing.T) {
+	t.Parallel()
+	for _, style := range []bool{false, true} {
+		f := newFake(t, harvesttest.Options{Cursor: style})
+		seed(f, 5)
+		c := newClient(t, f)
+		if _, err := collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+			t.Fatal(err)
+		}
+		if n := f.RequestCount(); n != 1 {
+			t.Errorf("cursor=%v: %d requests, want 1", style, n)
+		}
+	}
+}
