@@ -28,6 +28,24 @@
 //     "every user was deleted".
 //   - 402 (hourly quota spent) waits until the next full quota window of the
 //     source's clock; QuotaWaitUntil reports the wait while it lasts.
+//   - /me/time_entries has no pagination and a cap. Toggl's v8 reference
+//     said so outright: "The limit of returned time entries is 1000. So
+//     only the first 1000 found time entries are returned" (toggl/
+//     toggl_api_docs, chapters/time_entries.md, "Get time entries started
+//     in a specific time range"; the repository is archived, and a Toggl
+//     engineer pointed to the same limit in toggl_api_docs#416). The v9
+//     reference (developers.track.toggl.com/docs/api/time_entries,
+//     "GET TimeEntries": "Lists latest time entries", with since, before,
+//     start_date, end_date) states no number and no paging; third parties
+//     describe it as "the last thousand time entries" (Pipedream's Toggl
+//     action, citing that page). So any response of EntryCap or more is
+//     taken as possibly cut: a spent-date range (backfill, reconcile) is
+//     split in halves until every part answers under the cap, and a single
+//     day still at the cap fails with clients.ErrCapped; a `since` listing
+//     (which cannot be split) at the cap fails with clients.ErrCapped, so
+//     the cursor does not move and reconcile tombstones nothing.
+//   - Projects and tasks page by number over a live list (bare arrays, no
+//     total): see clients/pagewalk.
 package toggl
 
 import (
@@ -48,6 +66,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/pagewalk"
 )
 
 // Defaults.
@@ -61,6 +80,9 @@ const (
 	// PerPage is the page size asked of the paginated workspace lists
 	// (projects, tasks).
 	PerPage = 200
+	// EntryCap is the most entries one /me/time_entries response holds
+	// (see the package doc): a response this long may have been cut.
+	EntryCap = 1000
 	// DefaultQuotaWindow is Toggl's hourly quota window.
 	DefaultQuotaWindow = time.Hour
 	// DefaultRetryAfter is the wait after a 429 without Retry-After: the
@@ -368,46 +390,71 @@ func (c *Client) workspacePath(r clients.Resource) string {
 }
 
 func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(context.Context, clients.Page) error) error {
-	q := url.Values{}
-	var keep func(clients.Date) bool
 	if w.ByDate() {
 		if w.From.IsZero() || w.To.IsZero() {
 			return fmt.Errorf("%s: time_entries by spent date needs both from and to: %w", c.name, clients.ErrUnsupported)
 		}
-		// Toggl filters on start in the user's time zone and may treat
-		// end_date as exclusive: ask one day wider on each side, and keep
-		// the entries whose UTC start day is in the window.
-		q.Set("start_date", w.From.AddDays(-1).String())
-		q.Set("end_date", w.To.AddDays(2).String())
-		keep = func(d clients.Date) bool { return !d.Before(w.From) && !d.After(w.To) }
-	} else {
-		// Refused here only when the source's clock is known; before the
-		// first response, Toggl's own 400 decides (mapped below), so that a
-		// skewed clock never refuses a window Toggl would serve.
-		now, known := c.sourceNow()
-		since := w.UpdatedSince
-		switch {
-		case since.IsZero():
-			since = now.Add(-MaxSinceAge + FirstSyncMargin)
-		case known && since.Before(now.Add(-MaxSinceAge)):
-			return &SinceTooOldError{Source: c.name, Since: since, SourceNow: now}
-		}
-		q.Set("since", strconv.FormatInt(since.Unix(), 10))
+		l := &entryLister{c: c, fn: fn}
+		return l.byDate(ctx, w.From, w.To)
 	}
-	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url("/me/time_entries", q), Resource: string(clients.TimeEntries), Page: 1})
+	// Refused here only when the source's clock is known; before the
+	// first response, Toggl's own 400 decides (mapped below), so that a
+	// skewed clock never refuses a window Toggl would serve.
+	q := url.Values{}
+	now, known := c.sourceNow()
+	since := w.UpdatedSince
+	switch {
+	case since.IsZero():
+		since = now.Add(-MaxSinceAge + FirstSyncMargin)
+	case known && since.Before(now.Add(-MaxSinceAge)):
+		return &SinceTooOldError{Source: c.name, Since: since, SourceNow: now}
+	}
+	q.Set("since", strconv.FormatInt(since.Unix(), 10))
+	l := &entryLister{c: c, fn: fn}
+	pg, n, err := l.fetch(ctx, q, nil)
 	if err != nil {
 		var he *httpx.Error
-		if q.Has("since") && errors.As(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(he.Body), "since") {
-			since, _ := strconv.ParseInt(q.Get("since"), 10, 64)
-			return fmt.Errorf("%w (Toggl said: %s)", &SinceTooOldError{Source: c.name, Since: time.Unix(since, 0).UTC(), SourceNow: c.SourceNow()}, he.Body)
+		if errors.As(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(he.Body), "since") {
+			return fmt.Errorf("%w (Toggl said: %s)", &SinceTooOldError{Source: c.name, Since: time.Unix(since.Unix(), 0).UTC(), SourceNow: c.SourceNow()}, he.Body)
 		}
 		return err
 	}
-	clock := c.observe(resp)
-	recs, err := c.dec.decodePage(clients.TimeEntries, 1, resp.Body, resp.ReceivedAt, clock)
-	if err != nil {
+	if err := fn(ctx, pg); err != nil {
 		return err
 	}
+	if n >= EntryCap {
+		// `since` cannot be split: the entries past the cap are unknown.
+		from, to := clients.DateOf(since.UTC()), clients.DateOf(c.SourceNow().UTC())
+		return fmt.Errorf("%s time_entries: %w: %d entries changed since %s, and Toggl serves at most %d per request. "+
+			"Run `tidemark backfill --source %s --resource time_entries --from %s --to %s` (listed in windows under the cap), "+
+			"then `tidemark cursor set` the time_entries cursor to the backfill's start",
+			c.name, clients.ErrCapped, n, since.UTC().Format(time.RFC3339), EntryCap, c.name, from, to)
+	}
+	return nil
+}
+
+// entryLister lists /me/time_entries and numbers its responses as pages.
+type entryLister struct {
+	c    *Client
+	fn   func(context.Context, clients.Page) error
+	page int
+}
+
+// fetch requests one response and returns it as a page of the entries keep
+// accepts (all when nil), with how many the response held.
+func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients.Date) bool) (clients.Page, int, error) {
+	c := l.c
+	l.page++
+	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url("/me/time_entries", q), Resource: string(clients.TimeEntries), Page: l.page})
+	if err != nil {
+		return clients.Page{}, 0, err
+	}
+	clock := c.observe(resp)
+	recs, err := c.dec.decodePage(clients.TimeEntries, l.page, resp.Body, resp.ReceivedAt, clock)
+	if err != nil {
+		return clients.Page{}, 0, err
+	}
+	n := len(recs)
 	if keep != nil {
 		kept := recs[:0]
 		for _, rec := range recs {
@@ -417,8 +464,46 @@ func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(cont
 		}
 		recs = kept
 	}
-	c.log.Debug().Str("resource", string(clients.TimeEntries)).Int("page", 1).Int("records", len(recs)).Msg("page fetched")
-	return fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: 1, SourceTime: resp.Date, Records: recs})
+	c.log.Debug().Str("resource", string(clients.TimeEntries)).Int("page", l.page).Int("records", len(recs)).Msg("page fetched")
+	return clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: resp.Date, Records: recs}, n, nil
+}
+
+// byDate lists the entries whose UTC start day is in from..to. A response
+// at the cap may have been cut: its range is split in two and each half
+// listed instead, down to a single day; a single day at the cap is handed
+// over and then fails with ErrCapped. A range under the cap costs one
+// request, as before.
+func (l *entryLister) byDate(ctx context.Context, from, to clients.Date) error {
+	// Toggl filters on start in the user's time zone and may treat
+	// end_date as exclusive: ask one day wider on each side, and keep the
+	// entries whose UTC start day is in the window.
+	q := url.Values{}
+	q.Set("start_date", from.AddDays(-1).String())
+	q.Set("end_date", to.AddDays(2).String())
+	keep := func(d clients.Date) bool { return !d.Before(from) && !d.After(to) }
+	pg, n, err := l.fetch(ctx, q, keep)
+	if err != nil {
+		return err
+	}
+	days := int(to.Time().Sub(from.Time()).Hours()/24) + 1
+	if n >= EntryCap && days > 1 {
+		// Its entries come again with the halves: not handed over.
+		zerolog.Ctx(ctx).Debug().Stringer("from", from).Stringer("to", to).Int("entries", n).
+			Msg("Toggl answered at its cap: listing the range in two halves")
+		mid := from.AddDays((days - 1) / 2)
+		if err := l.byDate(ctx, from, mid); err != nil {
+			return err
+		}
+		return l.byDate(ctx, mid.AddDays(1), to)
+	}
+	if err := l.fn(ctx, pg); err != nil {
+		return err
+	}
+	if n >= EntryCap {
+		return fmt.Errorf("%s time_entries: %w: %d entries started around %s (UTC) and Toggl serves at most %d per request: "+
+			"the day cannot be split further", l.c.name, clients.ErrCapped, n, from, EntryCap)
+	}
+	return nil
 }
 
 // sinceParam returns the `since` for a workspace list, or 0 when the window
@@ -432,6 +517,8 @@ func (c *Client) sinceParam(w clients.Window) int64 {
 }
 
 // listPaged lists projects or tasks with page/per_page until a short page.
+// These are bare arrays over a live list: a walk of several pages is
+// confirmed by a second one, and walked again if it shifted (pagewalk).
 func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
 	q := url.Values{}
 	q.Set("per_page", strconv.Itoa(PerPage))
@@ -439,31 +526,35 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 		q.Set("since", strconv.FormatInt(s, 10))
 	}
 	var prevFirst string
-	for page := 1; ; page++ {
+	number := 0 // pages of the listing, across walks
+	return pagewalk.New(string(r)).Numbered(ctx, 1, func(ctx context.Context, page int) (pagewalk.Page, error) {
+		number++
 		q.Set("page", strconv.Itoa(page))
-		resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), q), Resource: string(r), Page: page})
+		resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), q), Resource: string(r), Page: number})
 		if err != nil {
-			return err
+			return pagewalk.Page{}, err
 		}
 		clock := c.observe(resp)
-		recs, err := c.dec.decodePage(r, page, resp.Body, resp.ReceivedAt, clock)
+		recs, err := c.dec.decodePage(r, number, resp.Body, resp.ReceivedAt, clock)
 		if err != nil {
-			return err
+			return pagewalk.Page{}, err
 		}
 		if page > 1 && len(recs) > 0 && recs[0].ID == prevFirst {
-			return c.dec.errf(string(r), page, "page", "repeats the previous page (is `page` ignored?)", nil)
+			return pagewalk.Page{}, c.dec.errf(string(r), number, "page", "repeats the previous page (is `page` ignored?)", nil)
 		}
 		if len(recs) > 0 {
 			prevFirst = recs[0].ID
 		}
-		c.log.Debug().Str("resource", string(r)).Int("page", page).Int("records", len(recs)).Msg("page fetched")
-		if err := fn(ctx, clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}); err != nil {
-			return err
+		c.log.Debug().Str("resource", string(r)).Int("page", number).Int("records", len(recs)).Msg("page fetched")
+		if err := fn(ctx, clients.Page{Resource: r, Number: number, SourceTime: resp.Date, Records: recs}); err != nil {
+			return pagewalk.Page{}, err
 		}
-		if len(recs) < PerPage {
-			return nil
+		p := pagewalk.Page{IDs: make([]string, len(recs)), Total: -1, TotalPages: -1, Size: PerPage, More: len(recs) >= PerPage}
+		for i := range recs {
+			p.IDs[i] = recs[i].ID
 		}
-	}
+		return p, nil
+	})
 }
 
 // listOnce lists clients or users: one response, no pagination.

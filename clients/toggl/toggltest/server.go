@@ -72,6 +72,10 @@ type Options struct {
 	// transaction would. Writes of one record become visible in the order
 	// they were made. Zero: at once.
 	VisibilityDelay time.Duration
+	// EntryCap, when above 0, cuts every /me/time_entries response to its
+	// first EntryCap entries (newest start first): Toggl serves at most
+	// 1000 there and says nothing when it cuts.
+	EntryCap int
 	// LateEvery, when above 1, delays only every LateEvery-th write (the
 	// others are visible at once), like a few long transactions among
 	// quick ones: a listing then shows writes stamped after one it does
@@ -127,6 +131,7 @@ type Server struct {
 
 	pending []pendingOp // writes not yet visible (VisibilityDelay)
 	writes  int         // writes made (LateEvery)
+	onList  func(Request)
 }
 
 // pendingOp is a write waiting for its visibility time: val is the record
@@ -498,6 +503,15 @@ func (s *Server) SetForbidUsers(v bool) {
 	s.mu.Unlock()
 }
 
+// OnList calls fn before each authorized request is answered (nil: none),
+// outside the server's lock, so fn may change the store: a record deleted
+// while a client walks the pages of a listing.
+func (s *Server) OnList(fn func(Request)) {
+	s.mu.Lock()
+	s.onList = fn
+	s.mu.Unlock()
+}
+
 // Requests returns the request log.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -595,6 +609,12 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) int {
 		writeJSON(w, http.StatusForbidden, `"Incorrect username and/or password"`)
 		return http.StatusForbidden
 	}
+	s.mu.Lock()
+	hook := s.onList
+	s.mu.Unlock()
+	if hook != nil {
+		hook(Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query()})
+	}
 	path, ok := strings.CutPrefix(r.URL.Path, "/api/v9/")
 	if !ok || r.Method != http.MethodGet {
 		writeJSON(w, http.StatusNotFound, `"Not Found"`)
@@ -687,6 +707,9 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) int {
 		}
 		return cmp.Compare(b.ID, a.ID)
 	})
+	if c := s.opts.EntryCap; c > 0 && len(out) > c {
+		out = out[:c]
+	}
 	objs := make([]map[string]any, len(out))
 	for i, e := range out {
 		objs[i] = s.entryJSON(e)
