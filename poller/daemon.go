@@ -21,11 +21,14 @@ type Schedule struct {
 	Reconcile   string // "" for none
 }
 
-// Back-off after failed passes: ticks are skipped until this has passed
-// since the last failure, doubling per consecutive failure.
+// Back-off after failed passes, per resource and kind of pass: that
+// resource's ticks are skipped until this has passed since its last failure,
+// doubling per consecutive failure. Reconciles back off further: each one
+// re-lists a long range.
 const (
-	backoffBase = 15 * time.Second
-	backoffMax  = 15 * time.Minute
+	backoffBase         = 15 * time.Second
+	backoffMax          = 15 * time.Minute
+	reconcileBackoffMax = time.Hour
 )
 
 // Daemon runs scheduled passes until stopped.
@@ -39,19 +42,40 @@ type Daemon struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	backoffBase, backoffMax, reconcileBackoffMax time.Duration
+
 	mu    sync.Mutex
 	state map[string]*sourceState
 }
 
 type sourceState struct {
 	running     bool
-	failures    int
-	notUntil    time.Time
 	owned       bool // this daemon holds the source's ownership lease
 	backfilling bool // a queued backfill of the source runs here
-	// reconcilePending: a reconcile tick came while a pass ran; it runs
-	// when that pass ends.
-	reconcilePending bool
+	// rerun: a reconcile tick came while a pass ran; a pass runs again when
+	// that one ends, to take the due reconciles.
+	rerun bool
+	// loaded: passes has been read from pass_state (once, after owning).
+	loaded bool
+	passes map[Step]*passState
+}
+
+// passState is the daemon's memory of one resource's kind of pass; it is
+// mirrored to the pass_state table for `tidemark cursors` and restarts.
+type passState struct {
+	failures int
+	notUntil time.Time
+	due      bool // reconcile only: due and not yet run
+}
+
+func (st *sourceState) pass(r clients.Resource, kind string) *passState {
+	k := Step{Resource: r, Kind: kind}
+	ps, ok := st.passes[k]
+	if !ok {
+		ps = &passState{}
+		st.passes[k] = ps
+	}
+	return ps
 }
 
 // BackfillPoll is how often a daemon looks for backfills queued for the
@@ -65,6 +89,8 @@ func NewDaemon(p *Poller, parser cron.Parser, scheds []Schedule) (*Daemon, error
 		log:    p.log,
 		parser: parser,
 		state:  map[string]*sourceState{},
+
+		backoffBase: backoffBase, backoffMax: backoffMax, reconcileBackoffMax: reconcileBackoffMax,
 		cron: cron.New(cron.WithLocation(time.UTC), cron.WithParser(parser),
 			cron.WithLogger(cronLogger{p.log})),
 	}
@@ -73,17 +99,22 @@ func NewDaemon(p *Poller, parser cron.Parser, scheds []Schedule) (*Daemon, error
 		if _, err := p.source(s.Source); err != nil {
 			return nil, err
 		}
-		d.state[s.Source] = &sourceState{}
-		if _, err := d.cron.AddFunc(s.Incremental, d.job(s.Source, "incremental")); err != nil {
+		d.state[s.Source] = &sourceState{passes: map[Step]*passState{}}
+		if _, err := d.cron.AddFunc(s.Incremental, d.job(s.Source, cursor.KindIncremental)); err != nil {
 			return nil, fmt.Errorf("source %s: schedule %q: %w", s.Source, s.Incremental, err)
 		}
 		if s.Reconcile != "" {
-			if _, err := d.cron.AddFunc(s.Reconcile, d.job(s.Source, "reconcile")); err != nil {
+			if _, err := d.cron.AddFunc(s.Reconcile, d.job(s.Source, cursor.KindReconcile)); err != nil {
 				return nil, fmt.Errorf("source %s: reconcile schedule %q: %w", s.Source, s.Reconcile, err)
 			}
 		}
 	}
 	return d, nil
+}
+
+// SetBackoff changes the back-off after failures (tests); call before Start.
+func (d *Daemon) SetBackoff(base, max time.Duration) {
+	d.backoffBase, d.backoffMax, d.reconcileBackoffMax = base, max, max
 }
 
 // Start begins scheduling; it also runs one incremental pass of every source
@@ -95,7 +126,7 @@ func (d *Daemon) Start(ctx context.Context, runNow bool) {
 	if runNow {
 		for _, name := range d.p.order {
 			if _, ok := d.state[name]; ok {
-				go d.job(name, "incremental")()
+				go d.job(name, cursor.KindIncremental)()
 			}
 		}
 	}
@@ -248,12 +279,13 @@ func (d *Daemon) job(source, kind string) func() {
 	return func() { d.runJob(source, kind) }
 }
 
-// runJob runs one pass. A tick is skipped while the source's previous pass
-// runs, or while it backs off after failures; the skip is logged. A
-// reconcile tick that finds a pass running is not dropped but runs right
-// after it: reconcile schedules are daily or weekly and coincide with
-// incremental ticks ("0 3 * * *" is also a "*/5" tick), so dropping it would
-// leave deletions unseen for a day or a week.
+// runJob runs one tick of a source. Each resource backs off on its own: one
+// resource failing (a token without access to users, a malformed record)
+// neither blocks nor delays the others. A reconcile tick marks a reconcile
+// of every resource due; a due reconcile is never dropped: it waits for a
+// pass in flight, or its own back-off, and runs at the next tick it can
+// (daily reconciles coincide with incremental ticks, "0 3 * * *" is also a
+// "*/5" tick), and it stays due, across restarts too, until it has run.
 func (d *Daemon) runJob(source, kind string) {
 	log := d.log.With().Str("source", source).Str("kind", kind).Logger()
 	d.mu.Lock()
@@ -262,63 +294,186 @@ func (d *Daemon) runJob(source, kind string) {
 		d.mu.Unlock()
 		return
 	}
+	if kind == cursor.KindReconcile {
+		d.markDue(source, st)
+	}
 	if st.running {
-		if kind == "reconcile" && !st.reconcilePending {
-			st.reconcilePending = true
+		if kind == cursor.KindReconcile {
+			st.rerun = true
 			log.Info().Msg("a pass of this source is running; the reconcile follows it")
 		} else {
 			log.Warn().Msg("previous pass of this source still running; skipping this tick")
 		}
 		d.mu.Unlock()
-		return
-	}
-	if now := time.Now(); now.Before(st.notUntil) {
-		d.mu.Unlock()
-		log.Info().Time("until", st.notUntil).Int("failures", st.failures).Msg("backing off after failures; skipping this tick")
+		d.persistDue(source, kind, log)
 		return
 	}
 	st.running = true
 	d.wg.Add(1)
 	d.mu.Unlock()
 	defer d.wg.Done()
+	d.persistDue(source, kind, log)
 
-	var err error
-	if !d.own(source, log) {
-		err = errNotOwner
-	} else if kind == "reconcile" {
-		_, err = d.p.Reconcile(d.ctx, source)
-	} else {
-		_, err = d.p.Incremental(d.ctx, source)
+	if d.own(source, log) {
+		d.load(source, st, log)
+		d.tick(source, kind, st, log)
 	}
 
 	d.mu.Lock()
 	st.running = false
-	switch {
-	case err == nil:
-		if st.failures > 0 {
-			log.Info().Int("after_failures", st.failures).Msg("source recovered")
-		}
-		st.failures, st.notUntil = 0, time.Time{}
-	case errors.Is(err, errNotOwner):
-	case errors.Is(err, ErrBusy):
-		log.Info().Msg("source leased by another process or pass; skipping this tick")
-	case d.ctx.Err() != nil:
-		// Shutting down: not a failure of the source.
-	default:
-		st.failures++
-		wait := min(backoffBase<<min(st.failures-1, 16), backoffMax)
-		st.notUntil = time.Now().Add(wait)
-		log.Error().Err(err).Int("failures", st.failures).Dur("backoff", wait).Msg("pass failed")
-	}
-	reconcile := st.reconcilePending && kind != "reconcile" && d.ctx.Err() == nil
-	st.reconcilePending = false
+	rerun := st.rerun && d.ctx.Err() == nil
+	st.rerun = false
 	d.mu.Unlock()
-	if reconcile {
-		d.runJob(source, "reconcile")
+	if rerun {
+		d.runJob(source, cursor.KindReconcile)
 	}
 }
 
-var errNotOwner = errors.New("source owned elsewhere")
+// markDue marks a reconcile of each resource of the source due; d.mu is
+// held.
+func (d *Daemon) markDue(source string, st *sourceState) {
+	for _, r := range d.p.sources[source].Resources {
+		st.pass(r, cursor.KindReconcile).due = true
+	}
+}
+
+// persistDue records a reconcile tick's due reconciles in pass_state, so
+// that they outlive a restart.
+func (d *Daemon) persistDue(source, kind string, log zerolog.Logger) {
+	if kind != cursor.KindReconcile {
+		return
+	}
+	src := d.p.sources[source]
+	rs := make([]string, len(src.Resources))
+	for i, r := range src.Resources {
+		rs[i] = string(r)
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	defer cancel()
+	if err := d.p.store.MarkReconcileDue(ctx, source, rs, time.Now()); err != nil {
+		log.Warn().Err(err).Msg("could not record the due reconcile (it is still due in this daemon)")
+	}
+}
+
+// load reads the source's pass_state once: a back-off or a due reconcile
+// outlives a restart or a change of owner.
+func (d *Daemon) load(source string, st *sourceState, log zerolog.Logger) {
+	d.mu.Lock()
+	loaded := st.loaded
+	d.mu.Unlock()
+	if loaded {
+		return
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	defer cancel()
+	list, err := d.p.store.PassStates(ctx, source)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not read the source's pass state; starting afresh")
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st.loaded = true
+	for _, ps := range list {
+		p := st.pass(clients.Resource(ps.Resource), ps.Kind)
+		p.failures = max(p.failures, ps.Failures)
+		if ps.BackoffUntil != nil && ps.BackoffUntil.After(p.notUntil) {
+			p.notUntil = *ps.BackoffUntil
+		}
+		p.due = p.due || ps.DueSince != nil
+	}
+}
+
+// tick plans and runs the steps of one tick: the incremental of each
+// resource not backing off (on incremental ticks), then each due reconcile
+// not backing off.
+func (d *Daemon) tick(source, kind string, st *sourceState, log zerolog.Logger) {
+	src := d.p.sources[source]
+	now := time.Now()
+	var steps []Step
+	d.mu.Lock()
+	for _, k := range []string{cursor.KindIncremental, cursor.KindReconcile} {
+		if k == cursor.KindIncremental && kind != cursor.KindIncremental {
+			continue
+		}
+		for _, r := range src.Resources {
+			ps := st.pass(r, k)
+			if k == cursor.KindReconcile && !ps.due {
+				continue
+			}
+			if now.Before(ps.notUntil) {
+				log.Info().Str("resource", string(r)).Str("pass", k).Time("until", ps.notUntil).Int("failures", ps.failures).
+					Msg("backing off after failures; skipping this resource this tick")
+				continue
+			}
+			steps = append(steps, Step{Resource: r, Kind: k})
+		}
+	}
+	d.mu.Unlock()
+	if len(steps) == 0 {
+		return
+	}
+	results, err := d.p.Steps(d.ctx, source, steps)
+	switch {
+	case errors.Is(err, ErrBusy):
+		log.Info().Msg("source leased by another process or pass; skipping this tick")
+		return
+	case err != nil:
+		// The source as a whole failed (say, its lease is unreachable):
+		// every step of the tick failed with it.
+		results = results[:0]
+		for _, s := range steps {
+			results = append(results, StepResult{Step: s, Err: err})
+		}
+	}
+	for _, sr := range results {
+		d.record(source, st, sr, log)
+	}
+}
+
+// record updates a resource's back-off after a step, here and in pass_state.
+func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerolog.Logger) {
+	log = log.With().Str("resource", string(sr.Resource)).Str("pass", sr.Kind).Logger()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
+	defer cancel()
+	d.mu.Lock()
+	ps := st.pass(sr.Resource, sr.Kind)
+	switch {
+	case sr.Err == nil:
+		if ps.failures > 0 {
+			log.Info().Int("after_failures", ps.failures).Msg("resource recovered")
+		}
+		hadState := ps.failures > 0 || ps.due
+		ps.failures, ps.notUntil = 0, time.Time{}
+		if sr.Kind == cursor.KindReconcile {
+			ps.due = false
+		}
+		d.mu.Unlock()
+		if hadState {
+			if err := d.p.store.PassOK(ctx, source, string(sr.Resource), sr.Kind); err != nil {
+				log.Warn().Err(err).Msg("could not record the recovery")
+			}
+		}
+	case d.ctx.Err() != nil:
+		// Shutting down: not a failure of the resource.
+		d.mu.Unlock()
+	default:
+		ps.failures++
+		ceil := d.backoffMax
+		if sr.Kind == cursor.KindReconcile {
+			ceil = d.reconcileBackoffMax
+		}
+		wait := min(d.backoffBase<<min(ps.failures-1, 16), ceil)
+		ps.notUntil = time.Now().Add(wait)
+		failures, until := ps.failures, ps.notUntil
+		d.mu.Unlock()
+		log.Error().Err(sr.Err).Int("failures", failures).Dur("backoff", wait).Msg("pass failed")
+		if err := d.p.store.PassFailed(ctx, source, string(sr.Resource), sr.Kind, failures, until, sr.Err.Error()); err != nil {
+			log.Warn().Err(err).Msg("could not record the failure")
+		}
+	}
+}
+
 
 // cronLogger sends robfig/cron's own messages to zerolog.
 type cronLogger struct{ log zerolog.Logger }

@@ -1,6 +1,7 @@
 package poller_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,7 @@ type fakeRec struct {
 	spent   clients.Date
 	notes   string
 	deleted bool
+	user    string // "" is user "1"
 }
 
 func newFakeSource(name string, now time.Time) *fakeSource {
@@ -90,7 +92,7 @@ func (f *fakeSource) record(r *fakeRec, fetched time.Time) clients.Record {
 		r.id, r.spent.String(), notes, r.version.UTC().Format(time.RFC3339))
 	return clients.Record{
 		ID: r.id, Version: r.version, FetchedAt: fetched, Raw: []byte(raw),
-		TimeEntry: &clients.TimeEntry{SpentDate: r.spent, Hours: "1.5", Notes: &notes, UserID: "1", ProjectID: "2"},
+		TimeEntry: &clients.TimeEntry{SpentDate: r.spent, Hours: "1.5", Notes: &notes, UserID: cmp.Or(r.user, "1"), ProjectID: "2"},
 	}
 }
 

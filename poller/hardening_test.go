@@ -3,6 +3,7 @@ package poller_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -279,4 +280,177 @@ func TestInterruptedQueuedBackfillNeverLooksFinished(t *testing.T) {
 		b, err := p.Store().Backfill(ctx, q.ID)
 		return err == nil && b.Status == cursor.BackfillDone && b.WindowsDone == 3
 	}, "the requeued backfill to be resumed and finished")
+}
+
+// usersFail is a source whose users listing always fails (a member token
+// with 403 on /users), beside healthy time entries.
+type usersFail struct{ *fakeSource }
+
+func (u usersFail) Resources() []clients.Resource {
+	return []clients.Resource{clients.Users, clients.TimeEntries}
+}
+
+func (u usersFail) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	if r == clients.Users {
+		return errors.New("GET /users: HTTP 403")
+	}
+	return u.fakeSource.List(ctx, r, w, fn)
+}
+
+func countRuns(t *testing.T, pool *pgxpool.Pool, resource, kind, status string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM sync_runs WHERE resource = $1 AND kind = $2 AND status = $3`,
+		resource, kind, status).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Finding 8: one persistently failing resource neither backs off the
+// healthy ones nor makes the scheduled reconcile of the healthy ones skip.
+func TestDaemonIsolatesAFailingResourceAndStillReconciles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	src.put(1, clients.DateOf(time.Now().UTC()), "a")
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: usersFail{src}}}, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s", Reconcile: "@every 2s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(ctx, true)
+	defer d.Stop(ctx)
+	waitFor(t, 20*time.Second, func() bool {
+		return countRuns(t, pool, "time_entries", "incremental", "ok") >= 4 && countRuns(t, pool, "time_entries", "reconcile", "ok") >= 1
+	}, "healthy time entries to keep syncing and reconciling beside failing users")
+	if n := countRuns(t, pool, "users", "incremental", "failed"); n > 2 {
+		t.Fatalf("users failed %d times in a few seconds: its own back-off is not applied", n)
+	}
+	states, err := p.Store().PassStates(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backingOff bool
+	for _, s := range states {
+		if s.Resource == "users" && s.Kind == "incremental" && s.Failures > 0 && s.BackoffUntil != nil && s.LastError != "" {
+			backingOff = true
+		}
+		if s.Resource == "time_entries" && s.Failures > 0 {
+			t.Fatalf("time entries carry failures: %+v", s)
+		}
+	}
+	if !backingOff {
+		t.Fatalf("users' back-off is not recorded for tidemark cursors: %+v", states)
+	}
+}
+
+// Finding 8: a due reconcile is kept until it has run, across a restart: a
+// daemon that finds one due runs it at its next tick.
+func TestDueReconcileRunsAfterARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	src.put(1, clients.DateOf(time.Now().UTC()), "a")
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// The previous daemon saw the reconcile tick but never ran it.
+	if err := p.Store().MarkReconcileDue(ctx, "acme", []string{"time_entries"}, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s", Reconcile: "0 0 1 1 *"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(ctx, true)
+	defer d.Stop(ctx)
+	waitFor(t, 10*time.Second, func() bool { return countRuns(t, pool, "time_entries", "reconcile", "ok") == 1 }, "the due reconcile to run")
+	waitFor(t, 10*time.Second, func() bool {
+		states, err := p.Store().PassStates(ctx, "acme")
+		return err == nil && len(states) == 1 && states[0].DueSince == nil
+	}, "the reconcile to be no longer due")
+	time.Sleep(2 * time.Second)
+	if n := countRuns(t, pool, "time_entries", "reconcile", "ok"); n != 1 {
+		t.Fatalf("the reconcile ran %d times; once is what was due", n)
+	}
+}
+
+// scopedSource lists time entries by date for some users only (Clockify's
+// per-user lists with user_ids), and says so.
+type scopedSource struct {
+	*fakeSource
+	users []string
+}
+
+func (s scopedSource) ListScope(r clients.Resource, w clients.Window) clients.Scope {
+	if r == clients.TimeEntries && w.ByDate() {
+		return clients.Scope{UserIDs: s.users}
+	}
+	return clients.Scope{}
+}
+
+func (s scopedSource) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	if !w.ByDate() {
+		return s.fakeSource.List(ctx, r, w, fn)
+	}
+	return s.fakeSource.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
+		kept := pg.Records[:0]
+		for _, rec := range pg.Records {
+			for _, u := range s.users {
+				if rec.TimeEntry.UserID == u {
+					kept = append(kept, rec)
+				}
+			}
+		}
+		pg.Records = kept
+		return fn(ctx, pg)
+	})
+}
+
+// Finding 1: a reconcile that listed only some users' entries tombstones
+// only inside that scope; every other user's live entries stay live.
+func TestScopedReconcileLeavesOtherUsersAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	today := clients.DateOf(time.Now().UTC())
+	fs := newFakeSource("acme", t0)
+	for i := 1; i <= 9; i++ {
+		fs.put(i, today.AddDays(-i), "x")
+		fs.recs[strconv.Itoa(i)].user = []string{"alice", "bob", "carol"}[i%3]
+	}
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: scopedSource{fs, []string{"alice"}}, MaxTombstones: 100}},
+		Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Incremental passes read everyone's entries (the workspace-wide feed).
+	if _, err := p.Incremental(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	fs.remove(3) // alice's
+	fs.tick(10 * time.Minute)
+	res, err := p.Reconcile(ctx, "acme", clients.TimeEntries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mirror(t, pool, "acme")
+	for id, r := range m {
+		if r.deleted != (id == "3") {
+			t.Fatalf("after a reconcile scoped to alice: id %s deleted=%v (only alice's deleted entry 3 may be)", id, r.deleted)
+		}
+	}
+	if res[0].Counts.Tombstoned != 1 {
+		t.Fatalf("tombstoned %d, want 1", res[0].Counts.Tombstoned)
+	}
 }

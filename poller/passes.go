@@ -19,13 +19,72 @@ import (
 // source's lease (ErrBusy when another pass holds it). One resource failing
 // does not stop the others; the errors are joined.
 func (p *Poller) Incremental(ctx context.Context, source string, only ...clients.Resource) ([]Result, error) {
-	return p.eachResource(ctx, source, only, p.incremental)
+	return p.eachResource(ctx, source, only, cursor.KindIncremental)
 }
 
-// eachResource takes the source's lease and runs pass on each resource. One
-// resource failing does not stop the others; the errors are joined.
-func (p *Poller) eachResource(ctx context.Context, source string, only []clients.Resource,
-	pass func(context.Context, *Source, clients.Resource, *lease.Lease) (Result, error)) ([]Result, error) {
+// Step is one pass of one resource.
+type Step struct {
+	Resource clients.Resource
+	Kind     string // cursor.KindIncremental or cursor.KindReconcile
+}
+
+// StepResult is the outcome of one Step. Skipped means the resource is not
+// available from the source (clients.ErrUnsupported): warned, not failed.
+type StepResult struct {
+	Step
+	Result  Result
+	Err     error
+	Skipped bool
+}
+
+// Steps runs steps of one source in order under the source's pass lease.
+// Each step succeeds or fails on its own, so that one failing resource
+// neither blocks nor backs off the others. The error is for the source as a
+// whole (its lease is busy or unreachable); step errors are in the results.
+func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]StepResult, error) {
+	s, err := p.source(source)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range steps {
+		if _, err := p.resources(s, []clients.Resource{st.Resource}); err != nil {
+			return nil, err
+		}
+		if st.Kind != cursor.KindIncremental && st.Kind != cursor.KindReconcile {
+			return nil, fmt.Errorf("unknown pass kind %q", st.Kind)
+		}
+	}
+	held, err := p.leaser.TryAcquire(ctx, PassLease(source))
+	if err != nil {
+		return nil, err
+	}
+	defer held.Release()
+	out := make([]StepResult, 0, len(steps))
+	for _, st := range steps {
+		if ctx.Err() != nil {
+			out = append(out, StepResult{Step: st, Err: ctx.Err()})
+			continue
+		}
+		pass := p.incremental
+		if st.Kind == cursor.KindReconcile {
+			pass = p.reconcile
+		}
+		res, err := pass(ctx, s, st.Resource, held)
+		sr := StepResult{Step: st, Result: res, Err: err}
+		if errors.Is(err, clients.ErrUnsupported) {
+			// E.g. a token not allowed to list users: recorded in the run,
+			// warned about, but not a failure of the source.
+			p.log.Warn().Err(err).Str("source", source).Str("resource", string(st.Resource)).Msg("resource not available from this source; skipped")
+			sr.Err, sr.Skipped = nil, true
+		}
+		out = append(out, sr)
+	}
+	return out, nil
+}
+
+// eachResource runs one kind of pass on each resource (all when only is
+// empty); the errors are joined.
+func (p *Poller) eachResource(ctx context.Context, source string, only []clients.Resource, kind string) ([]Result, error) {
 	s, err := p.source(source)
 	if err != nil {
 		return nil, err
@@ -34,30 +93,23 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 	if err != nil {
 		return nil, err
 	}
-	held, err := p.leaser.TryAcquire(ctx, PassLease(source))
+	steps := make([]Step, len(rs))
+	for i, r := range rs {
+		steps[i] = Step{Resource: r, Kind: kind}
+	}
+	srs, err := p.Steps(ctx, source, steps)
 	if err != nil {
 		return nil, err
 	}
-	defer held.Release()
 	var results []Result
 	var errs []error
-	for _, r := range rs {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
+	for _, sr := range srs {
+		switch {
+		case sr.Err != nil:
+			errs = append(errs, sr.Err)
+		case !sr.Skipped:
+			results = append(results, sr.Result)
 		}
-		res, err := pass(ctx, s, r, held)
-		if errors.Is(err, clients.ErrUnsupported) {
-			// E.g. a token not allowed to list users: recorded in the run,
-			// warned about, but not a failure of the source.
-			p.log.Warn().Err(err).Str("source", source).Str("resource", string(r)).Msg("resource not available from this source; skipped")
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		results = append(results, res)
 	}
 	return results, errors.Join(errs...)
 }
@@ -320,7 +372,7 @@ func addCursorCounts(c *cursor.Counts, o cursor.Counts) {
 // (less the overlap) is never tombstoned; more than MaxTombstones at once is
 // refused and reported.
 func (p *Poller) Reconcile(ctx context.Context, source string, only ...clients.Resource) ([]Result, error) {
-	return p.eachResource(ctx, source, only, p.reconcile)
+	return p.eachResource(ctx, source, only, cursor.KindReconcile)
 }
 
 func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, held *lease.Lease) (Result, error) {
@@ -341,7 +393,12 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 	}); err != nil {
 		return res, fmt.Errorf("%s/%s: record run start: %w", s.Name(), r, err)
 	}
-	log.Info().Stringer("from", w.From).Stringer("to", w.To).Msg("reconcile started")
+	scope := clients.ScopeOf(s.Source, r, w)
+	ev := log.Info().Stringer("from", w.From).Stringer("to", w.To)
+	if scope.UserIDs != nil {
+		ev = ev.Strs("scope_user_ids", scope.UserIDs)
+	}
+	ev.Msg("reconcile started")
 	l, err := p.applyListing(ctx, log, s, r, w, true, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
 		if l.sourceTime.IsZero() {
 			return errors.New("the source sent no Date header: cannot tell which rows are older than the listing, so nothing is tombstoned")
@@ -364,6 +421,9 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 		n, err := upsert.TombstoneMissing(ctx, tx, upsert.TombstoneParams{
 			Source: s.Name(), Resource: r, From: w.From, To: w.To, Seen: l.seen,
 			AsOf: l.sourceTime.Add(-s.Overlap), Max: s.MaxTombstones,
+			// Only what was listed: a listing of some users' entries proves
+			// nothing about the others'.
+			Scope: scope,
 		})
 		if err != nil {
 			return err

@@ -45,6 +45,13 @@ type cursorJSON struct {
 	// (reason "quota": Toggl's hourly quota is spent).
 	WaitingUntil  *time.Time `json:"waiting_until,omitempty"`
 	WaitingReason string     `json:"waiting_reason,omitempty"`
+	// BackoffUntil, Failures and BackoffError are set while this resource's
+	// passes back off after failures (each resource backs off on its own).
+	BackoffUntil *time.Time `json:"backoff_until,omitempty"`
+	Failures     int        `json:"failures,omitempty"`
+	BackoffError string     `json:"backoff_error,omitempty"`
+	// ReconcileDueSince is set while a scheduled reconcile has not run yet.
+	ReconcileDueSince *time.Time `json:"reconcile_due_since,omitempty"`
 }
 
 // countsJSON is a run's counts with stable lower-case keys.
@@ -145,6 +152,14 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 			waitOf[w.Source] = w
 		}
 	}
+	passes, err := cursor.New(a.pool).PassStates(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	passOf := map[string][]cursor.PassState{}
+	for _, ps := range passes {
+		passOf[ps.Source+"/"+ps.Resource] = append(passOf[ps.Source+"/"+ps.Resource], ps)
+	}
 	byKey := map[string]cursor.Status{}
 	for _, s := range sts {
 		byKey[s.Source+"/"+s.Resource] = s
@@ -155,6 +170,14 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 		if w, ok := waitOf[st.Source]; ok {
 			until := w.Until
 			row.WaitingUntil, row.WaitingReason = &until, w.Reason
+		}
+		for _, ps := range passOf[st.Source+"/"+st.Resource] {
+			if ps.BackoffUntil != nil && ps.BackoffUntil.After(now) && (row.BackoffUntil == nil || ps.BackoffUntil.After(*row.BackoffUntil)) {
+				row.BackoffUntil, row.Failures, row.BackoffError = ps.BackoffUntil, ps.Failures, ps.LastError
+			}
+			if ps.Kind == cursor.KindReconcile && ps.DueSince != nil {
+				row.ReconcileDueSince = ps.DueSince
+			}
 		}
 		if !st.HighWater.IsZero() {
 			hw := st.HighWater.UTC()
@@ -228,6 +251,11 @@ func writeCursorTable(w io.Writer, rows []cursorJSON) {
 				what = "rate limit"
 			}
 			status = fmt.Sprintf("waiting for %s until %s", what, r.WaitingUntil.UTC().Format(time.RFC3339))
+		} else if r.BackoffUntil != nil {
+			status = fmt.Sprintf("%s, backing off until %s after %d failures", status, r.BackoffUntil.UTC().Format(time.RFC3339), r.Failures)
+		}
+		if r.ReconcileDueSince != nil {
+			status += ", reconcile due"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
 			r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), status, at,
