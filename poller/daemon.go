@@ -474,7 +474,6 @@ func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerol
 	}
 }
 
-
 // cronLogger sends robfig/cron's own messages to zerolog.
 type cronLogger struct{ log zerolog.Logger }
 
