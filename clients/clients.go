@@ -157,3 +157,35 @@ type Source interface {
 // ErrUnsupported is returned by List for a resource or window form the
 // provider cannot serve.
 var ErrUnsupported = errors.New("not supported by this source")
+
+// Scope says what a listing covered beyond its window. A reconcile tombstones
+// only stored rows inside the scope it listed (DESIGN.md guarantee 9): a
+// listing of two users' entries proves nothing about a third user's.
+type Scope struct {
+	// UserIDs, when not nil, means only time entries of these users were
+	// listed. nil means every user.
+	UserIDs []string
+}
+
+// Scoper is implemented by a Source whose listings may cover less than the
+// whole account for a resource (e.g. Clockify's per-user lists).
+type Scoper interface {
+	// ListScope returns the scope List covers for r and w.
+	ListScope(r Resource, w Window) Scope
+}
+
+// ScopeOf returns the scope src lists for r and w: everything unless src says
+// otherwise.
+func ScopeOf(src Source, r Resource, w Window) Scope {
+	if s, ok := src.(Scoper); ok {
+		return s.ListScope(r, w)
+	}
+	return Scope{}
+}
+
+// ErrCapped is returned (wrapped) by List when the provider stopped serving
+// before the listing was complete (a hard cap on results, or a page walk that
+// could not be made stable). Pages already delivered are valid records, but
+// absence from such a listing proves nothing: a reconcile tombstones nothing
+// and an incremental pass does not move its cursor.
+var ErrCapped = errors.New("listing incomplete: the provider capped it or it could not be walked stably")
