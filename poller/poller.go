@@ -19,7 +19,6 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
-	"github.com/tidemarkhq/tidemark/internal/metrics"
 	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
@@ -36,6 +35,24 @@ const (
 	dbTimeout = 2 * time.Minute
 )
 
+// Observer is told what passes do; internal/metrics implements it with
+// Prometheus. The poller depends on this interface, not on the metrics.
+type Observer interface {
+	// Records counts n records of a page by outcome (inserted, updated,
+	// unchanged, stale, tombstoned).
+	Records(source, resource, outcome string, n int64)
+	// Pass reports a finished pass: kind, status (ok, failed) and duration.
+	Pass(source, resource, kind, status string, took time.Duration)
+	// Lag reports the source's clock at the pass minus the new high water.
+	Lag(source, resource string, lag time.Duration)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Records(string, string, string, int64)              {}
+func (nopObserver) Pass(string, string, string, string, time.Duration) {}
+func (nopObserver) Lag(string, string, time.Duration)                  {}
+
 // Source is a configured source with its pass settings.
 type Source struct {
 	clients.Source
@@ -51,7 +68,8 @@ type Params struct {
 	Pool    *pgxpool.Pool
 	Sources []Source
 	Logger  zerolog.Logger
-	Metrics *metrics.Metrics // nil: none
+	// Observer is told of records, passes and lag (metrics); nil: none.
+	Observer Observer
 	// Leaser defaults to one on Pool's database.
 	Leaser *lease.Leaser
 }
@@ -62,7 +80,7 @@ type Poller struct {
 	store   *cursor.Store
 	leaser  *lease.Leaser
 	log     zerolog.Logger
-	metrics *metrics.Metrics
+	metrics Observer
 	sources map[string]*Source
 	order   []string
 }
@@ -77,8 +95,11 @@ func New(p Params) (*Poller, error) {
 		store:   cursor.New(p.Pool),
 		leaser:  p.Leaser,
 		log:     p.Logger,
-		metrics: p.Metrics,
+		metrics: p.Observer,
 		sources: map[string]*Source{},
+	}
+	if pl.metrics == nil {
+		pl.metrics = nopObserver{}
 	}
 	if pl.leaser == nil {
 		pl.leaser = lease.New(p.Pool.Config().ConnString())

@@ -296,7 +296,7 @@ func (a *app) poller(ctx context.Context, only string) (*poller.Poller, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := poller.New(poller.Params{Pool: a.pool, Sources: srcs, Logger: a.log, Metrics: a.metrics})
+	p, err := poller.New(poller.Params{Pool: a.pool, Sources: srcs, Logger: a.log, Observer: a.metrics})
 	if err != nil {
 		return nil, err
 	}
