@@ -27,7 +27,11 @@
 // too), and that one created and deleted inside a window is left out of
 // both. Each window starts one second before the previous one ended,
 // because whether start and end are inclusive is not documented; records at
-// the seam come twice, which the version guard makes harmless.
+// the seam come twice, which the version guard makes harmless. Every page of
+// a feed listing carries the end of its last window as SourceTime, not the
+// source's clock: the poller caps the high water by it, so the next pass
+// starts (an overlap) before the end of what was read, never after changes
+// made inside the lag and not yet listed.
 //
 // The feed's response shape is barely documented. This client assumes, and
 // clockifytest serves:
@@ -51,10 +55,16 @@
 // clock, and the feed would then re-deliver the same states with older
 // stamps. Older history comes in by backfill. Backfill and reconcile
 // (Window.From/To) list per user by date, from From 00:00Z to To+1 00:00Z,
-// page-size PageSize, versioned by each page's Date header. A /created
+// page-size PageSize, versioned by each page's Date header; with UserIDs
+// configured they cover only those users (ListScope). A /created
 // element's version is the later of its createdAt and updatedAt (an entry
 // created and updated inside one window is only in /created, with the
 // later state).
+//
+// Every listing and the feed page by number over a live list (bare
+// arrays, no total): clients/pagewalk confirms a walk of several pages with
+// a second one and walks again while it shifts; one that will not hold
+// still, or a listing past MaxPages, fails with clients.ErrCapped.
 //
 // Because the feed is experimental, a weekly reconcile is on by default
 // (DefaultReconcileSchedule): it re-lists recent entries and tombstones the
@@ -77,6 +87,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/pagewalk"
 )
 
 // Defaults.
@@ -103,6 +114,10 @@ const (
 	DefaultSafetyLag = 2 * time.Minute
 	// DefaultFirstSyncDays is the range a first sync lists.
 	DefaultFirstSyncDays = 90
+	// DefaultMaxPages caps one walk of a listing (not of the feed): a
+	// per-user list that needs more fails with clients.ErrCapped rather
+	// than going on forever.
+	DefaultMaxPages = 1000
 	// DefaultRetryAfter is the wait after a 429: Clockify sends no
 	// Retry-After, and its paid budget is per second.
 	DefaultRetryAfter = 5 * time.Second
@@ -149,9 +164,14 @@ type Params struct {
 	SafetyLag time.Duration
 	// FirstSyncDays defaults to DefaultFirstSyncDays.
 	FirstSyncDays int
-	Logger        zerolog.Logger
-	OnResponse    func(status int, took time.Duration)
-	OnWait        func(reason string, d time.Duration)
+	// MaxPages defaults to DefaultMaxPages.
+	MaxPages int
+	// Overlap, when set, is the poller's overlap for this source: Validate
+	// refuses one shorter than SafetyLag (see CheckOverlap).
+	Overlap    time.Duration
+	Logger     zerolog.Logger
+	OnResponse func(status int, took time.Duration)
+	OnWait     func(reason string, d time.Duration)
 }
 
 // Client is a Clockify workspace as a clients.Source.
@@ -167,6 +187,7 @@ type Client struct {
 	delSpan    time.Duration
 	lag        time.Duration
 	firstDays  int
+	maxPages   int
 	resources  []clients.Resource
 	http       *httpx.Client
 	dec        decoder
@@ -187,6 +208,7 @@ func (p Params) withDefaults() Params {
 	p.DeletionSpan = cmp.Or(p.DeletionSpan, DefaultDeletionSpan)
 	p.SafetyLag = cmp.Or(p.SafetyLag, DefaultSafetyLag)
 	p.FirstSyncDays = cmp.Or(p.FirstSyncDays, DefaultFirstSyncDays)
+	p.MaxPages = cmp.Or(p.MaxPages, DefaultMaxPages)
 	if len(p.Resources) == 0 {
 		p.Resources = clients.AllResources
 	}
@@ -217,8 +239,15 @@ func (p Params) Validate() error {
 		return fmt.Errorf("clockify source %s: safety_lag %s must not be negative", p.Name, p.SafetyLag)
 	case p.FirstSyncDays < 1:
 		return fmt.Errorf("clockify source %s: first_sync_days %d must be ≥ 1", p.Name, p.FirstSyncDays)
+	case p.MaxPages < 1:
+		return fmt.Errorf("clockify source %s: max_pages %d must be ≥ 1", p.Name, p.MaxPages)
 	case p.RateLimit.Requests < 1 || p.RateLimit.Per <= 0:
 		return fmt.Errorf("clockify source %s: rate_limit must have requests ≥ 1 and per > 0", p.Name)
+	}
+	if p.Overlap != 0 {
+		if err := CheckOverlap(p.Overlap, p.SafetyLag); err != nil {
+			return fmt.Errorf("clockify source %s: %w", p.Name, err)
+		}
 	}
 	for i, id := range p.UserIDs {
 		if !validID(id) {
@@ -230,6 +259,22 @@ func (p Params) Validate() error {
 	}
 	if err := clients.CheckResources(p.Resources); err != nil {
 		return fmt.Errorf("clockify source %s: resources: %w", p.Name, err)
+	}
+	return nil
+}
+
+// CheckOverlap refuses a poller overlap shorter than the feed's safety lag.
+// The high water stops at the end of what the feed listed (SafetyLag before
+// the source's clock), so the next window starts an overlap before it; an
+// overlap of at least the lag keeps that true even were a page to carry the
+// source's clock, and re-reads a deletion that reached the feed later than
+// the lag.
+func CheckOverlap(overlap, safetyLag time.Duration) error {
+	if safetyLag == 0 {
+		safetyLag = DefaultSafetyLag
+	}
+	if overlap < safetyLag {
+		return fmt.Errorf("overlap %s is shorter than the change feed's safety lag %s: changes made within the lag before a pass could fall between two passes; use overlap ≥ %s", overlap, safetyLag, safetyLag)
 	}
 	return nil
 }
@@ -275,6 +320,7 @@ func New(p Params) (*Client, error) {
 		delSpan:    p.DeletionSpan,
 		lag:        p.SafetyLag,
 		firstDays:  p.FirstSyncDays,
+		maxPages:   p.MaxPages,
 		resources:  slices.Clone(p.Resources),
 		http:       hc,
 		dec:        newDecoder(p.Name, hc),
@@ -284,6 +330,19 @@ func New(p Params) (*Client, error) {
 
 // Name returns the source name.
 func (c *Client) Name() string { return c.name }
+
+var _ clients.Scoper = (*Client)(nil)
+
+// ListScope says what a listing covers: time entries by date are listed per
+// configured user, so a reconcile may tombstone only those users' entries.
+// Everything else (the feed, every user, the reference lists) is the whole
+// workspace.
+func (c *Client) ListScope(r clients.Resource, w clients.Window) clients.Scope {
+	if r == clients.TimeEntries && w.ByDate() && len(c.userIDs) > 0 {
+		return clients.Scope{UserIDs: slices.Clone(c.userIDs)}
+	}
+	return clients.Scope{}
+}
 
 // Resources returns the configured resources.
 func (c *Client) Resources() []clients.Resource { return slices.Clone(c.resources) }
@@ -370,24 +429,26 @@ func (c *Client) clock(ctx context.Context) (time.Time, error) {
 // yyyy-MM-ddThh:mm:ssZ.
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
 
-// pages walks page-numbered requests from first until a short page. get
-// returns how many elements the page held.
-func pages(first, size int, get func(page int) (int, error)) error {
-	for page := first; ; page++ {
-		n, err := get(page)
+// walk walks a page-numbered listing of bare arrays from page first until a
+// short page, under pagewalk: a walk of several pages is confirmed by a
+// second one and walked again if it shifted. get fetches page n, hands its
+// records on, and returns their ids and how many elements the page held.
+func (l *lister) walk(ctx context.Context, what string, first, size, maxPages int, get func(ctx context.Context, page int) ([]string, int, error)) error {
+	w := pagewalk.New(what)
+	w.MaxPages = maxPages
+	return w.Numbered(ctx, first, func(ctx context.Context, page int) (pagewalk.Page, error) {
+		ids, n, err := get(ctx, page)
 		if err != nil {
-			return err
+			return pagewalk.Page{}, err
 		}
-		if n < size {
-			return nil
-		}
-	}
+		return pagewalk.Page{IDs: ids, Total: -1, TotalPages: -1, Size: size, More: n >= size}, nil
+	})
 }
 
 // plain lists a workspace collection whole, versioned by each page's clock.
 func (l *lister) plain(ctx context.Context, r clients.Resource, path string, extra url.Values) error {
 	c := l.c
-	return pages(1, c.pageSize, func(page int) (int, error) {
+	return l.walk(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
 		q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}}
 		for k, v := range extra {
 			q[k] = v
@@ -396,52 +457,76 @@ func (l *lister) plain(ctx context.Context, r clients.Resource, path string, ext
 	})
 }
 
-// listed fetches one listing page, normalizes it and hands it to fn.
-func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q url.Values) (int, error) {
+// listed fetches one listing page, normalizes it and hands it to fn; it
+// returns the ids served and how many there were.
+func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q url.Values) ([]string, int, error) {
 	c := l.c
 	l.page++
 	resp, err := c.get(ctx, path, q, string(r), l.page)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	if resp.Date.IsZero() {
-		return 0, c.dec.errf(string(r), l.page, "Date header", "missing: listed records are versioned by the source's clock", nil)
+		return nil, 0, c.dec.errf(string(r), l.page, "Date header", "missing: listed records are versioned by the source's clock", nil)
 	}
 	recs, err := c.dec.decodeList(r, l.page, resp.Body, resp.Date, resp.ReceivedAt)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	if len(recs) > c.pageSize {
-		return 0, c.dec.errf(string(r), l.page, "(page)", fmt.Sprintf("%d records on a page of %d", len(recs), c.pageSize), nil)
+		return nil, 0, c.dec.errf(string(r), l.page, "(page)", fmt.Sprintf("%d records on a page of %d", len(recs), c.pageSize), nil)
 	}
 	c.log.Debug().Str("resource", string(r)).Int("page", l.page).Int("records", len(recs)).Msg("page fetched")
 	if err := l.fn(ctx, clients.Page{Resource: r, Number: l.page, SourceTime: resp.Date, Records: recs}); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	return len(recs), nil
+	return recordIDs(recs), len(recs), nil
+}
+
+func recordIDs(recs []clients.Record) []string {
+	ids := make([]string, len(recs))
+	for i := range recs {
+		ids[i] = recs[i].ID
+	}
+	return ids
+}
+
+// ids walks a listing for its ids only (users, projects): the union of
+// every walk, in first-seen order.
+func (l *lister) ids(ctx context.Context, r clients.Resource, path string, extra url.Values) ([]string, error) {
+	c := l.c
+	var ids []string
+	seen := map[string]bool{}
+	err := l.walk(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
+		q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}}
+		for k, v := range extra {
+			q[k] = v
+		}
+		resp, err := c.get(ctx, path, q, string(r), page)
+		if err != nil {
+			return nil, 0, err
+		}
+		got, err := c.dec.decodeIDs(r, page, resp.Body)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, id := range got {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		return got, len(got), nil
+	})
+	return ids, err
 }
 
 // users returns the configured user ids, or every user of the workspace.
 func (l *lister) users(ctx context.Context) ([]string, error) {
-	c := l.c
-	if len(c.userIDs) > 0 {
-		return c.userIDs, nil
+	if len(l.c.userIDs) > 0 {
+		return l.c.userIDs, nil
 	}
-	var ids []string
-	err := pages(1, c.pageSize, func(page int) (int, error) {
-		q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}, "status": {"ALL"}}
-		resp, err := c.get(ctx, c.path("users"), q, string(clients.Users), page)
-		if err != nil {
-			return 0, err
-		}
-		got, err := c.dec.decodeIDs(clients.Users, page, resp.Body)
-		if err != nil {
-			return 0, err
-		}
-		ids = append(ids, got...)
-		return len(got), nil
-	})
-	return ids, err
+	return l.ids(ctx, clients.Users, l.c.path("users"), url.Values{"status": {"ALL"}})
 }
 
 // entries lists every user's time entries whose start is in [start, end)
@@ -454,7 +539,7 @@ func (l *lister) entries(ctx context.Context, start, end time.Time) error {
 	}
 	for _, uid := range users {
 		path := c.path("user", uid, "time-entries")
-		err := pages(1, c.pageSize, func(page int) (int, error) {
+		err := l.walk(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
 			q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}, "start": {stamp(start)}}
 			if !end.IsZero() {
 				q.Set("end", stamp(end))
@@ -471,20 +556,7 @@ func (l *lister) entries(ctx context.Context, start, end time.Time) error {
 // tasks lists every project's tasks.
 func (l *lister) tasks(ctx context.Context) error {
 	c := l.c
-	var pids []string
-	err := pages(1, c.pageSize, func(page int) (int, error) {
-		q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}}
-		resp, err := c.get(ctx, c.path("projects"), q, string(clients.Projects), page)
-		if err != nil {
-			return 0, err
-		}
-		got, err := c.dec.decodeIDs(clients.Projects, page, resp.Body)
-		if err != nil {
-			return 0, err
-		}
-		pids = append(pids, got...)
-		return len(got), nil
-	})
+	pids, err := l.ids(ctx, clients.Projects, c.path("projects"), nil)
 	if err != nil {
 		return err
 	}
@@ -500,7 +572,10 @@ func (l *lister) tasks(ctx context.Context) error {
 var feedKinds = []feedKind{feedCreated, feedUpdated, feedDeleted}
 
 // feed reads the change feed from since to SafetyLag before the source's
-// clock, window by window.
+// clock, window by window. Every page carries the end of the last window as
+// its SourceTime: the poller caps the new high water by it, and nothing
+// after it was listed (a /created element's version, the later of its
+// creation and its last update, may be later still).
 func (l *lister) feed(ctx context.Context, since time.Time) error {
 	c := l.c
 	now, err := c.clock(ctx)
@@ -518,7 +593,7 @@ func (l *lister) feed(ctx context.Context, since time.Time) error {
 			we = end
 		}
 		for _, k := range feedKinds[:2] {
-			if err := l.feedWindow(ctx, k, ws, we, now); err != nil {
+			if err := l.feedWindow(ctx, k, ws, we, end); err != nil {
 				return err
 			}
 		}
@@ -538,7 +613,7 @@ func (l *lister) feed(ctx context.Context, since time.Time) error {
 			if de.After(we) {
 				de = we
 			}
-			if err := l.feedWindow(ctx, feedDeleted, ds, de, now); err != nil {
+			if err := l.feedWindow(ctx, feedDeleted, ds, de, end); err != nil {
 				return err
 			}
 			if !de.Before(we) {
@@ -557,23 +632,14 @@ func (l *lister) feed(ctx context.Context, since time.Time) error {
 // feedWindow reads one feed window. The feed pages by page number over a
 // live list: a change leaving the list while we walk it (an entry deleted,
 // or updated out of the window) shifts the rest back by one, and the entry
-// at the page boundary is never served. So a window that took more than one
-// page is walked a second time; re-delivered changes are harmless, and an
-// entry is lost only if both walks skip it (the overlap of the next pass
-// and the weekly reconcile cover that).
-func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, now time.Time) error {
-	walked := 0
-	if err := l.feedWalk(ctx, k, start, end, now, &walked); err != nil || walked < 2 {
-		return err
-	}
-	return l.feedWalk(ctx, k, start, end, now, &walked)
-}
-
-func (l *lister) feedWalk(ctx context.Context, k feedKind, start, end, now time.Time, walked *int) error {
+// at the page boundary is never served. pagewalk confirms a window of
+// several pages with a second walk and walks again while it shifts.
+// listedTo is the end of the pass's last window: every page's SourceTime.
+func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, listedTo time.Time) error {
 	c := l.c
 	path := c.path("entities", string(k))
-	return pages(0, c.feedLimit, func(fp int) (int, error) {
-		*walked++
+	what := fmt.Sprintf("feed %s %s..%s", k, stamp(start), stamp(end))
+	return l.walk(ctx, what, 0, c.feedLimit, 0, func(ctx context.Context, fp int) ([]string, int, error) {
 		l.page++
 		q := url.Values{
 			"type": {"TIME_ENTRY"}, "start": {stamp(start)}, "end": {stamp(end)},
@@ -581,22 +647,20 @@ func (l *lister) feedWalk(ctx context.Context, k feedKind, start, end, now time.
 		}
 		resp, err := c.get(ctx, path, q, string(clients.TimeEntries), l.page)
 		if err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 		recs, n, err := c.dec.decodeFeed(k, l.page, resp.Body, resp.ReceivedAt)
 		if err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 		if n > c.feedLimit {
-			return 0, c.dec.errf(string(clients.TimeEntries), l.page, "(page)", fmt.Sprintf("%d changes on a page of limit %d", n, c.feedLimit), nil)
+			return nil, 0, c.dec.errf(string(clients.TimeEntries), l.page, "(page)", fmt.Sprintf("%d changes on a page of limit %d", n, c.feedLimit), nil)
 		}
 		c.log.Debug().Str("feed", string(k)).Int("page", l.page).Int("records", len(recs)).
 			Time("start", start).Time("end", end).Msg("feed page fetched")
-		// Every feed page carries the pass's clock (GET /user): the poller
-		// caps the cursor by it, and every version here is older.
-		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: now, Records: recs}); err != nil {
-			return 0, err
+		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: listedTo, Records: recs}); err != nil {
+			return nil, 0, err
 		}
-		return n, nil
+		return recordIDs(recs), n, nil
 	})
 }

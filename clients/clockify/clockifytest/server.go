@@ -126,6 +126,7 @@ type Server struct {
 	malformed map[malKey]Malformation
 	writes    int                  // time-entry writes (LateEvery)
 	visibleAt map[string]time.Time // when a late entry's change reaches the feed
+	onList    func(Request)
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -212,6 +213,15 @@ func (s *Server) Malform(endpoint string, page int, m Malformation) {
 		return
 	}
 	s.malformed[malKey{endpoint, page}] = m
+}
+
+// OnList calls fn before each workspace request is answered (nil: none),
+// outside the server's lock, so fn may change the store: an entry deleted
+// or moved while a client walks the pages of a listing.
+func (s *Server) OnList(fn func(Request)) {
+	s.mu.Lock()
+	s.onList = fn
+	s.mu.Unlock()
 }
 
 // Requests returns the request log.
@@ -305,6 +315,12 @@ func (s *Server) serve(hw http.ResponseWriter, r *http.Request) {
 	}
 	rest := parts[2:]
 	q := r.URL.Query()
+	s.mu.Lock()
+	hook, req := s.onList, s.reqs[seq]
+	s.mu.Unlock()
+	if hook != nil {
+		hook(req)
+	}
 	switch {
 	case len(rest) == 1 && (rest[0] == "users" || rest[0] == "projects" || rest[0] == "clients"):
 		s.list(w, q, rest[0], "")
