@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/clockify"
 )
 
 // Defaults.
@@ -448,6 +449,12 @@ func (c *Config) validate(root *yaml.Node) error {
 		}
 		if s.Overlap == 0 {
 			s.Overlap = Duration(DefaultOverlap)
+		}
+		if s.Kind == KindClockify {
+			// The feed's windows end a safety lag before the source's clock.
+			if err := clockify.CheckOverlap(s.Overlap.D(), clockify.DefaultSafetyLag); err != nil {
+				return fail(key("overlap"), "%v", err)
+			}
 		}
 		if s.RateLimit.Requests < 1 || s.RateLimit.Per <= 0 {
 			return fail(key("rate_limit"), "want {requests: N >= 1, per: duration > 0}")

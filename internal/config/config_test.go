@@ -179,3 +179,30 @@ func TestExampleConfigsLoad(t *testing.T) {
 	}
 	_ = os.Getenv
 }
+
+// Clockify's feed windows end a safety lag (2 min) before the source's
+// clock: an overlap shorter than that is refused, naming the key.
+func TestClockifyOverlapUnderSafetyLagRefused(t *testing.T) {
+	doc := `
+sources:
+  - name: c
+    kind: clockify
+    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d
+    token: ${HARVEST_TOKEN}
+    overlap: 1m
+`
+	_, err := Parse("t.yaml", []byte(doc), fullEnv)
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:7: sources[0].overlap") || !strings.Contains(err.Error(), "safety lag") {
+		t.Fatalf("error %v, want one naming sources[0].overlap and the safety lag", err)
+	}
+	for _, ok := range []string{"2m", "10m"} {
+		if _, err := Parse("t.yaml", []byte(strings.Replace(doc, "overlap: 1m", "overlap: "+ok, 1)), fullEnv); err != nil {
+			t.Errorf("overlap %s: %v", ok, err)
+		}
+	}
+	// Other kinds have no feed lag.
+	harvest := strings.Replace(strings.Replace(doc, "kind: clockify", "kind: harvest", 1), "workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d", `account_id: "1"`, 1)
+	if _, err := Parse("t.yaml", []byte(harvest), fullEnv); err != nil {
+		t.Errorf("harvest with overlap 1m: %v", err)
+	}
+}
