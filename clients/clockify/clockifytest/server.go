@@ -77,7 +77,9 @@ type Options struct {
 type Malformation int
 
 const (
-	// BadJSON truncates the body.
+	// BadJSON answers a whole body that is not JSON (a stray comma after
+	// the opening bracket): a malformed page, for the provider to report.
+	// A body cut short is CutShort, a transport fault that httpx retries.
 	BadJSON Malformation = iota + 1
 	// HTMLPage answers 200 with an HTML page.
 	HTMLPage
@@ -91,6 +93,8 @@ const (
 	WrongType
 	// MissingStamp drops the first feed element's change stamps.
 	MissingStamp
+	// CutShort sends half the body (with a Content-Length to match).
+	CutShort
 )
 
 // Request is one logged request.
@@ -602,7 +606,10 @@ func (s *Server) write(w http.ResponseWriter, elems []json.RawMessage, mal Malfo
 	if envelope || mal == Envelope {
 		b = append(append([]byte(`{"response":`), b...), '}')
 	}
-	if mal == BadJSON {
+	switch mal {
+	case BadJSON:
+		b = slices.Insert(b, 1, ',')
+	case CutShort:
 		b = b[:len(b)/2]
 	}
 	w.Header().Set("Content-Type", "application/json")

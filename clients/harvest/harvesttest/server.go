@@ -66,7 +66,9 @@ type Options struct {
 type Malformation int
 
 const (
-	// BadJSON truncates the body.
+	// BadJSON answers a whole body that is not JSON (a stray comma after
+	// the opening bracket): a malformed page, for the provider to report.
+	// A body cut short is CutShort, a transport fault that httpx retries.
 	BadJSON Malformation = iota + 1
 	// HTMLPage answers 200 with an HTML error page.
 	HTMLPage
@@ -74,6 +76,8 @@ const (
 	MissingUpdatedAt
 	// WrongType renders the first record's updated_at as a number.
 	WrongType
+	// CutShort sends half the body (with a Content-Length to match).
+	CutShort
 )
 
 // Request is one logged request.
@@ -836,7 +840,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 	b = append(b, `,"last":`...)
 	b = append(b, lastLink...)
 	b = append(b, '}', '}')
-	if mal == BadJSON {
+	switch mal {
+	case BadJSON:
+		b = slices.Insert(b, 1, ',')
+	case CutShort:
 		b = b[:len(b)/2]
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")

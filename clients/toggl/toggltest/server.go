@@ -87,7 +87,9 @@ type Options struct {
 type Malformation int
 
 const (
-	// BadJSON truncates the body.
+	// BadJSON answers a whole body that is not JSON (a stray comma after
+	// the opening bracket): a malformed page, for the provider to report.
+	// A body cut short is CutShort, a transport fault that httpx retries.
 	BadJSON Malformation = iota + 1
 	// HTMLPage answers 200 with an HTML page.
 	HTMLPage
@@ -95,6 +97,8 @@ const (
 	MissingAt
 	// WrongType renders the first record's `at` as a number.
 	WrongType
+	// CutShort sends half the body (with a Content-Length to match).
+	CutShort
 )
 
 // Request is one logged request.
@@ -867,7 +871,10 @@ func (s *Server) writeList(w http.ResponseWriter, res clients.Resource, objs []m
 	if err != nil {
 		panic(fmt.Sprintf("toggltest: render: %v", err))
 	}
-	if mal == BadJSON {
+	switch mal {
+	case BadJSON:
+		b = slices.Insert(b, 1, ',')
+	case CutShort:
 		b = b[:len(b)/2]
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
