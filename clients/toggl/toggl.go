@@ -424,11 +424,12 @@ func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(cont
 	}
 	if n >= EntryCap {
 		// `since` cannot be split: the entries past the cap are unknown.
-		from, to := clients.DateOf(since.UTC()), clients.DateOf(c.SourceNow().UTC())
-		return fmt.Errorf("%s time_entries: %w: %d entries changed since %s, and Toggl serves at most %d per request. "+
-			"Run `tidemark backfill --source %s --resource time_entries --from %s --to %s` (listed in windows under the cap), "+
-			"then `tidemark cursor set` the time_entries cursor to the backfill's start",
-			c.name, clients.ErrCapped, n, since.UTC().Format(time.RFC3339), EntryCap, c.name, from, to)
+		now := c.SourceNow().UTC().Truncate(time.Second)
+		return fmt.Errorf("%s time_entries: %w: %d entries changed since %s and Toggl serves at most %d per request, so some are missing. "+
+			"Backfill the start dates they touch (e.g. `tidemark backfill --source %s --resource time_entries --from %s --to %s`, listed in windows under the cap), "+
+			"then move the cursor past them: `tidemark cursor set --source %s --resource time_entries --to %s`",
+			c.name, clients.ErrCapped, n, since.UTC().Format(time.RFC3339), EntryCap,
+			c.name, clients.DateOf(since.UTC()), clients.DateOf(now), c.name, now.Format(time.RFC3339))
 	}
 	return nil
 }
