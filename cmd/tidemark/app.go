@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,11 +15,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tidemarkhq/tidemark/clients"
-	"github.com/tidemarkhq/tidemark/clients/clockify"
-	"github.com/tidemarkhq/tidemark/clients/harvest"
-	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
-	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/metrics"
@@ -175,70 +171,37 @@ func (a *app) sources(ctx context.Context, only string) ([]poller.Source, error)
 	return out, nil
 }
 
+// buildSource builds one source through its kind's registration
+// (clients/provider): no switch on the kind here.
 func (a *app) buildSource(ctx context.Context, sc *config.Source) (clients.Source, error) {
-	var rs []clients.Resource
-	for _, r := range sc.Resources {
-		rr, _ := clients.ParseResource(r)
-		rs = append(rs, rr)
+	kind, err := provider.Lookup(sc.Kind)
+	if err != nil {
+		return nil, usagef("%s: source %s: %v", a.cfg.Path, sc.Name, err)
 	}
-	limit := httpx.RateLimit{Requests: sc.RateLimit.Requests, Per: sc.RateLimit.Per.D()}
 	log := a.log.With().Str("source", sc.Name).Logger()
 	waits := &waitRecorder{pool: a.pool, source: sc.Name, log: log}
-	onResponse := func(status int, _ time.Duration) {
-		a.metrics.Request(sc.Name, status)
-		waits.response(status)
+	env := provider.Env{
+		Contact: a.cfg.Contact, Version: version, Logger: log,
+		OnResponse: func(status int, _ time.Duration) {
+			a.metrics.Request(sc.Name, status)
+			waits.response(status)
+		},
+		OnWait: waits.wait,
 	}
-	onWait := waits.wait
-	// Each provider builds its HTTP client here, so that the per-request
-	// `timeout` (an httpx setting the providers' Params do not carry) applies.
-	withTimeout := func(hc httpx.Config) *httpx.Client {
-		hc.Timeout = sc.Timeout.D()
-		return httpx.New(hc)
+	b, err := kind.New(ctx, sc.Settings(), env)
+	if err != nil {
+		return nil, err
 	}
-	switch sc.Kind {
-	case config.KindHarvest, config.KindSimulated:
-		p := harvest.Params{
-			Name: sc.Name, BaseURL: sc.BaseURL, AccountID: sc.AccountID, Token: sc.Token.Value(),
-			Contact: a.cfg.Contact, Version: version, RateLimit: limit, Resources: rs,
-			Logger: log, OnResponse: onResponse, OnWait: onWait,
-		}
-		if sc.Kind == config.KindSimulated {
-			tr, err := startSimulated(ctx, sc, a.log)
-			if err != nil {
-				return nil, fmt.Errorf("source %s: start the simulated tracker: %w", sc.Name, err)
-			}
-			a.closers = append(a.closers, tr.Close)
-			if a.simulated == nil {
-				a.simulated = map[string]*simulated.Tracker{}
-			}
-			a.simulated[sc.Name] = tr
-			p.BaseURL, p.AccountID, p.Token = tr.URL(), tr.AccountID(), tr.Token()
-		}
-		p.HTTP = withTimeout(harvest.HTTPConfig(p))
-		return harvest.New(p)
-	case config.KindToggl:
-		wid, err := strconv.ParseInt(sc.WorkspaceID, 10, 64)
-		if err != nil || wid <= 0 {
-			return nil, usagef("%s: sources[%s].workspace_id: %q is not a Toggl workspace id", a.cfg.Path, sc.Name, sc.WorkspaceID)
-		}
-		p := toggl.Params{
-			Name: sc.Name, BaseURL: sc.BaseURL, Token: sc.Token.Value(), WorkspaceID: wid,
-			Contact: a.cfg.Contact, Version: version, RateLimit: limit, Resources: rs,
-			Quota: &toggl.Quota{}, Logger: log, OnResponse: onResponse, OnWait: onWait,
-		}
-		p.HTTP = withTimeout(toggl.HTTPConfig(p))
-		return toggl.New(p)
-	case config.KindClockify:
-		p := clockify.Params{
-			Name: sc.Name, BaseURL: sc.BaseURL, Token: sc.Token.Value(), WorkspaceID: sc.WorkspaceID,
-			UserIDs: sc.UserIDs, Contact: a.cfg.Contact, Version: version, RateLimit: limit, Resources: rs,
-			Logger: log, OnResponse: onResponse, OnWait: onWait,
-		}
-		p.HTTP = withTimeout(clockify.HTTPConfig(p))
-		return clockify.New(p)
-	default:
-		return nil, usagef("source %s: kind %q is not supported", sc.Name, sc.Kind)
+	if b.Close != nil {
+		a.closers = append(a.closers, b.Close)
 	}
+	if s, ok := b.Source.(*simulated.Source); ok {
+		if a.simulated == nil {
+			a.simulated = map[string]*simulated.Tracker{}
+		}
+		a.simulated[sc.Name] = s.Tracker
+	}
+	return b.Source, nil
 }
 
 // waitRecorder records in the database when a source makes us wait long

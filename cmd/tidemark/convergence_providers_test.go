@@ -59,12 +59,12 @@ type fakeSource struct {
 	today func() clients.Date
 }
 
-type provider struct {
+type providerFake struct {
 	kind  string
 	start func(t *testing.T, e *env, o fakeOpts) *fakeSource
 }
 
-var providers = []provider{{"toggl", startToggl}, {"clockify", startClockify}}
+var providers = []providerFake{{"toggl", startToggl}, {"clockify", startClockify}}
 
 func (e *env) writeProviderConfig(block string) string {
 	e.t.Helper()

@@ -10,11 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/tidemarkhq/tidemark/clients"
-	"github.com/tidemarkhq/tidemark/clients/simulated"
 	"github.com/tidemarkhq/tidemark/configs"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/metrics"
@@ -23,28 +21,6 @@ import (
 	"github.com/tidemarkhq/tidemark/migrations"
 	"github.com/tidemarkhq/tidemark/poller"
 )
-
-// startSimulated starts the built-in tracker of a kind: simulated source, with
-// its mutation stream when configured.
-func startSimulated(ctx context.Context, sc *config.Source, log zerolog.Logger) (*simulated.Tracker, error) {
-	tr, err := simulated.New(simulated.Params{
-		Seed:  sc.Simulated.Seed,
-		Users: sc.Simulated.Users,
-		Days:  sc.Simulated.Days,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if sc.Simulated.MutationsPerTick > 0 {
-		every := sc.Simulated.Every.D()
-		if every <= 0 {
-			every = time.Second
-		}
-		go tr.Run(ctx, every, sc.Simulated.MutationsPerTick)
-	}
-	log.Info().Str("source", sc.Name).Str("url", tr.URL()).Msg("simulated tracker started")
-	return tr, nil
-}
 
 func newDemoCmd(g *globals) *cobra.Command {
 	var every time.Duration

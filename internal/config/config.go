@@ -12,7 +12,6 @@ import (
 	"os"
 	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +19,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tidemarkhq/tidemark/clients"
-	"github.com/tidemarkhq/tidemark/clients/clockify"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
+	_ "github.com/tidemarkhq/tidemark/clients/provider/all" // every kind registers itself
 )
 
 // Defaults.
@@ -382,59 +383,22 @@ func (c *Config) validate(root *yaml.Node) error {
 			return fail(key("name"), "duplicate source name %q", s.Name)
 		}
 		seen[s.Name] = true
-		switch s.Kind {
-		case KindHarvest:
-			s.BaseURL = cmp.Or(s.BaseURL, "https://api.harvestapp.com/v2")
-			if s.AccountID == "" {
-				return fail(key("account_id"), "missing; Harvest needs the account id (Harvest-Account-Id)")
-			}
-			if s.Token == "" {
-				return fail(key("token"), "missing; give it as ${VAR}, e.g. token: ${HARVEST_TOKEN}")
-			}
-			if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
-				s.RateLimit = RateLimit{Requests: 100, Per: Duration(15 * time.Second)}
-			}
-		case KindSimulated:
-			if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
-				s.RateLimit = RateLimit{Requests: 100, Per: Duration(15 * time.Second)}
-			}
-		case KindToggl:
-			s.BaseURL = cmp.Or(s.BaseURL, "https://api.track.toggl.com/api/v9")
-			if s.WorkspaceID == "" {
-				return fail(key("workspace_id"), "missing; Toggl needs the workspace id")
-			}
-			if _, err := strconv.ParseInt(s.WorkspaceID, 10, 64); err != nil {
-				return fail(key("workspace_id"), "%q: want Toggl's numeric workspace id", s.WorkspaceID)
-			}
-			if s.Token == "" {
-				return fail(key("token"), "missing; give it as ${VAR}, e.g. token: ${TOGGL_TOKEN}")
-			}
-			if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
-				// Toggl's leaky bucket is about one request a second per token.
-				s.RateLimit = RateLimit{Requests: 1, Per: Duration(time.Second)}
-			}
-			// Toggl reports deleted time entries, but clients and users are
-			// listed without `since`: their deletions need a reconcile.
-			s.Reconcile.Schedule = cmp.Or(s.Reconcile.Schedule, "30 3 * * *")
-		case KindClockify:
-			s.BaseURL = cmp.Or(s.BaseURL, "https://api.clockify.me/api/v1")
-			if s.WorkspaceID == "" {
-				return fail(key("workspace_id"), "missing; Clockify needs the workspace id")
-			}
-			if s.Token == "" {
-				return fail(key("token"), "missing; give it as ${VAR}, e.g. token: ${CLOCKIFY_API_KEY}")
-			}
-			if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
-				s.RateLimit = RateLimit{Requests: 10, Per: Duration(time.Second)}
-			}
-			// Clockify's change feed is experimental: a weekly safety
-			// reconcile is on unless configured otherwise.
-			s.Reconcile.Schedule = cmp.Or(s.Reconcile.Schedule, "0 4 * * 0")
-		case "":
-			return fail(key("kind"), "missing; one of harvest, toggl, clockify, simulated")
-		default:
-			return fail(key("kind"), "unknown kind %q; one of harvest, toggl, clockify, simulated", s.Kind)
+		if s.Kind == "" {
+			return fail(key("kind"), "missing; one of %s", strings.Join(provider.Names(), ", "))
 		}
+		kind, err := provider.Lookup(s.Kind)
+		if err != nil {
+			return fail(key("kind"), "%v", err)
+		}
+		if kind.Takes(provider.KeyBaseURL) {
+			s.BaseURL = cmp.Or(s.BaseURL, kind.Defaults.BaseURL)
+		} else if s.BaseURL != "" {
+			return fail(key("base_url"), "kind %s does not take base_url", s.Kind)
+		}
+		if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
+			s.RateLimit = RateLimit{Requests: kind.Defaults.RateLimit.Requests, Per: Duration(kind.Defaults.RateLimit.Per)}
+		}
+		s.Reconcile.Schedule = cmp.Or(s.Reconcile.Schedule, kind.Defaults.ReconcileSchedule)
 		if s.BaseURL != "" {
 			if u, err := url.Parse(s.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return fail(key("base_url"), "%q is not an http(s) URL", s.BaseURL)
@@ -450,17 +414,11 @@ func (c *Config) validate(root *yaml.Node) error {
 		if s.Overlap == 0 {
 			s.Overlap = Duration(DefaultOverlap)
 		}
-		if s.Kind == KindClockify {
-			// The feed's windows end a safety lag before the source's clock.
-			if err := clockify.CheckOverlap(s.Overlap.D(), clockify.DefaultSafetyLag); err != nil {
-				return fail(key("overlap"), "%v", err)
-			}
-		}
 		if s.RateLimit.Requests < 1 || s.RateLimit.Per <= 0 {
 			return fail(key("rate_limit"), "want {requests: N >= 1, per: duration > 0}")
 		}
 		if len(s.Resources) == 0 {
-			for _, r := range clients.AllResources {
+			for _, r := range kind.Resources {
 				s.Resources = append(s.Resources, string(r))
 			}
 		}
@@ -468,6 +426,13 @@ func (c *Config) validate(root *yaml.Node) error {
 			if _, err := clients.ParseResource(r); err != nil {
 				return fail(fmt.Sprintf("sources[%d].resources[%d]", i, j), "%v", err)
 			}
+			if !kind.Serves(clients.Resource(r)) {
+				return fail(fmt.Sprintf("sources[%d].resources[%d]", i, j), "kind %s does not serve %s", s.Kind, r)
+			}
+		}
+		// What the kind itself says: its keys, required keys, validation.
+		if fe := kind.Check(ptr(s.Settings()), s.isSet); fe != nil {
+			return fail(key(string(fe.Key)), "%s", fe.Msg)
 		}
 		if s.Reconcile.Schedule != "" {
 			if _, err := CronParser.Parse(s.Reconcile.Schedule); err != nil {
@@ -495,6 +460,45 @@ func (c *Config) validate(root *yaml.Node) error {
 	}
 	return nil
 }
+
+// Settings is what the source's kind sees of it (clients/provider).
+func (s *Source) Settings() provider.Settings {
+	rs := make([]clients.Resource, len(s.Resources))
+	for i, r := range s.Resources {
+		rs[i] = clients.Resource(r)
+	}
+	return provider.Settings{
+		Name: s.Name, BaseURL: s.BaseURL, Token: s.Token.Value(), AccountID: s.AccountID,
+		WorkspaceID: s.WorkspaceID, UserIDs: s.UserIDs, Resources: rs,
+		RateLimit: httpx.RateLimit{Requests: s.RateLimit.Requests, Per: s.RateLimit.Per.D()},
+		Overlap:   s.Overlap.D(), Timeout: s.Timeout.D(),
+		Simulated: provider.Simulated{
+			Seed: s.Simulated.Seed, Users: s.Simulated.Users, Days: s.Simulated.Days,
+			MutationsPerTick: s.Simulated.MutationsPerTick, Every: s.Simulated.Every.D(),
+		},
+	}
+}
+
+// isSet reports whether a kind-specific key is set in the file.
+func (s *Source) isSet(k provider.Key) bool {
+	switch k {
+	case provider.KeyBaseURL:
+		return s.BaseURL != ""
+	case provider.KeyAccountID:
+		return s.AccountID != ""
+	case provider.KeyWorkspaceID:
+		return s.WorkspaceID != ""
+	case provider.KeyUserIDs:
+		return len(s.UserIDs) > 0
+	case provider.KeyToken:
+		return s.Token != ""
+	case provider.KeySimulated:
+		return s.Simulated != Simulated{}
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // Source returns the source called name.
 func (c *Config) Source(name string) (*Source, error) {

@@ -65,6 +65,8 @@ func TestParseErrorsNameKeyAndLine(t *testing.T) {
 		{"bad resource", "    resources: [time_entries, invoices]\n", "sources[0].resources[1]: unknown resource \"invoices\"", nil},
 		{"bad rate", "    rate_limit: {requests: 0, per: 15s}\n", "sources[0].rate_limit: want", nil},
 		{"bad url", "    base_url: ftp://x\n", "sources[0].base_url", nil},
+		{"another kind's key", "    user_ids: [\"5f1e0c2a9b3d4e5f6a7b8c9d\"]\n", "sources[0].user_ids: kind harvest does not take user_ids (it takes account_id)", nil},
+		{"missing account", "    account_id: \"\"\n", "sources[0].account_id: missing; kind harvest needs it", nil},
 		{"wrong type", "    reconcile: {lookback_days: many}\n", "t.yaml:", nil},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,38 @@
+package harvest
+
+import (
+	"context"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/provider"
+)
+
+// Resources are what a Harvest source serves, in pass order.
+var Resources = []clients.Resource{clients.Clients, clients.Users, clients.Projects, clients.Tasks, clients.TimeEntries}
+
+func init() {
+	provider.MustRegister(provider.Kind{
+		Name:      "harvest",
+		Doc:       "Harvest API v2 (Bearer token and account id)",
+		Keys:      []provider.Key{provider.KeyBaseURL, provider.KeyAccountID},
+		Required:  []provider.Key{provider.KeyAccountID, provider.KeyToken},
+		Defaults:  provider.Defaults{BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit},
+		Resources: Resources,
+		New: func(_ context.Context, s provider.Settings, env provider.Env) (provider.Built, error) {
+			c, err := New(ParamsOf(s, env))
+			return provider.Built{Source: c}, err
+		},
+	})
+}
+
+// ParamsOf turns a source's settings into Params, with its HTTP client
+// built from them (the per-request timeout is a setting Params lack).
+func ParamsOf(s provider.Settings, env provider.Env) Params {
+	p := Params{
+		Name: s.Name, BaseURL: s.BaseURL, AccountID: s.AccountID, Token: s.Token,
+		Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit, Resources: s.Resources,
+		Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
+	}
+	p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
+	return p
+}

@@ -1,0 +1,260 @@
+// Package provider owns the registry of source kinds. Each kind (harvest,
+// toggl, clockify, simulated) registers once, from its own package, what
+// the rest of tidemark needs to know of it: the configuration keys it takes,
+// its defaults, its validation and its constructor, and which resources it
+// serves. Configuration and the CLI look kinds up here and never switch on a
+// kind's name, so a new provider is a package that registers itself and a
+// blank import in clients/provider/all.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+// Key names a kind-specific configuration key of a source.
+type Key string
+
+// The kind-specific keys a source may carry; every kind says which it takes.
+// The common keys (name, kind, token, schedule, overlap, rate_limit,
+// resources, reconcile, backfill, timeout) are every kind's.
+const (
+	KeyBaseURL     Key = "base_url"
+	KeyAccountID   Key = "account_id"
+	KeyWorkspaceID Key = "workspace_id"
+	KeyUserIDs     Key = "user_ids"
+	KeyToken       Key = "token"
+	KeySimulated   Key = "simulated"
+)
+
+// Settings is what a kind sees of one configured source.
+type Settings struct {
+	Name        string
+	BaseURL     string
+	Token       string
+	AccountID   string
+	WorkspaceID string
+	UserIDs     []string
+	Resources   []clients.Resource
+	RateLimit   httpx.RateLimit
+	Overlap     time.Duration
+	// Timeout bounds one HTTP request.
+	Timeout   time.Duration
+	Simulated Simulated
+}
+
+// Simulated configures the built-in simulated tracker (kind simulated).
+type Simulated struct {
+	Seed             int64
+	Users, Days      int
+	MutationsPerTick int
+	Every            time.Duration
+}
+
+// Env is what the process gives every source it builds.
+type Env struct {
+	Contact, Version string
+	Logger           zerolog.Logger
+	// OnResponse and OnWait observe the source's HTTP client (metrics, the
+	// waits shown by `tidemark cursors`); nil: none.
+	OnResponse func(status int, took time.Duration)
+	OnWait     func(reason string, d time.Duration)
+}
+
+// Defaults are a kind's values for keys left out of the configuration.
+type Defaults struct {
+	BaseURL   string
+	RateLimit httpx.RateLimit
+	// ReconcileSchedule is on unless configured otherwise ("" for none).
+	ReconcileSchedule string
+}
+
+// FieldError says which key of a source is wrong and why.
+type FieldError struct {
+	Key Key
+	Msg string
+}
+
+func (e *FieldError) Error() string { return string(e.Key) + ": " + e.Msg }
+
+// Fieldf returns a FieldError for key.
+func Fieldf(key Key, format string, args ...any) *FieldError {
+	return &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Built is a constructed source and what to close when done with it.
+type Built struct {
+	Source clients.Source
+	// Close, when set, frees what the kind started (the simulated tracker).
+	Close func()
+}
+
+// Kind is one provider's registration.
+type Kind struct {
+	// Name is the `kind:` value.
+	Name string
+	// Doc is one line for messages and docs.
+	Doc string
+	// Keys are the kind-specific keys it takes; a source of this kind that
+	// sets another kind's key is refused, naming the key.
+	Keys []Key
+	// Required are the keys it cannot do without.
+	Required []Key
+	Defaults Defaults
+	// Resources are what it can serve, in pass order; the default of a
+	// source that names none.
+	Resources []clients.Resource
+	// Validate checks (and may normalize) a source's settings after the
+	// defaults were applied; nil: nothing more to check.
+	Validate func(*Settings) *FieldError
+	// New builds the source.
+	New func(ctx context.Context, s Settings, env Env) (Built, error)
+}
+
+var (
+	mu    sync.RWMutex
+	kinds = map[string]Kind{}
+)
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// Register adds a kind. It refuses a second kind of the same name and an
+// incomplete registration.
+func Register(k Kind) error {
+	switch {
+	case !nameRE.MatchString(k.Name):
+		return fmt.Errorf("provider: kind name %q: want lower-case letters, digits and _", k.Name)
+	case k.New == nil:
+		return fmt.Errorf("provider %s: no constructor", k.Name)
+	case len(k.Resources) == 0:
+		return fmt.Errorf("provider %s: serves no resources", k.Name)
+	}
+	for _, r := range k.Required {
+		if !slices.Contains(k.Keys, r) && r != KeyToken {
+			return fmt.Errorf("provider %s: required key %s is not one of its keys", k.Name, r)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := kinds[k.Name]; dup {
+		return fmt.Errorf("provider: kind %q registered twice", k.Name)
+	}
+	kinds[k.Name] = k
+	return nil
+}
+
+// MustRegister is Register for package init functions.
+func MustRegister(k Kind) {
+	if err := Register(k); err != nil {
+		panic(err)
+	}
+}
+
+// ErrUnknownKind is returned (wrapped) by Lookup.
+var ErrUnknownKind = errors.New("unknown kind")
+
+// Lookup returns the kind called name.
+func Lookup(name string) (Kind, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	k, ok := kinds[name]
+	if !ok {
+		return Kind{}, fmt.Errorf("%w %q; one of %s", ErrUnknownKind, name, strings.Join(namesLocked(), ", "))
+	}
+	return k, nil
+}
+
+// Names lists the registered kinds, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return namesLocked()
+}
+
+func namesLocked() []string {
+	out := make([]string, 0, len(kinds))
+	for n := range kinds {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Takes reports whether the kind takes key.
+func (k Kind) Takes(key Key) bool { return key == KeyToken || slices.Contains(k.Keys, key) }
+
+// Serves reports whether the kind can serve r.
+func (k Kind) Serves(r clients.Resource) bool { return slices.Contains(k.Resources, r) }
+
+// Check applies what a kind says of a source's settings: kind-specific keys
+// it does not take (set reports which keys are set), required keys, the
+// resources it serves, then its own validation. Defaults are applied by the
+// caller, which knows which keys were left out.
+func (k Kind) Check(s *Settings, set func(Key) bool) *FieldError {
+	for _, key := range []Key{KeyAccountID, KeyWorkspaceID, KeyUserIDs, KeySimulated} {
+		if set(key) && !k.Takes(key) {
+			return Fieldf(key, "kind %s does not take %s%s", k.Name, key, takesList(k))
+		}
+	}
+	for _, key := range k.Required {
+		switch {
+		case set(key):
+		case key == KeyToken:
+			return Fieldf(key, "missing; give it as ${VAR}, e.g. token: ${%s_TOKEN}", strings.ToUpper(k.Name))
+		default:
+			return Fieldf(key, "missing; kind %s needs it", k.Name)
+		}
+	}
+	for _, r := range s.Resources {
+		if !k.Serves(r) {
+			return Fieldf("resources", "kind %s does not serve %s (it serves %s)", k.Name, r, joinResources(k.Resources))
+		}
+	}
+	if k.Validate != nil {
+		return k.Validate(s)
+	}
+	return nil
+}
+
+func takesList(k Kind) string {
+	var ks []string
+	for _, key := range k.Keys {
+		if key != KeyBaseURL {
+			ks = append(ks, string(key))
+		}
+	}
+	if len(ks) == 0 {
+		return ""
+	}
+	return " (it takes " + strings.Join(ks, ", ") + ")"
+}
+
+func joinResources(rs []clients.Resource) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+// HTTPClient builds a source's HTTP client from a provider's own config
+// (its auth headers, its default waits) and the common settings: the
+// per-request timeout and the observers.
+func HTTPClient(hc httpx.Config, s Settings) *httpx.Client {
+	if s.Timeout > 0 {
+		hc.Timeout = s.Timeout
+	}
+	return httpx.New(hc)
+}

@@ -1,0 +1,45 @@
+package toggl
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/provider"
+)
+
+// Resources are what a Toggl source serves, in pass order.
+var Resources = []clients.Resource{clients.Clients, clients.Users, clients.Projects, clients.Tasks, clients.TimeEntries}
+
+func init() {
+	provider.MustRegister(provider.Kind{
+		Name:     "toggl",
+		Doc:      "Toggl Track API v9 (API token and workspace id)",
+		Keys:     []provider.Key{provider.KeyBaseURL, provider.KeyWorkspaceID},
+		Required: []provider.Key{provider.KeyWorkspaceID, provider.KeyToken},
+		Defaults: provider.Defaults{
+			BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit,
+			// Time entries report their deletions, but clients and users
+			// are listed without `since`: their deletions need a reconcile.
+			ReconcileSchedule: "30 3 * * *",
+		},
+		Resources: Resources,
+		Validate: func(s *provider.Settings) *provider.FieldError {
+			if id, err := strconv.ParseInt(s.WorkspaceID, 10, 64); err != nil || id <= 0 {
+				return provider.Fieldf(provider.KeyWorkspaceID, "%q: want Toggl's numeric workspace id", s.WorkspaceID)
+			}
+			return nil
+		},
+		New: func(_ context.Context, s provider.Settings, env provider.Env) (provider.Built, error) {
+			wid, _ := strconv.ParseInt(s.WorkspaceID, 10, 64)
+			p := Params{
+				Name: s.Name, BaseURL: s.BaseURL, Token: s.Token, WorkspaceID: wid,
+				Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit, Resources: s.Resources,
+				Quota: &Quota{}, Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
+			}
+			p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
+			c, err := New(p)
+			return provider.Built{Source: c}, err
+		},
+	})
+}
