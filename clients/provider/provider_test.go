@@ -27,7 +27,9 @@ func TestEveryShippedKindIsRegistered(t *testing.T) {
 }
 
 func TestRegisterRefusesDuplicatesAndIncompleteKinds(t *testing.T) {
-	newFn := func(context.Context, provider.Settings, provider.Env) (provider.Built, error) { return provider.Built{}, nil }
+	newFn := func(context.Context, provider.Settings, provider.Env) (provider.Built, error) {
+		return provider.Built{}, nil
+	}
 	for _, k := range []provider.Kind{
 		{Name: "harvest", Resources: []clients.Resource{clients.Users}, New: newFn},
 		{Name: "Bad Name", Resources: []clients.Resource{clients.Users}, New: newFn},
