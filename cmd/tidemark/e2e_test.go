@@ -1067,6 +1067,14 @@ func TestE2EOutageAnd401(t *testing.T) {
 		if c["last_run_status"] != "failed" || !strings.Contains(fmt.Sprint(c["last_run_error"]), "401") {
 			t.Errorf("bad/%v: status %v, error %v; want failed with a 401", c["resource"], c["last_run_status"], c["last_run_error"])
 		}
+		// Each resource backs off on its own, and cursors says so.
+		if c["backoff_until"] == nil || c["failures"] == nil || !strings.Contains(fmt.Sprint(c["backoff_error"]), "401") {
+			t.Errorf("bad/%v: backoff_until %v, failures %v, backoff_error %v; want the resource's back-off", c["resource"], c["backoff_until"], c["failures"], c["backoff_error"])
+		}
+	}
+	text, _, _ := e.cli("cursors", "--config", cfg, "--source", "bad")
+	if !strings.Contains(text, "backing off until") {
+		t.Errorf("cursors does not show the back-off:\n%s", text)
 	}
 	d.signal(syscall.SIGTERM)
 	if code, exited := d.wait(30 * time.Second); !exited || code != 0 {
