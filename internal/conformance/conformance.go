@@ -39,7 +39,8 @@ import (
 type Malformation int
 
 const (
-	// BadJSON: the body is cut short.
+	// BadJSON: a complete body that is not JSON (a body cut short is a
+	// transport fault, retried by httpx, not bad input).
 	BadJSON Malformation = iota + 1
 	// HTMLPage: 200 with an HTML page.
 	HTMLPage
