@@ -81,6 +81,10 @@ type Record struct {
 	DeletedAt *time.Time
 	// Raw is the record exactly as received (one JSON object).
 	Raw []byte
+	// Row holds the typed columns in the order the resource's table
+	// declares them (package schema, which documents the Go type of each
+	// SQL type; nil is NULL). nil for a tombstone that carries no content.
+	Row []any
 
 	TimeEntry *TimeEntry
 	Project   *Project

@@ -48,8 +48,7 @@ func TestUpOnEmptyThenNoop(t *testing.T) {
 	rows, err := conn.Query(ctx, `
 		SELECT c.table_name, c.column_name FROM information_schema.columns c
 		WHERE c.table_schema = 'public' AND c.table_name IN ('time_entries','projects','clients','users','tasks','cursors')
-		  AND col_description(format('%I', c.table_name)::regclass, c.ordinal_position) IS NULL
-		  AND c.column_name NOT IN ('fetched_at', 'content_hash')`)
+		  AND col_description(format('%I', c.table_name)::regclass, c.ordinal_position) IS NULL`)
 	if err != nil {
 		t.Fatal(err)
 	}
