@@ -16,11 +16,12 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-func newFake(t *testing.T, clk *clockifytest.Clock, o clockifytest.Options) *clockifytest.Server {
+func newFake(t *testing.T, clk *fakeapi.Clock, o clockifytest.Options) *clockifytest.Server {
 	t.Helper()
 	o.Clock = clk.Now
 	f := clockifytest.New(o)
@@ -86,7 +87,7 @@ func entry(id, user string, start time.Time, d time.Duration) clockifytest.TimeE
 
 func TestFeedWindowsEndSafetyLagBeforeSourceClock(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{Skew: -3 * time.Hour}) // the source runs behind us
 	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.FeedWindow = 24 * time.Hour })
 	now := t0.Add(-3 * time.Hour)
@@ -148,7 +149,7 @@ func TestFeedWindowsEndSafetyLagBeforeSourceClock(t *testing.T) {
 
 func TestFeedChangesDeletionsAndTombstones(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	for _, id := range []string{"65f0000000000000000000e1", "65f0000000000000000000e2", "65f0000000000000000000e3"} {
 		f.PutTimeEntry(entry(id, userA, t0.Add(-24*time.Hour), 90*time.Minute))
@@ -217,7 +218,7 @@ func TestFeedChangesDeletionsAndTombstones(t *testing.T) {
 
 func TestDeletionReachesFeedAMinuteLate(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	f.PutTimeEntry(entry("65f0000000000000000000e1", userA, t0.Add(-time.Hour), time.Hour))
 	clk.Advance(time.Hour)
@@ -239,7 +240,7 @@ func TestDeletionReachesFeedAMinuteLate(t *testing.T) {
 
 func TestPerUserListingPaginationExactRequests(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	for _, u := range []string{userA, userB, userC} {
 		f.PutUser(clockifytest.User{ID: u, Name: "User " + u[len(u)-2:], Email: u + "@example.com"})
@@ -308,7 +309,7 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 
 func TestReferenceResources(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	f.PutClient(clockifytest.Client{ID: "c1", Name: "ACME", CurrencyCode: "EUR"})
 	f.PutClient(clockifytest.Client{ID: "c2", Name: "Old", Archived: true})
@@ -355,7 +356,7 @@ func TestReferenceResources(t *testing.T) {
 
 func TestWrongKeyIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	const bad = "wrong-secret-api-key-xyz"
 	var sink syncBuffer
@@ -365,7 +366,7 @@ func TestWrongKeyIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 			p.Logger = zerolog.New(&sink).Level(zerolog.DebugLevel)
 		}
 	})
-	f.RateLimitNext(1) // a logged wait
+	f.RateLimitNext(1, "") // a logged wait
 	_, err := collect(t, c, clients.TimeEntries, clients.Window{})
 	if !errors.Is(err, httpx.ErrUnauthorized) || f.RequestCount() != 2 {
 		t.Fatalf("err = %v after %d requests, want 2 (one 429, one 401 not retried)", err, f.RequestCount())
@@ -378,7 +379,7 @@ func TestWrongKeyIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	}
 	// The key is redacted from a body that echoes it.
 	f.PutTimeEntry(entry("65f0000000000000000000e1", userA, t0, time.Hour))
-	f.Malform("time-entries", 1, clockifytest.BadDuration)
+	f.Malform("time-entries", 1, fakeapi.BadDuration)
 	c = newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.UserIDs = []string{userA}; p.Token = f.Token() })
 	_, err = collect(t, c, clients.TimeEntries, clients.Window{From: clients.DateOf(t0), To: clients.DateOf(t0)})
 	if !errors.Is(err, httpx.ErrDecode) || !strings.Contains(err.Error(), "decode acme time_entries page 1: field time_entries[0].timeInterval.duration") {
@@ -391,11 +392,11 @@ func TestWrongKeyIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 
 func TestRateLimitedAndFailingRequests(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	f.PutUser(clockifytest.User{ID: userA, Name: "A"})
 	c := newClient(t, f, func(_ *clockify.Params, h *httpx.Config) { h.MaxAttempts = 1 })
-	f.RateLimitNext(2)
+	f.RateLimitNext(2, "")
 	start := time.Now()
 	if _, err := collect(t, c, clients.Users, clients.Window{}); err != nil {
 		t.Fatal(err)
@@ -424,7 +425,7 @@ func TestRateLimitedAndFailingRequests(t *testing.T) {
 
 func TestMalformedFeedPageNamesPageAndField(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{Envelope: true})
 	f.PutTimeEntry(entry("65f0000000000000000000e1", userA, t0, time.Hour))
 	clk.Advance(time.Hour)
@@ -432,12 +433,12 @@ func TestMalformedFeedPageNamesPageAndField(t *testing.T) {
 	if pages, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(-time.Minute)}); err != nil || len(records(pages)) != 1 {
 		t.Fatalf("envelope: %v %v", err, records(pages))
 	}
-	for m, field := range map[clockifytest.Malformation]string{
-		clockifytest.HTMLPage:     "field (page)",
-		clockifytest.BadJSON:      "field (page)",
-		clockifytest.MissingStamp: "field time_entries[0].createdAt",
-		clockifytest.MissingID:    "field time_entries[0].document.id",
-		clockifytest.BadDuration:  "field time_entries[0].document.timeInterval.duration",
+	for m, field := range map[fakeapi.Malformation]string{
+		fakeapi.HTMLPage:       "field (page)",
+		fakeapi.BadJSON:        "field (page)",
+		fakeapi.MissingVersion: "field time_entries[0].createdAt",
+		fakeapi.MissingID:      "field time_entries[0].document.id",
+		fakeapi.BadDuration:    "field time_entries[0].document.timeInterval.duration",
 	} {
 		f.Malform("entities/created", 0, m)
 		_, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(-time.Minute)})

@@ -11,6 +11,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/internal/conformance"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
 
@@ -69,14 +70,14 @@ func (f *conformanceFake) Versions() map[string]time.Time {
 
 // Malform breaks the first page of every feed (page 0, the pass's page 1).
 func (f *conformanceFake) Malform(m conformance.Malformation) {
-	var cm clockifytest.Malformation
+	var cm fakeapi.Malformation
 	switch m {
 	case conformance.BadJSON:
-		cm = clockifytest.BadJSON
+		cm = fakeapi.BadJSON
 	case conformance.HTMLPage:
-		cm = clockifytest.HTMLPage
+		cm = fakeapi.HTMLPage
 	case conformance.MissingVersion:
-		cm = clockifytest.MissingStamp
+		cm = fakeapi.MissingVersion
 	}
 	for _, e := range []string{"entities/created", "entities/updated", "entities/deleted"} {
 		f.f.Malform(e, 0, cm)

@@ -9,6 +9,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
 // The feed pages by page number over a live list: an entry leaving the list
@@ -16,7 +17,7 @@ import (
 // served. A multi-page window is walked twice, so no live entry is lost.
 func TestFeedWalkSurvivesAnEntryLeavingMidWalk(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	var ids []string
 	for i := range 7 {

@@ -11,6 +11,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
 // pass lists the feed from since as the poller does and returns the new
@@ -47,7 +48,7 @@ func pass(t *testing.T, c *clockify.Client, since time.Time, seen map[string]boo
 // the lag the next pass would start after them: lost for good.
 func TestEntryCreatedWithinSafetyLagIsReadByTheNextPass(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	// A: created before the window's end, edited 5 s before the pass: its
 	// /created element carries the later stamp.
@@ -80,7 +81,7 @@ func TestEntryCreatedWithinSafetyLagIsReadByTheNextPass(t *testing.T) {
 // reconcile must tombstone nothing of anyone else's (clients.Scoper).
 func TestListScope(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	d := clients.DateOf(t0)
 	byDate := clients.Window{From: d, To: d}

@@ -14,6 +14,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
 // listIDs lists and returns the ids served (live records only).
@@ -43,7 +44,7 @@ func TestPerUserListingLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 	for _, change := range []string{"delete", "move"} {
 		t.Run(change, func(t *testing.T) {
 			t.Parallel()
-			clk := clockifytest.NewClock(t0)
+			clk := fakeapi.NewClock(t0)
 			f := newFake(t, clk, clockifytest.Options{})
 			day := t0.Add(-10 * 24 * time.Hour)
 			var ids []string
@@ -54,7 +55,7 @@ func TestPerUserListingLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 			}
 			victim := ids[24] // newest start first: the first entry of page 1
 			var once sync.Once
-			f.OnList(func(rq clockifytest.Request) {
+			f.OnList(func(rq fakeapi.Request) {
 				if rq.Query.Get("page") != "2" {
 					return
 				}
@@ -93,7 +94,7 @@ func TestFeedLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 	for _, change := range []string{"delete", "move"} {
 		t.Run(change, func(t *testing.T) {
 			t.Parallel()
-			clk := clockifytest.NewClock(t0)
+			clk := fakeapi.NewClock(t0)
 			f := newFake(t, clk, clockifytest.Options{})
 			feed := "/workspaces/" + f.WorkspaceID() + "/entities/created"
 			created := t0.Add(-30 * time.Minute)
@@ -112,7 +113,7 @@ func TestFeedLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 				f.PutTimeEntry(e)
 			}
 			var once sync.Once
-			f.OnList(func(rq clockifytest.Request) {
+			f.OnList(func(rq fakeapi.Request) {
 				if rq.Path != feed || rq.Query.Get("page") != "1" {
 					return
 				}
@@ -141,7 +142,7 @@ func TestFeedLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 // ErrCapped, never a quiet success.
 func TestPerUserListingBeyondMaxPagesIsCapped(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	day := t0.Add(-10 * 24 * time.Hour)
 	for i := range 25 {

@@ -19,6 +19,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 )
 
@@ -145,7 +146,7 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 const clockifyStep, clockifyTick = 9 * time.Second, 50 * time.Millisecond
 
 func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
-	clock := clockifytest.NewClock(time.Now().UTC().Truncate(time.Second))
+	clock := fakeapi.NewClock(time.Now().UTC().Truncate(time.Second))
 	opts := clockifytest.Options{Clock: clock.Now, NoRateLimit: true}
 	if o.late {
 		opts.VisibilityDelay, opts.LateEvery, opts.DeletionDelay = 5*time.Minute, 3, 5*time.Minute

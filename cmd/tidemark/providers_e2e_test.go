@@ -12,6 +12,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 )
 
@@ -24,7 +25,7 @@ func TestE2ETogglAndClockifyThroughTheCLI(t *testing.T) {
 	e := newEnv(t)
 	tg := toggltest.New(toggltest.Options{})
 	t.Cleanup(tg.Close)
-	ckClock := clockifytest.NewClock(time.Now().UTC().Truncate(time.Second))
+	ckClock := fakeapi.NewClock(time.Now().UTC().Truncate(time.Second))
 	ck := clockifytest.New(clockifytest.Options{NoDeletionDelay: true, Clock: ckClock.Now})
 	t.Cleanup(ck.Close)
 

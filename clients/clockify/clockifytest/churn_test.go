@@ -10,11 +10,12 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
 func TestChurn(t *testing.T) {
 	t.Parallel()
-	clk := clockifytest.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	clk := fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
 	s := clockifytest.New(clockifytest.Options{Clock: clk.Now, NoRateLimit: true})
 	defer s.Close()
 	c := clockifytest.NewChurn(s, clockifytest.ChurnParams{Seed: 3, Entries: 40, Users: 2})
@@ -46,7 +47,7 @@ func TestChurn(t *testing.T) {
 func TestFeedVisibilityDelay(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	clk := clockifytest.NewClock(t0)
+	clk := fakeapi.NewClock(t0)
 	s := clockifytest.New(clockifytest.Options{Clock: clk.Now, NoRateLimit: true, VisibilityDelay: time.Minute, LateEvery: 2})
 	defer s.Close()
 	quick, late := clockifytest.NewID(), clockifytest.NewID()

@@ -24,7 +24,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
 // Defaults.
@@ -73,64 +73,33 @@ type Options struct {
 	LateEvery       int
 }
 
-// Malformation selects how a page is broken by Malform.
-type Malformation int
-
-const (
-	// BadJSON answers a whole body that is not JSON (a stray comma after
-	// the opening bracket): a malformed page, for the provider to report.
-	// A body cut short is CutShort, a transport fault that httpx retries.
-	BadJSON Malformation = iota + 1
-	// HTMLPage answers 200 with an HTML page.
-	HTMLPage
-	// Envelope wraps a bare-array page in an object.
-	Envelope
-	// BadDuration breaks the first entry's timeInterval.duration.
-	BadDuration
-	// MissingID drops every id of the page's first element.
-	MissingID
-	// WrongType renders the first entry's billable as a string.
-	WrongType
-	// MissingStamp drops the first feed element's change stamps.
-	MissingStamp
-	// CutShort sends half the body (with a Content-Length to match).
-	CutShort
-)
-
-// Request is one logged request.
-type Request struct {
-	Seq      int
-	At       time.Time // our clock, on arrival
-	SourceAt time.Time // the source's clock, on arrival
-	Method   string
-	Path     string // after the API base, e.g. /workspaces/{ws}/projects
-	Query    url.Values
-	Status   int
-}
-
-type malKey struct {
-	endpoint string
-	page     int
-}
-
 const stampLayout = "2006-01-02T15:04:05.000Z"
 
-// Server is a running fake. Every method is safe for concurrent use.
+// Server is a running fake: the kit's faults, request log and clock
+// (fakeapi.Kit; Malform endpoints are "time-entries", "users", "projects",
+// "clients", "tasks", "entities/created", "entities/updated",
+// "entities/deleted", and pages count as the request does: from 1 for
+// lists, from 0 for the feed) around Clockify's routes. Every method is
+// safe for concurrent use.
 type Server struct {
-	srv  *httptest.Server
+	*fakeapi.Kit
 	opts Options
 
 	mu        sync.Mutex
 	st        *store
-	served    []time.Time
-	reqs      []Request
-	failN     int
-	failCode  int
-	limitN    int
-	malformed map[malKey]Malformation
-	writes    int                  // time-entry writes (LateEvery)
+	late      fakeapi.Delays       // time-entry writes late to the feed
 	visibleAt map[string]time.Time // when a late entry's change reaches the feed
-	onList    func(Request)
+}
+
+var dialect = fakeapi.Dialect{
+	Base: "/api/v1",
+	Fault: func(status int) string {
+		if status == http.StatusTooManyRequests {
+			return `{"message":"Too many requests","code":429}`
+		}
+		return `{"message":"Internal server error","code":` + strconv.Itoa(status) + `}`
+	},
+	HTMLPage: "<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n",
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -140,191 +109,54 @@ func New(o Options) *Server {
 	if o.RateLimit == (httpx.RateLimit{}) {
 		o.RateLimit = httpx.RateLimit{Requests: 50, Per: time.Second}
 	}
-	if o.Clock == nil {
-		o.Clock = time.Now
+	if o.NoRateLimit {
+		o.RateLimit = httpx.RateLimit{}
 	}
 	if o.NoDeletionDelay {
 		o.DeletionDelay = 0
 	} else {
 		o.DeletionDelay = cmp.Or(o.DeletionDelay, DefaultDeletionDelay)
 	}
-	s := &Server{opts: o, st: newStore(), malformed: map[malKey]Malformation{}, visibleAt: map[string]time.Time{}}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s := &Server{
+		opts: o, st: newStore(), visibleAt: map[string]time.Time{},
+		late: fakeapi.Delays{Delay: o.VisibilityDelay, Every: o.LateEvery},
+	}
+	s.Kit = fakeapi.New(dialect, fakeapi.Config{Clock: o.Clock, Skew: o.Skew, Window: o.RateLimit}, s.route)
 	return s
 }
-
-// URL is the API base, like https://api.clockify.me/api/v1.
-func (s *Server) URL() string { return s.srv.URL + "/api/v1" }
 
 // Token and WorkspaceID are what the fake accepts.
 func (s *Server) Token() string       { return s.opts.Token }
 func (s *Server) WorkspaceID() string { return s.opts.WorkspaceID }
 
-// Close shuts the server down.
-func (s *Server) Close() { s.srv.CloseClientConnections(); s.srv.Close() }
-
-// Now is the source's clock.
-func (s *Server) Now() time.Time { return s.opts.Clock().Add(s.opts.Skew) }
-
-// Clock is a settable clock for Options.Clock.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// NewClock returns a clock stopped at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// ---- faults and log ----------------------------------------------------------
-
-// FailNext makes the next n requests answer status (e.g. 500, 503).
-func (s *Server) FailNext(n, status int) {
-	s.mu.Lock()
-	s.failN, s.failCode = n, status
-	s.mu.Unlock()
-}
-
-// RateLimitNext makes the next n requests answer 429 (no Retry-After).
-func (s *Server) RateLimitNext(n int) {
-	s.mu.Lock()
-	s.limitN = n
-	s.mu.Unlock()
-}
-
-// Malform breaks page `page` of every listing of endpoint until cleared
-// with m = 0. Endpoints: "time-entries", "users", "projects", "clients",
-// "tasks", "entities/created", "entities/updated", "entities/deleted".
-// Pages count as the request does: from 1 for lists, from 0 for the feed.
-func (s *Server) Malform(endpoint string, page int, m Malformation) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if m == 0 {
-		delete(s.malformed, malKey{endpoint, page})
-		return
-	}
-	s.malformed[malKey{endpoint, page}] = m
-}
-
-// OnList calls fn before each workspace request is answered (nil: none),
-// outside the server's lock, so fn may change the store: an entry deleted
-// or moved while a client walks the pages of a listing.
-func (s *Server) OnList(fn func(Request)) {
-	s.mu.Lock()
-	s.onList = fn
-	s.mu.Unlock()
-}
-
-// Requests returns the request log.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.reqs)
-}
-
-// RequestCount returns how many requests arrived.
-func (s *Server) RequestCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.reqs)
-}
-
-// ResetRequests clears the request log.
-func (s *Server) ResetRequests() {
-	s.mu.Lock()
-	s.reqs = nil
-	s.mu.Unlock()
-}
-
 // ---- HTTP ------------------------------------------------------------------
 
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func writeJSON(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
-}
-
-func (s *Server) serve(hw http.ResponseWriter, r *http.Request) {
-	w := &statusWriter{ResponseWriter: hw}
-	path := strings.TrimPrefix(r.URL.Path, "/api/v1")
-	s.mu.Lock()
-	seq := len(s.reqs)
-	now := s.Now()
-	s.reqs = append(s.reqs, Request{Seq: seq + 1, At: time.Now(), SourceAt: now, Method: r.Method, Path: path, Query: r.URL.Query()})
-	action := s.decideLocked()
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		if seq < len(s.reqs) {
-			s.reqs[seq].Status = w.status
-		}
-		s.mu.Unlock()
-	}()
-	w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
-	switch action {
-	case "":
-	case "429":
-		writeJSON(w, http.StatusTooManyRequests, `{"message":"Too many requests","code":429}`)
-		return
-	default:
-		code, _ := strconv.Atoi(action)
-		writeJSON(w, code, `{"message":"Internal server error","code":`+action+`}`)
-		return
-	}
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, dialect.Base)
 	if r.Header.Get("X-Api-Key") != s.opts.Token {
-		writeJSON(w, http.StatusUnauthorized, `{"message":"Full authentication is required to access this resource","code":1000}`)
+		fakeapi.WriteJSON(w, http.StatusUnauthorized, `{"message":"Full authentication is required to access this resource","code":1000}`)
 		return
 	}
 	if r.Method != http.MethodGet {
-		writeJSON(w, http.StatusMethodNotAllowed, `{"message":"Method not allowed","code":405}`)
+		fakeapi.WriteJSON(w, http.StatusMethodNotAllowed, `{"message":"Method not allowed","code":405}`)
 		return
 	}
 	if path == "/user" {
-		writeJSON(w, http.StatusOK, `{"id":"`+DefaultAPIUserID+`","name":"API user","email":"api@example.com","activeWorkspace":"`+s.opts.WorkspaceID+`","defaultWorkspace":"`+s.opts.WorkspaceID+`","status":"ACTIVE"}`)
+		fakeapi.WriteJSON(w, http.StatusOK, `{"id":"`+DefaultAPIUserID+`","name":"API user","email":"api@example.com","activeWorkspace":"`+s.opts.WorkspaceID+`","defaultWorkspace":"`+s.opts.WorkspaceID+`","status":"ACTIVE"}`)
 		return
 	}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	if len(parts) < 3 || parts[0] != "workspaces" {
-		writeJSON(w, http.StatusNotFound, `{"message":"Not found","code":404}`)
+		fakeapi.WriteJSON(w, http.StatusNotFound, `{"message":"Not found","code":404}`)
 		return
 	}
 	if parts[1] != s.opts.WorkspaceID {
-		writeJSON(w, http.StatusForbidden, `{"message":"Access Denied","code":1000}`)
+		fakeapi.WriteJSON(w, http.StatusForbidden, `{"message":"Access Denied","code":1000}`)
 		return
 	}
 	rest := parts[2:]
 	q := r.URL.Query()
-	s.mu.Lock()
-	hook, req := s.onList, s.reqs[seq]
-	s.mu.Unlock()
-	if hook != nil {
-		hook(req)
-	}
+	s.Listing(r)
 	switch {
 	case len(rest) == 1 && (rest[0] == "users" || rest[0] == "projects" || rest[0] == "clients"):
 		s.list(w, q, rest[0], "")
@@ -333,42 +165,15 @@ func (s *Server) serve(hw http.ResponseWriter, r *http.Request) {
 	case len(rest) == 3 && rest[0] == "user" && rest[2] == "time-entries":
 		s.list(w, q, "time-entries", rest[1])
 	case len(rest) == 2 && rest[0] == "entities" && (rest[1] == "created" || rest[1] == "updated" || rest[1] == "deleted"):
-		s.feed(w, q, rest[1], now)
+		s.feed(w, q, rest[1], fakeapi.Arrival(r))
 	default:
-		writeJSON(w, http.StatusNotFound, `{"message":"Not found","code":404}`)
+		fakeapi.WriteJSON(w, http.StatusNotFound, `{"message":"Not found","code":404}`)
 	}
-}
-
-// decideLocked picks the fault (if any) for this request and enforces the
-// rate limit.
-func (s *Server) decideLocked() string {
-	now := time.Now()
-	if !s.opts.NoRateLimit {
-		rl := s.opts.RateLimit
-		cut := 0
-		for cut < len(s.served) && now.Sub(s.served[cut]) >= rl.Per {
-			cut++
-		}
-		s.served = s.served[cut:]
-		if len(s.served) >= rl.Requests {
-			return "429"
-		}
-	}
-	if s.limitN > 0 {
-		s.limitN--
-		return "429"
-	}
-	s.served = append(s.served, now)
-	if s.failN > 0 {
-		s.failN--
-		return strconv.Itoa(s.failCode)
-	}
-	return ""
 }
 
 func badRequest(w http.ResponseWriter, msg string) {
 	b, _ := json.Marshal(map[string]any{"message": msg, "code": 501})
-	writeJSON(w, http.StatusBadRequest, string(b))
+	fakeapi.WriteJSON(w, http.StatusBadRequest, string(b))
 }
 
 func parseStamp(v string) (time.Time, bool) {
@@ -463,7 +268,7 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 	case "tasks":
 		if _, ok := s.st.projects[owner]; !ok {
 			s.mu.Unlock()
-			writeJSON(w, http.StatusNotFound, `{"message":"Project doesn't belong to Workspace","code":501}`)
+			fakeapi.WriteJSON(w, http.StatusNotFound, `{"message":"Project doesn't belong to Workspace","code":501}`)
 			return
 		}
 		for _, id := range sortedKeys(s.st.tasks) {
@@ -477,7 +282,7 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 			}))
 		}
 	}
-	mal := s.malformed[malKey{endpoint, page}]
+	mal := s.Malformed(endpoint, page)
 	s.mu.Unlock()
 	lo := min((page-1)*size, len(elems))
 	hi := min(lo+size, len(elems))
@@ -544,7 +349,7 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 			}
 		}
 	}
-	mal := s.malformed[malKey{"entities/" + kind, page}]
+	mal := s.Malformed("entities/"+kind, page)
 	s.mu.Unlock()
 	slices.SortFunc(cs, func(a, b change) int {
 		if c := a.at.Compare(b.at); c != 0 {
@@ -570,26 +375,20 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 	s.write(w, elems, mal, s.opts.Envelope)
 }
 
-func (s *Server) write(w http.ResponseWriter, elems []json.RawMessage, mal Malformation, envelope bool) {
-	if mal == HTMLPage {
-		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n"))
-		return
-	}
+func (s *Server) write(w http.ResponseWriter, elems []json.RawMessage, mal fakeapi.Malformation, envelope bool) {
 	if len(elems) > 0 {
 		first := string(elems[0])
 		switch mal {
-		case BadDuration:
+		case fakeapi.BadDuration:
 			first = strings.Replace(first, `"duration":"`, `"duration":"PT8X`, 1)
 			first = strings.Replace(first, `"duration":null`, `"duration":"8 hours"`, 1)
-		case MissingID:
+		case fakeapi.MissingID:
 			first = strings.ReplaceAll(first, `"id":`, `"ident":`)
-		case MissingStamp:
+		case fakeapi.MissingVersion:
 			for _, k := range []string{"createdAt", "updatedAt", "deletedAt"} {
 				first = strings.Replace(first, `"`+k+`":`, `"x`+k+`":`, 1)
 			}
-		case WrongType:
+		case fakeapi.WrongType:
 			first = strings.Replace(first, `"billable":true`, `"billable":"yes"`, 1)
 			first = strings.Replace(first, `"billable":false`, `"billable":"no"`, 1)
 		}
@@ -603,19 +402,10 @@ func (s *Server) write(w http.ResponseWriter, elems []json.RawMessage, mal Malfo
 		b = append(b, e...)
 	}
 	b = append(b, ']')
-	if envelope || mal == Envelope {
+	if envelope || mal == fakeapi.Envelope {
 		b = append(append([]byte(`{"response":`), b...), '}')
 	}
-	switch mal {
-	case BadJSON:
-		b = slices.Insert(b, 1, ',')
-	case CutShort:
-		b = b[:len(b)/2]
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	s.WritePage(w, b, mal)
 }
 
 // renderEntry renders an entry as Clockify's per-user list does (with

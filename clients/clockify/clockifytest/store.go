@@ -113,11 +113,8 @@ func (s *Server) PutTimeEntry(e TimeEntry) {
 	s.st.entries[e.ID] = e
 	delete(s.st.deleted[clients.TimeEntries], e.ID)
 	delete(s.visibleAt, e.ID)
-	if s.opts.VisibilityDelay > 0 {
-		s.writes++
-		if s.opts.LateEvery <= 1 || s.writes%s.opts.LateEvery == 0 {
-			s.visibleAt[e.ID] = e.UpdatedAt.Add(s.opts.VisibilityDelay)
-		}
+	if d := s.late.Next(); d > 0 {
+		s.visibleAt[e.ID] = e.UpdatedAt.Add(d)
 	}
 }
 
