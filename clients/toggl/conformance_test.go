@@ -10,6 +10,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/internal/conformance"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
 
@@ -61,16 +62,16 @@ func (f *fake) Versions() map[string]time.Time {
 }
 
 func (f *fake) Malform(m conformance.Malformation) {
-	var tm toggltest.Malformation
+	var tm fakeapi.Malformation
 	switch m {
 	case conformance.BadJSON:
-		tm = toggltest.BadJSON
+		tm = fakeapi.BadJSON
 	case conformance.HTMLPage:
-		tm = toggltest.HTMLPage
+		tm = fakeapi.HTMLPage
 	case conformance.MissingVersion:
-		tm = toggltest.MissingAt
+		tm = fakeapi.MissingVersion
 	}
-	f.f.Malform(clients.TimeEntries, tm)
+	f.f.Malform("time_entries", 1, tm)
 }
 
 func (f *fake) Requests() []time.Time {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
 // Projects and tasks page by number over a live list: one deleted on page 1
@@ -37,7 +38,7 @@ func TestWorkspaceListingLosesNothingWhenARecordLeavesMidWalk(t *testing.T) {
 			logs := &syncBuffer{}
 			c := newClient(t, f, logs)
 			var once sync.Once
-			f.OnList(func(rq toggltest.Request) {
+			f.OnList(func(rq fakeapi.Request) {
 				if rq.Query.Get("page") == "2" {
 					once.Do(func() { f.Delete(r, 1) }) // the first record of page 1
 				}

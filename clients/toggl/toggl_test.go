@@ -17,6 +17,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
 func newFake(t *testing.T, o toggltest.Options) *toggltest.Server {
@@ -177,7 +178,7 @@ func TestWindowsQueryParameters(t *testing.T) {
 	}
 	reqs := f.Requests()
 	first, _ := strconv.ParseInt(reqs[0].Query.Get("since"), 10, 64)
-	if want := f.Now().Add(-toggl.MaxSinceAge + toggl.FirstSyncMargin).Unix(); first < want-5 || first > want+5 || reqs[0].Path != "/api/v9/me/time_entries" {
+	if want := f.Now().Add(-toggl.MaxSinceAge + toggl.FirstSyncMargin).Unix(); first < want-5 || first > want+5 || reqs[0].Path != "/me/time_entries" {
 		t.Errorf("first sync since = %d, want about %d (%v)", first, want, reqs[0])
 	}
 	if got := reqs[1].Query.Get("since"); got != strconv.FormatInt(since.Unix(), 10) {
@@ -255,7 +256,7 @@ func TestWorkspaceResources(t *testing.T) {
 		t.Fatalf("%d pages, %d projects, %d requests", len(pages), len(records(pages)), f.RequestCount())
 	}
 	for i, rq := range f.Requests() {
-		if rq.Path != "/api/v9/workspaces/4242/projects" || rq.Query.Get("page") != strconv.Itoa(i%3+1) || rq.Query.Get("per_page") != "200" {
+		if rq.Path != "/workspaces/4242/projects" || rq.Query.Get("page") != strconv.Itoa(i%3+1) || rq.Query.Get("per_page") != "200" {
 			t.Errorf("request %+v", rq)
 		}
 	}
@@ -341,20 +342,20 @@ func TestWrongTokenIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 func TestMalformedPagesNameSourceResourcePageField(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		m     toggltest.Malformation
+		m     fakeapi.Malformation
 		field string
 		what  string
 	}{
-		{toggltest.BadJSON, "field (page)", "not JSON"},
-		{toggltest.HTMLPage, "field (page)", "body: <!DOCTYPE html>"},
-		{toggltest.MissingAt, "field time_entries[0].at", "missing"},
-		{toggltest.WrongType, "field time_entries[0].at", "want string, got number"},
+		{fakeapi.BadJSON, "field (page)", "not JSON"},
+		{fakeapi.HTMLPage, "field (page)", "body: <!DOCTYPE html>"},
+		{fakeapi.MissingVersion, "field time_entries[0].at", "missing"},
+		{fakeapi.WrongType, "field time_entries[0].at", "want string, got number"},
 	} {
 		t.Run(strconv.Itoa(int(tc.m)), func(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, toggltest.Options{})
 			f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: f.Now().Add(-time.Hour), Duration: 60})
-			f.Malform(clients.TimeEntries, tc.m)
+			f.Malform("time_entries", 1, tc.m)
 			c := newClient(t, f, nil)
 			pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
 			if !errors.Is(err, httpx.ErrDecode) || len(pages) != 0 {

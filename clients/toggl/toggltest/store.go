@@ -1,6 +1,7 @@
 package toggltest
 
 import (
+	"maps"
 	"strconv"
 	"time"
 
@@ -30,6 +31,11 @@ type TimeEntry struct {
 // Running reports whether the entry is a running timer.
 func (e TimeEntry) Running() bool { return e.Duration < 0 }
 
+func (e TimeEntry) key() int64                      { return e.ID }
+func (e TimeEntry) stamps() (time.Time, *time.Time) { return e.At, e.DeletedAt }
+func (e TimeEntry) stamped(at time.Time) record     { e.At = at; return e }
+func (e TimeEntry) deletedAt(at time.Time) record   { e.At, e.DeletedAt = at, &at; return e }
+
 // Project is a stored project.
 type Project struct {
 	ID        int64
@@ -41,6 +47,11 @@ type Project struct {
 	DeletedAt *time.Time
 }
 
+func (p Project) key() int64                      { return p.ID }
+func (p Project) stamps() (time.Time, *time.Time) { return p.At, p.DeletedAt }
+func (p Project) stamped(at time.Time) record     { p.At = at; return p }
+func (p Project) deletedAt(at time.Time) record   { p.At, p.DeletedAt = at, &at; return p }
+
 // Client is a stored client.
 type Client struct {
 	ID        int64
@@ -49,6 +60,11 @@ type Client struct {
 	At        time.Time
 	DeletedAt *time.Time
 }
+
+func (c Client) key() int64                      { return c.ID }
+func (c Client) stamps() (time.Time, *time.Time) { return c.At, c.DeletedAt }
+func (c Client) stamped(at time.Time) record     { c.At = at; return c }
+func (c Client) deletedAt(at time.Time) record   { c.At, c.DeletedAt = at, &at; return c }
 
 // Task is a stored task.
 type Task struct {
@@ -60,6 +76,11 @@ type Task struct {
 	DeletedAt *time.Time
 }
 
+func (t Task) key() int64                      { return t.ID }
+func (t Task) stamps() (time.Time, *time.Time) { return t.At, t.DeletedAt }
+func (t Task) stamped(at time.Time) record     { t.At = at; return t }
+func (t Task) deletedAt(at time.Time) record   { t.At, t.DeletedAt = at, &at; return t }
+
 // User is a workspace user.
 type User struct {
 	ID        int64
@@ -70,6 +91,27 @@ type User struct {
 	DeletedAt *time.Time
 }
 
+func (u User) key() int64                      { return u.ID }
+func (u User) stamps() (time.Time, *time.Time) { return u.At, u.DeletedAt }
+func (u User) stamped(at time.Time) record     { u.At = at; return u }
+func (u User) deletedAt(at time.Time) record   { u.At, u.DeletedAt = at, &at; return u }
+
+// record is what the store keeps of any resource: TimeEntry, Project,
+// Client, Task or User.
+type record interface {
+	key() int64
+	// stamps returns the version (`at`) and server_deleted_at.
+	stamps() (at time.Time, deleted *time.Time)
+	stamped(at time.Time) record
+	// deletedAt returns the record deleted at t (`at` moves too).
+	deletedAt(t time.Time) record
+}
+
+func live(v record) bool {
+	_, del := v.stamps()
+	return del == nil
+}
+
 // State is a snapshot of the store: the ground truth a mirror is compared
 // with. Deleted records are included (DeletedAt set).
 type State struct {
@@ -78,37 +120,37 @@ type State struct {
 	Clients     map[int64]Client
 	Tasks       map[int64]Task
 	Users       map[int64]User
+
+	all map[clients.Resource]map[int64]record
+}
+
+func newState(tables map[clients.Resource]map[int64]record) State {
+	all := make(map[clients.Resource]map[int64]record, len(tables))
+	for r, m := range tables {
+		all[r] = maps.Clone(m)
+	}
+	return State{
+		TimeEntries: typed[TimeEntry](all[clients.TimeEntries]), Projects: typed[Project](all[clients.Projects]),
+		Clients: typed[Client](all[clients.Clients]), Tasks: typed[Task](all[clients.Tasks]), Users: typed[User](all[clients.Users]),
+		all: all,
+	}
+}
+
+func typed[T record](m map[int64]record) map[int64]T {
+	out := make(map[int64]T, len(m))
+	for id, v := range m {
+		out[id] = v.(T)
+	}
+	return out
 }
 
 // Versions returns r's live ids (decimal text, as in the mirror) with their
-// versions (`at`), the same shape as harvesttest.State.Versions.
+// versions (`at`), the same shape as harvestfake.State.Versions.
 func (st State) Versions(r clients.Resource) map[string]time.Time {
 	out := map[string]time.Time{}
-	add := func(id int64, at time.Time, del *time.Time) {
-		if del == nil {
+	for id, v := range st.all[r] {
+		if at, del := v.stamps(); del == nil {
 			out[strconv.FormatInt(id, 10)] = at.UTC()
-		}
-	}
-	switch r {
-	case clients.TimeEntries:
-		for _, e := range st.TimeEntries {
-			add(e.ID, e.At, e.DeletedAt)
-		}
-	case clients.Projects:
-		for _, p := range st.Projects {
-			add(p.ID, p.At, p.DeletedAt)
-		}
-	case clients.Clients:
-		for _, c := range st.Clients {
-			add(c.ID, c.At, c.DeletedAt)
-		}
-	case clients.Tasks:
-		for _, t := range st.Tasks {
-			add(t.ID, t.At, t.DeletedAt)
-		}
-	case clients.Users:
-		for _, u := range st.Users {
-			add(u.ID, u.At, u.DeletedAt)
 		}
 	}
 	return out
@@ -117,31 +159,9 @@ func (st State) Versions(r clients.Resource) map[string]time.Time {
 // Deleted returns r's deleted ids (decimal text) with their deletion time.
 func (st State) Deleted(r clients.Resource) map[string]time.Time {
 	out := map[string]time.Time{}
-	add := func(id int64, del *time.Time) {
-		if del != nil {
+	for id, v := range st.all[r] {
+		if _, del := v.stamps(); del != nil {
 			out[strconv.FormatInt(id, 10)] = del.UTC()
-		}
-	}
-	switch r {
-	case clients.TimeEntries:
-		for _, e := range st.TimeEntries {
-			add(e.ID, e.DeletedAt)
-		}
-	case clients.Projects:
-		for _, p := range st.Projects {
-			add(p.ID, p.DeletedAt)
-		}
-	case clients.Clients:
-		for _, c := range st.Clients {
-			add(c.ID, c.DeletedAt)
-		}
-	case clients.Tasks:
-		for _, t := range st.Tasks {
-			add(t.ID, t.DeletedAt)
-		}
-	case clients.Users:
-		for _, u := range st.Users {
-			add(u.ID, u.DeletedAt)
 		}
 	}
 	return out
