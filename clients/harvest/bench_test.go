@@ -8,8 +8,8 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
-	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 )
 
 // BenchmarkList lists 20,000 time entries in pages of 2,000 from the fake
@@ -17,7 +17,7 @@ import (
 // (request, read, decode) per record. The fake renders in this process, so
 // its cost is in the figure too.
 func BenchmarkList(b *testing.B) {
-	f := harvesttest.New(harvesttest.Options{NoRateLimit: true})
+	f := harvestfake.New(harvestfake.Options{NoRateLimit: true})
 	b.Cleanup(f.Close)
 	seed(f, 20_000)
 	p := harvest.Params{Name: "acme", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),

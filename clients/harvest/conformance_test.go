@@ -8,8 +8,9 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
-	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
 	"github.com/tidemarkhq/tidemark/internal/conformance"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
 
@@ -24,7 +25,7 @@ func (conformanceHarness) DeletionsByReconcile() bool { return true }
 
 func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.Fake {
 	clk := conformance.NewClock()
-	f := harvesttest.New(harvesttest.Options{NoRateLimit: true, Clock: clk.Now})
+	f := harvestfake.New(harvestfake.Options{NoRateLimit: true, Clock: clk.Now})
 	t.Cleanup(f.Close)
 	c, err := harvest.New(harvest.Params{
 		Name: "harvest-conf", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
@@ -38,7 +39,7 @@ func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.F
 }
 
 type conformanceFake struct {
-	f   *harvesttest.Server
+	f   *harvestfake.Server
 	clk *conformance.Clock
 	src *harvest.Client
 }
@@ -46,7 +47,7 @@ type conformanceFake struct {
 func (f *conformanceFake) Source() clients.Source { return f.src }
 
 func (f *conformanceFake) Put(id int64, notes string) {
-	f.f.PutTimeEntry(harvesttest.TimeEntry{
+	f.f.PutTimeEntry(harvestfake.TimeEntry{
 		ID: id, SpentDate: clients.DateOf(f.clk.Now()), Hours: "1.5", Notes: &notes,
 		UserID: 7, ProjectID: 8,
 	})
@@ -59,16 +60,16 @@ func (f *conformanceFake) Versions() map[string]time.Time {
 }
 
 func (f *conformanceFake) Malform(m conformance.Malformation) {
-	var hm harvesttest.Malformation
+	var hm fakeapi.Malformation
 	switch m {
 	case conformance.BadJSON:
-		hm = harvesttest.BadJSON
+		hm = fakeapi.BadJSON
 	case conformance.HTMLPage:
-		hm = harvesttest.HTMLPage
+		hm = fakeapi.HTMLPage
 	case conformance.MissingVersion:
-		hm = harvesttest.MissingUpdatedAt
+		hm = fakeapi.MissingVersion
 	}
-	f.f.Malform(clients.TimeEntries, 1, hm)
+	f.f.Malform("time_entries", 1, hm)
 }
 
 func (f *conformanceFake) Requests() []time.Time {

@@ -17,29 +17,30 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
-	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 )
 
 var base = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
-func newFake(t *testing.T, o harvesttest.Options) *harvesttest.Server {
+func newFake(t *testing.T, o harvestfake.Options) *harvestfake.Server {
 	t.Helper()
-	f := harvesttest.New(o)
+	f := harvestfake.New(o)
 	t.Cleanup(f.Close)
 	return f
 }
 
 // seed adds reference data and n entries: entry i is spent on day i%7 before
 // base and updated i seconds after base.
-func seed(f *harvesttest.Server, n int) {
-	f.PutClient(harvesttest.Client{ID: 10, Name: "ABC Corp", Currency: "EUR", IsActive: true, UpdatedAt: base})
-	f.PutUser(harvesttest.User{ID: 20, FirstName: "Kim", LastName: "Allen", Email: "kim@example.com", IsActive: true, UpdatedAt: base})
-	f.PutProject(harvesttest.Project{ID: 30, ClientID: 10, Name: "Website", Code: "WEB", IsActive: true, IsBillable: true, UpdatedAt: base})
-	f.PutTask(harvesttest.Task{ID: 40, Name: "Design", IsActive: true, UpdatedAt: base})
+func seed(f *harvestfake.Server, n int) {
+	f.PutClient(harvestfake.Client{ID: 10, Name: "ABC Corp", Currency: "EUR", IsActive: true, UpdatedAt: base})
+	f.PutUser(harvestfake.User{ID: 20, FirstName: "Kim", LastName: "Allen", Email: "kim@example.com", IsActive: true, UpdatedAt: base})
+	f.PutProject(harvestfake.Project{ID: 30, ClientID: 10, Name: "Website", Code: "WEB", IsActive: true, IsBillable: true, UpdatedAt: base})
+	f.PutTask(harvestfake.Task{ID: 40, Name: "Design", IsActive: true, UpdatedAt: base})
 	notes := "first \"draft\"\n"
 	for i := 1; i <= n; i++ {
-		e := harvesttest.TimeEntry{
+		e := harvestfake.TimeEntry{
 			ID: int64(1000 + i), SpentDate: clients.DateOf(base).AddDays(-(i % 7)),
 			Hours: fmt.Sprintf("%d.25", i%8), UserID: 20, ProjectID: 30, TaskID: 40, ClientID: 10,
 			Billable: i%2 == 0, IsClosed: i%3 == 0, UpdatedAt: base.Add(time.Duration(i) * time.Second),
@@ -56,7 +57,7 @@ func seed(f *harvesttest.Server, n int) {
 
 type opt func(*harvest.Params, *httpx.Config)
 
-func newClient(t *testing.T, f *harvesttest.Server, opts ...opt) *harvest.Client {
+func newClient(t *testing.T, f *harvestfake.Server, opts ...opt) *harvest.Client {
 	t.Helper()
 	p := harvest.Params{
 		Name: "acme", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
@@ -106,7 +107,7 @@ func TestListFollowsLinksBothPaginationStyles(t *testing.T) {
 	for _, cursor := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cursor=%v", cursor), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, harvesttest.Options{Cursor: cursor, Skew: -time.Hour})
+			f := newFake(t, harvestfake.Options{Cursor: cursor, Skew: -time.Hour})
 			seed(f, 25)
 			c := newClient(t, f)
 			pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
@@ -151,7 +152,7 @@ func TestListFollowsLinksBothPaginationStyles(t *testing.T) {
 
 func TestNormalizationMatchesTruth(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	seed(f, 12)
 	c := newClient(t, f)
 	st := f.State()
@@ -203,7 +204,7 @@ func deref(r clients.Record) any {
 
 func TestWindowsQueryParameters(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	seed(f, 30)
 	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.PerPage = 2000 })
 
@@ -249,7 +250,7 @@ func TestWindowsQueryParameters(t *testing.T) {
 
 func TestUnsupported(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) {
 		p.Resources = []clients.Resource{clients.TimeEntries, clients.Projects}
 	})
@@ -271,20 +272,20 @@ func TestUnsupported(t *testing.T) {
 func TestMalformedPagesNameSourceResourcePageField(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		m     harvesttest.Malformation
+		m     fakeapi.Malformation
 		field string
 		what  string
 	}{
-		{harvesttest.BadJSON, "field (page)", "not JSON"},
-		{harvesttest.HTMLPage, "field (page)", "body: <!DOCTYPE html>"},
-		{harvesttest.MissingUpdatedAt, "field time_entries[0].updated_at", "missing"},
-		{harvesttest.WrongType, "field time_entries[0].updated_at", "want string, got number"},
+		{fakeapi.BadJSON, "field (page)", "not JSON"},
+		{fakeapi.HTMLPage, "field (page)", "body: <!DOCTYPE html>"},
+		{fakeapi.MissingVersion, "field time_entries[0].updated_at", "missing"},
+		{fakeapi.WrongType, "field time_entries[0].updated_at", "want string, got number"},
 	} {
 		t.Run(strconv.Itoa(int(tc.m)), func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, harvesttest.Options{})
+			f := newFake(t, harvestfake.Options{})
 			seed(f, 25)
-			f.Malform(clients.TimeEntries, 2, tc.m)
+			f.Malform("time_entries", 2, tc.m)
 			c := newClient(t, f)
 			pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
 			if !errors.Is(err, httpx.ErrDecode) {
@@ -309,7 +310,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 	t.Parallel()
 	t.Run("5xx then success", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, harvesttest.Options{})
+		f := newFake(t, harvestfake.Options{})
 		seed(f, 5)
 		f.FailNext(2, 503)
 		if _, err := collect(t, newClient(t, f), clients.TimeEntries, clients.Window{}); err != nil {
@@ -321,7 +322,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 	})
 	t.Run("5xx exhausts", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, harvesttest.Options{})
+		f := newFake(t, harvestfake.Options{})
 		seed(f, 5)
 		f.FailNext(100, 500)
 		_, err := collect(t, newClient(t, f, func(_ *harvest.Params, c *httpx.Config) { c.MaxAttempts = 4 }), clients.TimeEntries, clients.Window{})
@@ -331,7 +332,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 	})
 	t.Run("dropped connection", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, harvesttest.Options{})
+		f := newFake(t, harvestfake.Options{})
 		seed(f, 15)
 		if _, err := collect(t, newClient(t, f), clients.TimeEntries, clients.Window{}); err != nil {
 			t.Fatal(err)
@@ -345,7 +346,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 	})
 	t.Run("slow response times out and is retried", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, harvesttest.Options{})
+		f := newFake(t, harvestfake.Options{})
 		seed(f, 5)
 		f.SlowNext(1, 5*time.Second)
 		c := newClient(t, f, func(_ *harvest.Params, c *httpx.Config) { c.Timeout = 100 * time.Millisecond })
@@ -358,7 +359,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 	})
 	t.Run("429 honoured without spending retries", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, harvesttest.Options{})
+		f := newFake(t, harvestfake.Options{})
 		seed(f, 25)
 		f.RateLimitNext(1, "1")
 		c := newClient(t, f, func(_ *harvest.Params, c *httpx.Config) { c.MaxAttempts = 1 })
@@ -370,7 +371,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 	})
 	t.Run("fake's own rate limit", func(t *testing.T) {
 		t.Parallel()
-		f := newFake(t, harvesttest.Options{RateLimit: httpx.RateLimit{Requests: 2, Per: time.Second}})
+		f := newFake(t, harvestfake.Options{RateLimit: httpx.RateLimit{Requests: 2, Per: time.Second}})
 		seed(f, 35) // 4 pages
 		pages, err := collect(t, newClient(t, f), clients.TimeEntries, clients.Window{})
 		if err != nil || len(pages) != 4 {
@@ -390,7 +391,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 
 func TestWrongTokenIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	const bad = "wrong-secret-token-xyz"
 	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.Token = bad })
 	_, err := collect(t, c, clients.TimeEntries, clients.Window{})
@@ -480,7 +481,7 @@ func TestParamsValidate(t *testing.T) {
 
 func TestStopsAtFnError(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	seed(f, 25)
 	boom := errors.New("boom")
 	calls := 0

@@ -16,8 +16,9 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
-	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 )
 
 // A record deleted or moved on page 1 while the client is between pages
@@ -32,18 +33,18 @@ func TestListingLosesNothingWhenARecordLeavesMidWalk(t *testing.T) {
 			for _, change := range []string{"delete", "move"} {
 				t.Run(style+"/"+pass+"/"+change, func(t *testing.T) {
 					t.Parallel()
-					f := newFake(t, harvesttest.Options{Cursor: style == "cursor"})
+					f := newFake(t, harvestfake.Options{Cursor: style == "cursor"})
 					seed(f, 25)
 					c := newClient(t, f) // 10 per page: 3 pages
 					var w clients.Window
-					in := func(*harvesttest.TimeEntry) bool { return true }
+					in := func(*harvestfake.TimeEntry) bool { return true }
 					if pass == "backfill" {
 						w = clients.Window{From: clients.DateOf(base).AddDays(-6), To: clients.DateOf(base)}
-						in = func(e *harvesttest.TimeEntry) bool { return !e.SpentDate.Before(w.From) && !e.SpentDate.After(w.To) }
+						in = func(e *harvestfake.TimeEntry) bool { return !e.SpentDate.Before(w.From) && !e.SpentDate.After(w.To) }
 					}
 					victim := f.IDs(clients.TimeEntries)[0] // the first record of page 1
 					var once sync.Once
-					f.OnList(func(rq harvesttest.Request) {
+					f.OnList(func(rq fakeapi.Request) {
 						if rq.Seq != 2 { // between page 1 and page 2 of the first walk
 							return
 						}
@@ -96,10 +97,10 @@ func TestListingLosesNothingWhenARecordLeavesMidWalk(t *testing.T) {
 // fails with ErrCapped: absence from it proves nothing.
 func TestListingThatNeverHoldsStillIsCapped(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	seed(f, 25)
 	c := newClient(t, f)
-	f.OnList(func(rq harvesttest.Request) {
+	f.OnList(func(rq fakeapi.Request) {
 		if rq.Query.Get("page") == "2" {
 			f.Delete(clients.TimeEntries, f.IDs(clients.TimeEntries)[0])
 		}
@@ -124,7 +125,7 @@ func TestTotalPagesBeyondWhatWasServedIsCapped(t *testing.T) {
 			`"links":{"first":null,"next":null,"previous":null,"last":null}}`)
 	}))
 	t.Cleanup(srv.Close)
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.BaseURL = srv.URL + "/v2"; p.PerPage = 1 })
 	pages, err := collect(t, c, clients.Clients, clients.Window{})
 	if !errors.Is(err, clients.ErrCapped) {
@@ -139,7 +140,7 @@ func TestTotalPagesBeyondWhatWasServedIsCapped(t *testing.T) {
 func TestSinglePageListingIsOneRequest(t *testing.T) {
 	t.Parallel()
 	for _, style := range []bool{false, true} {
-		f := newFake(t, harvesttest.Options{Cursor: style})
+		f := newFake(t, harvestfake.Options{Cursor: style})
 		seed(f, 5)
 		c := newClient(t, f)
 		if _, err := collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {

@@ -1,7 +1,7 @@
 // Package simulated is the built-in tracker behind `tidemark demo` and the
 // end-to-end tests: a generated agency (clients, projects, tasks, users and
 // a year of time entries), deterministic from a seed, served in the Harvest
-// dialect over loopback HTTP by harvesttest, so that the real Harvest client
+// dialect over loopback HTTP by harvestfake, so that the real Harvest client
 // is exercised. A mutation stream (creates, updates, same-second double
 // updates, deletes, back-dated entries, bulk approvals and invoicing) and
 // fault knobs make it behave like a live account.
@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
-	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 )
 
 // Params configures a Tracker. Zero fields take defaults.
@@ -31,7 +31,7 @@ type Params struct {
 	// Entries, when > 0, sets the number of generated time entries
 	// (otherwise about 2.5 per user per working day).
 	Entries int
-	// Token and AccountID default to harvesttest's.
+	// Token and AccountID default to harvestfake's.
 	Token, AccountID string
 	// Anchor is the source clock at generation: history ends there. Default:
 	// the source clock (now + Skew). Fix it to make generated stamps
@@ -52,11 +52,11 @@ type Params struct {
 }
 
 // Truth is the ground truth a mirror is compared with.
-type Truth = harvesttest.State
+type Truth = harvestfake.State
 
 // Tracker is a running simulated Harvest account.
 type Tracker struct {
-	fake *harvesttest.Server
+	fake *harvestfake.Server
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -65,7 +65,7 @@ type Tracker struct {
 	live     []int64 // live entry ids, for picking
 	liveIdx  map[int64]int
 	users    []int64
-	projects []harvesttest.Project
+	projects []harvestfake.Project
 	tasks    []int64
 	clients  []int64
 	invoice  int64
@@ -98,7 +98,7 @@ func New(p Params) (*Tracker, error) {
 	}
 	p.Users = cmp.Or(p.Users, 20)
 	p.Days = cmp.Or(p.Days, 365)
-	fake := harvesttest.New(harvesttest.Options{
+	fake := harvestfake.New(harvestfake.Options{
 		Token: p.Token, AccountID: p.AccountID, RateLimit: p.RateLimit, NoRateLimit: p.NoRateLimit,
 		Cursor: p.Cursor, Skew: p.Skew, VisibilityDelay: p.VisibilityDelay,
 		FaultRate: p.FaultRate, RateLimitRate: p.RateLimitRate, Seed: uint64(p.Seed),
@@ -128,7 +128,7 @@ func (t *Tracker) AccountID() string { return t.fake.AccountID() }
 func (t *Tracker) Now() time.Time { return t.fake.Now() }
 
 // Server exposes the underlying fake for fault injection and request logs.
-func (t *Tracker) Server() *harvesttest.Server { return t.fake }
+func (t *Tracker) Server() *harvestfake.Server { return t.fake }
 
 // Close stops serving.
 func (t *Tracker) Close() { t.fake.Close() }
@@ -154,13 +154,13 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 	nClients := 3 + r.IntN(4)
 	for i := range nClients {
 		id := int64(5_000_000 + i)
-		f.PutClient(harvesttest.Client{ID: id, Name: clientNames[i], Currency: currencies[r.IntN(len(currencies))],
+		f.PutClient(harvestfake.Client{ID: id, Name: clientNames[i], Currency: currencies[r.IntN(len(currencies))],
 			IsActive: true, CreatedAt: created, UpdatedAt: created.Add(time.Duration(i) * time.Minute)})
 		t.clients = append(t.clients, id)
 	}
 	for i := range 12 {
 		cid := t.clients[i%nClients]
-		pr := harvesttest.Project{ID: int64(14_000_000 + i), ClientID: cid,
+		pr := harvestfake.Project{ID: int64(14_000_000 + i), ClientID: cid,
 			Name:     fmt.Sprintf("%s %s", clientNames[i%nClients], projectKinds[i%len(projectKinds)]),
 			Code:     fmt.Sprintf("P%03d", i+1),
 			IsActive: r.IntN(10) > 0, IsBillable: r.IntN(5) > 0, CreatedAt: created, UpdatedAt: created.Add(time.Hour)}
@@ -169,13 +169,13 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 	}
 	for i, name := range taskNames {
 		id := int64(8_000_000 + i)
-		f.PutTask(harvesttest.Task{ID: id, Name: name, IsActive: true, CreatedAt: created, UpdatedAt: created.Add(2 * time.Hour)})
+		f.PutTask(harvestfake.Task{ID: id, Name: name, IsActive: true, CreatedAt: created, UpdatedAt: created.Add(2 * time.Hour)})
 		t.tasks = append(t.tasks, id)
 	}
 	for i := range p.Users {
 		id := int64(1_700_000 + i)
 		fn, ln := firstNames[i%len(firstNames)], lastNames[(i*7)%len(lastNames)]
-		f.PutUser(harvesttest.User{ID: id, FirstName: fn, LastName: ln,
+		f.PutUser(harvestfake.User{ID: id, FirstName: fn, LastName: ln,
 			Email:    fmt.Sprintf("%s.%s%d@agency.example", lower(fn), lower(ln), i),
 			IsActive: r.IntN(12) > 0, CreatedAt: created, UpdatedAt: created.Add(3 * time.Hour)})
 		t.users = append(t.users, id)
@@ -185,7 +185,7 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 	if n == 0 {
 		n = p.Users * p.Days * 5 / 7 * 5 / 2
 	}
-	entries := make([]harvesttest.TimeEntry, n)
+	entries := make([]harvestfake.TimeEntry, n)
 	approvedBefore := anchor.AddDate(0, 0, -14)
 	invoicedBefore := anchor.AddDate(0, -1, 0)
 	for i := range entries {
@@ -197,7 +197,7 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 			day = start
 		}
 		pr := t.projects[r.IntN(len(t.projects))]
-		e := harvesttest.TimeEntry{
+		e := harvestfake.TimeEntry{
 			SpentDate: clients.DateOf(day),
 			Hours:     hoursText[r.IntN(len(hoursText))],
 			UserID:    t.users[r.IntN(len(t.users))],
@@ -265,7 +265,7 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 	}
 }
 
-func assignIDs(es []harvesttest.TimeEntry) {
+func assignIDs(es []harvestfake.TimeEntry) {
 	type rank struct {
 		at int64
 		i  int32
@@ -356,10 +356,10 @@ func (t *Tracker) Run(ctx context.Context, every time.Duration, perTick int) err
 
 func (t *Tracker) stamp() time.Time { return t.fake.Now().UTC().Truncate(time.Second) }
 
-func (t *Tracker) pick() (harvesttest.TimeEntry, bool) {
+func (t *Tracker) pick() (harvestfake.TimeEntry, bool) {
 	for range 8 {
 		if len(t.live) == 0 {
-			return harvesttest.TimeEntry{}, false
+			return harvestfake.TimeEntry{}, false
 		}
 		id := t.live[t.rng.IntN(len(t.live))]
 		if e, ok := t.fake.TimeEntry(id); ok {
@@ -367,7 +367,7 @@ func (t *Tracker) pick() (harvesttest.TimeEntry, bool) {
 		}
 		t.forget(id)
 	}
-	return harvesttest.TimeEntry{}, false
+	return harvestfake.TimeEntry{}, false
 }
 
 func (t *Tracker) forget(id int64) {
@@ -391,7 +391,7 @@ func (t *Tracker) create(backdated bool) {
 		day = now.AddDate(0, 0, -1-r.IntN(max(t.days, 2)-1))
 	}
 	pr := t.projects[r.IntN(len(t.projects))]
-	e := harvesttest.TimeEntry{
+	e := harvestfake.TimeEntry{
 		ID:        t.nextID,
 		SpentDate: clients.DateOf(day),
 		Hours:     hoursText[r.IntN(len(hoursText))],
@@ -450,7 +450,7 @@ func (t *Tracker) bulkApprove() {
 	user := t.users[t.rng.IntN(len(t.users))]
 	now := t.stamp()
 	from := clients.DateOf(now.AddDate(0, 0, -28))
-	for _, e := range t.fake.TimeEntriesWhere(func(e *harvesttest.TimeEntry) bool {
+	for _, e := range t.fake.TimeEntriesWhere(func(e *harvestfake.TimeEntry) bool {
 		return e.UserID == user && !e.IsClosed && !e.SpentDate.Before(from)
 	}) {
 		e.IsClosed, e.IsLocked, e.UpdatedAt = true, true, now
@@ -465,7 +465,7 @@ func (t *Tracker) bulkInvoice() {
 	now := t.stamp()
 	t.invoice++
 	inv := 30_000_000 + t.invoice
-	for _, e := range t.fake.TimeEntriesWhere(func(e *harvesttest.TimeEntry) bool {
+	for _, e := range t.fake.TimeEntriesWhere(func(e *harvestfake.TimeEntry) bool {
 		return e.ClientID == client && e.Billable && e.IsClosed && !e.IsBilled
 	}) {
 		e.IsBilled, e.IsLocked, e.InvoiceID, e.UpdatedAt = true, true, inv, now
@@ -499,7 +499,7 @@ func (t *Tracker) touchReference() {
 	case 1:
 		id := t.tasks[r.IntN(len(t.tasks))]
 		if v, ok := t.fake.Get(clients.Tasks, id); ok {
-			tk := v.(harvesttest.Task)
+			tk := v.(harvestfake.Task)
 			tk.Name += "*"
 			tk.UpdatedAt = now
 			t.fake.PutTask(tk)
@@ -507,7 +507,7 @@ func (t *Tracker) touchReference() {
 	case 2:
 		id := t.users[r.IntN(len(t.users))]
 		if v, ok := t.fake.Get(clients.Users, id); ok {
-			u := v.(harvesttest.User)
+			u := v.(harvestfake.User)
 			u.IsActive = !u.IsActive
 			u.UpdatedAt = now
 			t.fake.PutUser(u)
@@ -515,7 +515,7 @@ func (t *Tracker) touchReference() {
 	default:
 		id := t.clients[r.IntN(len(t.clients))]
 		if v, ok := t.fake.Get(clients.Clients, id); ok {
-			c := v.(harvesttest.Client)
+			c := v.(harvestfake.Client)
 			c.Name += "."
 			c.UpdatedAt = now
 			t.fake.PutClient(c)

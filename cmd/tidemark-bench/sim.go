@@ -12,8 +12,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 )
 
 // simInfo is what a serve-sim child prints on its first stdout line.
@@ -63,7 +63,7 @@ func serveSim(args []string) error {
 		// that an incremental pass with that overlap re-delivers all of them.
 		now := fake.Now().UTC().Truncate(time.Second)
 		r := rand.New(rand.NewPCG(uint64(*seed), 7))
-		es := fake.TimeEntriesWhere(func(*harvesttest.TimeEntry) bool { return true })
+		es := fake.TimeEntriesWhere(func(*harvestfake.TimeEntry) bool { return true })
 		for i := range es {
 			es[i].UpdatedAt = now.Add(-time.Minute - time.Duration(r.Int64N(int64(*recent-2*time.Minute)/int64(time.Second)))*time.Second)
 			if es[i].CreatedAt.After(es[i].UpdatedAt) {
@@ -73,7 +73,7 @@ func serveSim(args []string) error {
 		fake.LoadTimeEntries(es)
 	}
 	lo, hi := "", ""
-	for _, e := range fake.TimeEntriesWhere(func(*harvesttest.TimeEntry) bool { return true }) {
+	for _, e := range fake.TimeEntriesWhere(func(*harvestfake.TimeEntry) bool { return true }) {
 		d := e.SpentDate.String()
 		if lo == "" || d < lo {
 			lo = d

@@ -24,8 +24,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tidemarkhq/tidemark/clients"
-	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 )
@@ -652,13 +653,13 @@ func TestE2EMalformedPage(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		m    harvesttest.Malformation
+		m    fakeapi.Malformation
 		want string // what was wrong, in the message
 	}{
-		{"bad JSON", harvesttest.BadJSON, "not JSON"},
-		{"HTML 200", harvesttest.HTMLPage, "not JSON"},
-		{"missing updated_at", harvesttest.MissingUpdatedAt, "updated_at"},
-		{"wrong type", harvesttest.WrongType, "updated_at"},
+		{"bad JSON", fakeapi.BadJSON, "not JSON"},
+		{"HTML 200", fakeapi.HTMLPage, "not JSON"},
+		{"missing updated_at", fakeapi.MissingVersion, "updated_at"},
+		{"wrong type", fakeapi.WrongType, "updated_at"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -670,7 +671,7 @@ func TestE2EMalformedPage(t *testing.T) {
 			}
 			// Changes the next pass would apply: edits and a new entry.
 			srv := tr.Server()
-			es := srv.TimeEntriesWhere(func(*harvesttest.TimeEntry) bool { return true })
+			es := srv.TimeEntriesWhere(func(*harvestfake.TimeEntry) bool { return true })
 			for i := range 5 {
 				te := es[i*7]
 				te.Hours, te.UpdatedAt = "7.75", time.Time{}
@@ -681,7 +682,7 @@ func TestE2EMalformedPage(t *testing.T) {
 			srv.PutTimeEntry(te)
 
 			before := snapshot(t, e.pool)
-			srv.Malform(clients.TimeEntries, 1, tc.m)
+			srv.Malform("time_entries", 1, tc.m)
 			_, errs, code := e.cli("sync", "--config", cfg, "--source", "acme")
 			if code != 1 {
 				t.Fatalf("sync of a malformed page exited %d, want 1\n%s", code, errs)
@@ -707,7 +708,7 @@ func TestE2EMalformedPage(t *testing.T) {
 				t.Errorf("last time_entries run is %q, want failed", status)
 			}
 
-			srv.Malform(clients.TimeEntries, 1, 0)
+			srv.Malform("time_entries", 1, 0)
 			if out, errs, code := e.cli("sync", "--config", cfg, "--source", "acme"); code != 0 {
 				t.Fatalf("good sync exited %d\n%s%s", code, out, errs)
 			}

@@ -1,4 +1,4 @@
-package harvesttest
+package harvestfake
 
 import (
 	"slices"

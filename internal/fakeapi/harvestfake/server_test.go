@@ -1,4 +1,4 @@
-package harvesttest_test
+package harvestfake_test
 
 import (
 	"encoding/json"
@@ -9,18 +9,18 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
-	"github.com/tidemarkhq/tidemark/clients/harvest/harvesttest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 )
 
 var base = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
-func newFake(t *testing.T, o harvesttest.Options) *harvesttest.Server {
+func newFake(t *testing.T, o harvestfake.Options) *harvestfake.Server {
 	t.Helper()
-	f := harvesttest.New(o)
+	f := harvestfake.New(o)
 	t.Cleanup(f.Close)
 	for i := int64(1); i <= 5; i++ {
-		f.PutTimeEntry(harvesttest.TimeEntry{ID: i, SpentDate: clients.DateOf(base).AddDays(-int(i % 3)), Hours: "1.0",
+		f.PutTimeEntry(harvestfake.TimeEntry{ID: i, SpentDate: clients.DateOf(base).AddDays(-int(i % 3)), Hours: "1.0",
 			UserID: 1, ProjectID: 1, UpdatedAt: base.Add(time.Duration(i) * time.Second)})
 	}
 	return f
@@ -41,7 +41,7 @@ type envelope struct {
 	} `json:"links"`
 }
 
-func get(t *testing.T, f *harvesttest.Server, path string, hdr map[string]string) (*http.Response, []byte) {
+func get(t *testing.T, f *harvestfake.Server, path string, hdr map[string]string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, f.URL()+path, nil)
 	req.Header.Set("Authorization", "Bearer "+f.Token())
@@ -78,7 +78,7 @@ func ids(t *testing.T, body []byte) (envelope, []int64) {
 
 func TestEnvelopeOrderAndPageNumbers(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	resp, body := get(t, f, "/time_entries?per_page=2&page=2", nil)
 	env, got := ids(t, body)
 	// spent_date desc (i%3: 0 → base, 1, 2 days back), then id desc.
@@ -99,7 +99,7 @@ func TestEnvelopeOrderAndPageNumbers(t *testing.T) {
 
 func TestCursorPagination(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{Cursor: true})
+	f := newFake(t, harvestfake.Options{Cursor: true})
 	_, body := get(t, f, "/time_entries?per_page=2", nil)
 	env, got := ids(t, body)
 	if env.Page != nil || env.NextPage != nil || env.Links.Next == nil || len(got) != 2 {
@@ -127,7 +127,7 @@ func TestUpdatedSinceInclusiveOrExclusive(t *testing.T) {
 		excl bool
 		want int
 	}{{false, 3}, {true, 2}} {
-		f := newFake(t, harvesttest.Options{UpdatedSinceExclusive: tc.excl})
+		f := newFake(t, harvestfake.Options{UpdatedSinceExclusive: tc.excl})
 		_, body := get(t, f, "/time_entries?updated_since="+since, nil)
 		if _, got := ids(t, body); len(got) != tc.want {
 			t.Errorf("exclusive=%v: %d entries, want %d", tc.excl, len(got), tc.want)
@@ -137,7 +137,7 @@ func TestUpdatedSinceInclusiveOrExclusive(t *testing.T) {
 
 func TestFromTo(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	d := clients.DateOf(base).AddDays(-1).String()
 	_, body := get(t, f, "/time_entries?from="+d+"&to="+d, nil)
 	if _, got := ids(t, body); len(got) != 2 || got[0] != 4 || got[1] != 1 {
@@ -147,7 +147,7 @@ func TestFromTo(t *testing.T) {
 
 func TestRequestValidation(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{})
+	f := newFake(t, harvestfake.Options{})
 	for _, tc := range []struct {
 		path   string
 		hdr    map[string]string
@@ -175,7 +175,7 @@ func TestRequestValidation(t *testing.T) {
 
 func TestRateLimitSlidingWindow(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{RateLimit: httpx.RateLimit{Requests: 3, Per: 2 * time.Second}})
+	f := newFake(t, harvestfake.Options{RateLimit: httpx.RateLimit{Requests: 3, Per: 2 * time.Second}})
 	for i := range 3 {
 		if resp, _ := get(t, f, "/users", nil); resp.StatusCode != 200 {
 			t.Fatalf("request %d: %d", i, resp.StatusCode)
@@ -192,7 +192,7 @@ func TestRateLimitSlidingWindow(t *testing.T) {
 
 func TestSkewedDateAndDeletes(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{Skew: 90 * time.Minute})
+	f := newFake(t, harvestfake.Options{Skew: 90 * time.Minute})
 	resp, _ := get(t, f, "/time_entries", nil)
 	d, _ := http.ParseTime(resp.Header.Get("Date"))
 	if off := time.Until(d); off < 89*time.Minute || off > 91*time.Minute {
@@ -212,8 +212,8 @@ func TestSkewedDateAndDeletes(t *testing.T) {
 
 func TestVisibilityDelay(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, harvesttest.Options{VisibilityDelay: time.Second})
-	f.PutTimeEntry(harvesttest.TimeEntry{ID: 99, SpentDate: clients.DateOf(base), Hours: "2.0", UserID: 1, ProjectID: 1})
+	f := newFake(t, harvestfake.Options{VisibilityDelay: time.Second})
+	f.PutTimeEntry(harvestfake.TimeEntry{ID: 99, SpentDate: clients.DateOf(base), Hours: "2.0", UserID: 1, ProjectID: 1})
 	if _, ok := f.TimeEntry(99); !ok {
 		t.Fatal("latest state not readable")
 	}

@@ -1,21 +1,19 @@
-// Package harvesttest is a fake Harvest API v2 server for tests and for the
-// simulated tracker. It follows the documented API (envelope, links.next,
+// Package harvestfake is a fake Harvest API v2 server, for tests and for the
+// simulated tracker that tidemark demo serves (so it is not a test
+// package). It follows the documented API (envelope, links.next,
 // page-number and cursor pagination, updated_since and from/to filters,
 // ordering, per_page bounds, auth headers, User-Agent, the 100-per-15-s
-// rate limit with Retry-After) and injects faults on demand (5xx, slow or
-// dropped responses, malformed pages). Records are stored compactly and
-// rendered per request.
-package harvesttest
+// rate limit with Retry-After) and injects faults on demand through the
+// fake kit (internal/fakeapi). Records are stored compactly and rendered
+// per request.
+package harvestfake
 
 import (
 	"bytes"
 	"cmp"
 	"encoding/base64"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
 // Defaults.
@@ -62,41 +61,16 @@ type Options struct {
 	Seed uint64
 }
 
-// Malformation selects how a page is broken by Malform.
-type Malformation int
-
-const (
-	// BadJSON answers a whole body that is not JSON (a stray comma after
-	// the opening bracket): a malformed page, for the provider to report.
-	// A body cut short is CutShort, a transport fault that httpx retries.
-	BadJSON Malformation = iota + 1
-	// HTMLPage answers 200 with an HTML error page.
-	HTMLPage
-	// MissingUpdatedAt drops updated_at from the page's first record.
-	MissingUpdatedAt
-	// WrongType renders the first record's updated_at as a number.
-	WrongType
-	// CutShort sends half the body (with a Content-Length to match).
-	CutShort
-)
-
-// Request is one logged request.
-type Request struct {
-	Seq       int
-	At        time.Time // our clock, on arrival
-	Method    string
-	Path      string
-	Query     url.Values
-	UserAgent string
-	Status    int // 0 when the connection was dropped
+// write is a put (val) or a deletion (val nil) of one record, made at
+// deletedAt, waiting in Late until it is visible.
+type write struct {
+	val       any
+	deletedAt time.Time
 }
 
-type pendingOp struct {
-	visibleAt time.Time
-	res       clients.Resource
-	id        int64
-	del       bool
-	val       any
+type recordKey struct {
+	res clients.Resource
+	id  int64
 }
 
 type listKey struct {
@@ -109,34 +83,30 @@ type listCache struct {
 	pos []int32
 }
 
-// Server is a running fake. Every method is safe for concurrent use.
+// Server is a running fake: the kit's faults, request log, rate limit and
+// clock (fakeapi.Kit; Malform endpoints are the resource names, e.g.
+// "time_entries", with Harvest's page numbers) around Harvest's routes.
+// Every method is safe for concurrent use.
 type Server struct {
-	srv  *httptest.Server
+	*fakeapi.Kit
 	opts Options
 
-	mu      sync.Mutex
-	tables  *tables
-	gen     uint64
-	pending []pendingOp
-	cache   map[listKey]listCache
-	served  []time.Time // sliding window of served requests
-	reqs    []Request
-	rng     *rand.Rand
-
-	failN      int
-	failStatus int
-	dropN      int
-	slowN      int
-	slowD      time.Duration
-	limitN     int
-	limitAfter string
-	malformed  map[malKey]Malformation
-	onList     func(Request)
+	mu     sync.Mutex
+	tables *tables
+	gen    uint64
+	late   fakeapi.Late[recordKey, write]
+	cache  map[listKey]listCache
 }
 
-type malKey struct {
-	res  clients.Resource
-	page int
+var dialect = fakeapi.Dialect{
+	Base: "/v2",
+	Fault: func(status int) string {
+		if status == http.StatusTooManyRequests {
+			return `{"message":"Too Many Requests"}`
+		}
+		return `{"status":` + strconv.Itoa(status) + `,"error":"Internal Server Error"}`
+	},
+	HTMLPage: "<!DOCTYPE html>\n<html><head><title>Harvest is down for maintenance</title></head><body><h1>We'll be right back.</h1></body></html>\n",
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -146,32 +116,21 @@ func New(o Options) *Server {
 	if o.RateLimit == (httpx.RateLimit{}) {
 		o.RateLimit = httpx.RateLimit{Requests: 100, Per: 15 * time.Second}
 	}
-	if o.Clock == nil {
-		o.Clock = time.Now
+	if o.NoRateLimit {
+		o.RateLimit = httpx.RateLimit{}
 	}
-	s := &Server{
-		opts:      o,
-		tables:    newTables(),
-		cache:     map[listKey]listCache{},
-		rng:       rand.New(rand.NewPCG(o.Seed, 0x5eed)),
-		malformed: map[malKey]Malformation{},
-	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s := &Server{opts: o, tables: newTables(), cache: map[listKey]listCache{}}
+	s.late.Delay = o.VisibilityDelay
+	s.Kit = fakeapi.New(dialect, fakeapi.Config{
+		Clock: o.Clock, Skew: o.Skew, Window: o.RateLimit, WindowRetryAfter: true,
+		FaultRate: o.FaultRate, RateLimitRate: o.RateLimitRate, Seed: o.Seed,
+	}, s.route)
 	return s
 }
-
-// URL is the API base, like https://api.harvestapp.com/v2.
-func (s *Server) URL() string { return s.srv.URL + "/v2" }
 
 // Token and AccountID are the credentials the fake accepts.
 func (s *Server) Token() string     { return s.opts.Token }
 func (s *Server) AccountID() string { return s.opts.AccountID }
-
-// Close shuts the server down.
-func (s *Server) Close() { s.srv.CloseClientConnections(); s.srv.Close() }
-
-// Now is the source's clock.
-func (s *Server) Now() time.Time { return s.opts.Clock().Add(s.opts.Skew) }
 
 // stamp is the source clock truncated to Harvest's one-second precision.
 func (s *Server) stamp() time.Time { return s.Now().UTC().Truncate(time.Second) }
@@ -259,7 +218,8 @@ func (s *Server) Delete(r clients.Resource, id int64) bool {
 	if _, ok := s.getLocked(r, id); !ok {
 		return false
 	}
-	s.enqueue(pendingOp{visibleAt: s.Now().Add(s.opts.VisibilityDelay), res: r, id: id, del: true})
+	now := s.Now()
+	s.enqueue(r, id, now, write{deletedAt: now})
 	return true
 }
 
@@ -357,14 +317,12 @@ func (s *Server) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flush()
-	return len(s.pending)
+	return s.late.Len()
 }
 
 func (s *Server) getLocked(r clients.Resource, id int64) (any, bool) {
-	for i := len(s.pending) - 1; i >= 0; i-- {
-		if op := s.pending[i]; op.res == r && op.id == id {
-			return op.val, !op.del
-		}
+	if w, ok := s.late.Last(recordKey{r, id}); ok {
+		return w.val, w.val != nil
 	}
 	ts := s.tables
 	switch r {
@@ -390,66 +348,48 @@ func boxed[T any](v T, ok bool) (any, bool) {
 }
 
 func (s *Server) write(r clients.Resource, id int64, updated time.Time, v any) {
-	s.enqueue(pendingOp{visibleAt: updated.Add(s.opts.VisibilityDelay), res: r, id: id, val: v})
+	s.enqueue(r, id, updated, write{val: v})
 }
 
-func (s *Server) enqueue(op pendingOp) {
-	if s.opts.VisibilityDelay <= 0 {
-		s.apply(op)
-		return
+// enqueue makes w, stamped at, visible at once or VisibilityDelay later.
+func (s *Server) enqueue(r clients.Resource, id int64, at time.Time, w write) {
+	var visible time.Time
+	if d := s.late.Next(); d > 0 {
+		visible = at.Add(d)
 	}
-	s.pending = append(s.pending, op)
-	s.flush()
+	s.late.Add(recordKey{r, id}, visible, w, s.Now(), s.apply)
 }
 
 // flush applies the writes whose time has come, in the order they were made.
-func (s *Server) flush() {
-	if len(s.pending) == 0 {
-		return
-	}
-	now := s.Now()
-	keep := s.pending[:0]
-	blocked := map[[2]any]bool{} // a later write of an id waits for an earlier one
-	for _, op := range s.pending {
-		k := [2]any{op.res, op.id}
-		if blocked[k] || op.visibleAt.After(now) {
-			blocked[k] = true
-			keep = append(keep, op)
-			continue
-		}
-		s.apply(op)
-	}
-	clear(s.pending[len(keep):])
-	s.pending = keep
-}
+func (s *Server) flush() { s.late.Flush(s.Now(), s.apply) }
 
-func (s *Server) apply(op pendingOp) {
+func (s *Server) apply(k recordKey, w write) {
 	s.gen++
 	ts := s.tables
-	if op.del {
+	if w.val == nil {
 		var ok bool
-		switch op.res {
+		switch k.res {
 		case clients.TimeEntries:
-			ok = ts.entries.del(op.id)
+			ok = ts.entries.del(k.id)
 		case clients.Projects:
-			ok = ts.projects.del(op.id)
+			ok = ts.projects.del(k.id)
 		case clients.Clients:
-			ok = ts.clients.del(op.id)
+			ok = ts.clients.del(k.id)
 		case clients.Users:
-			ok = ts.users.del(op.id)
+			ok = ts.users.del(k.id)
 		case clients.Tasks:
-			ok = ts.tasks.del(op.id)
+			ok = ts.tasks.del(k.id)
 		}
 		if ok {
-			if ts.deleted[op.res] == nil {
-				ts.deleted[op.res] = map[int64]time.Time{}
+			if ts.deleted[k.res] == nil {
+				ts.deleted[k.res] = map[int64]time.Time{}
 			}
-			ts.deleted[op.res][op.id] = op.visibleAt.Add(-s.opts.VisibilityDelay).UTC()
+			ts.deleted[k.res][k.id] = w.deletedAt.UTC()
 		}
 		return
 	}
-	delete(ts.deleted[op.res], op.id)
-	switch v := op.val.(type) {
+	delete(ts.deleted[k.res], k.id)
+	switch v := w.val.(type) {
 	case TimeEntry:
 		ts.entries.put(v)
 	case Project:
@@ -463,216 +403,29 @@ func (s *Server) apply(op pendingOp) {
 	}
 }
 
-// ---- faults and log ----------------------------------------------------------
-
-// FailNext makes the next n requests answer status (e.g. 500, 502, 503).
-func (s *Server) FailNext(n, status int) {
-	s.mu.Lock()
-	s.failN, s.failStatus = n, status
-	s.mu.Unlock()
-}
-
-// DropNext makes the next n requests close the connection without answer.
-func (s *Server) DropNext(n int) {
-	s.mu.Lock()
-	s.dropN = n
-	s.mu.Unlock()
-}
-
-// SlowNext delays the next n responses by d (or until the client gives up).
-func (s *Server) SlowNext(n int, d time.Duration) {
-	s.mu.Lock()
-	s.slowN, s.slowD = n, d
-	s.mu.Unlock()
-}
-
-// RateLimitNext makes the next n requests answer 429 with the given
-// Retry-After header value ("" sends none).
-func (s *Server) RateLimitNext(n int, retryAfter string) {
-	s.mu.Lock()
-	s.limitN, s.limitAfter = n, retryAfter
-	s.mu.Unlock()
-}
-
-// Malform breaks page `page` (from 1) of every listing of r until cleared
-// with Malform(r, page, 0).
-func (s *Server) Malform(r clients.Resource, page int, m Malformation) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if m == 0 {
-		delete(s.malformed, malKey{r, page})
-		return
-	}
-	s.malformed[malKey{r, page}] = m
-}
-
-// OnList calls fn before each list request is answered (nil: none), outside
-// the server's lock, so fn may change the store: a record deleted or moved
-// while a client walks the pages of a listing.
-func (s *Server) OnList(fn func(Request)) {
-	s.mu.Lock()
-	s.onList = fn
-	s.mu.Unlock()
-}
-
-// SetFaultRates changes the random 5xx and 429 probabilities.
-func (s *Server) SetFaultRates(fault, rateLimit float64) {
-	s.mu.Lock()
-	s.opts.FaultRate, s.opts.RateLimitRate = fault, rateLimit
-	s.mu.Unlock()
-}
-
-// Requests returns the request log.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.reqs)
-}
-
-// RequestCount returns how many requests arrived.
-func (s *Server) RequestCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.reqs)
-}
-
-// ResetRequests clears the request log.
-func (s *Server) ResetRequests() {
-	s.mu.Lock()
-	s.reqs = nil
-	s.mu.Unlock()
-}
-
 // ---- HTTP ------------------------------------------------------------------
 
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func writeJSON(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
-}
-
-func (s *Server) serve(hw http.ResponseWriter, r *http.Request) {
-	w := &statusWriter{ResponseWriter: hw}
-	s.mu.Lock()
-	seq := len(s.reqs)
-	s.reqs = append(s.reqs, Request{
-		Seq: seq + 1, At: time.Now(), Method: r.Method, Path: r.URL.Path,
-		Query: r.URL.Query(), UserAgent: r.UserAgent(),
-	})
-	action, wait, retryAfter := s.decideLocked()
-	s.mu.Unlock()
-
-	defer func() {
-		s.mu.Lock()
-		s.reqs[seq].Status = w.status
-		s.mu.Unlock()
-	}()
-	w.Header().Set("Date", s.Now().UTC().Format(http.TimeFormat))
-
-	if wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	switch action {
-	case "drop":
-		if conn, _, err := hw.(http.Hijacker).Hijack(); err == nil {
-			conn.Close()
-		}
-		return
-	case "429":
-		if retryAfter != "" {
-			w.Header().Set("Retry-After", retryAfter)
-		}
-		writeJSON(w, http.StatusTooManyRequests, `{"message":"Too Many Requests"}`)
-		return
-	case "":
-	default:
-		code, _ := strconv.Atoi(action)
-		writeJSON(w, code, `{"status":`+action+`,"error":"Internal Server Error"}`)
-		return
-	}
-
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	if r.UserAgent() == "" {
-		writeJSON(w, http.StatusBadRequest, `{"error":"bad_request","error_description":"Missing User-Agent header: name your application and give a contact"}`)
+		fakeapi.WriteJSON(w, http.StatusBadRequest, `{"error":"bad_request","error_description":"Missing User-Agent header: name your application and give a contact"}`)
 		return
 	}
 	if r.Header.Get("Authorization") != "Bearer "+s.opts.Token || r.Header.Get("Harvest-Account-Id") != s.opts.AccountID {
-		writeJSON(w, http.StatusUnauthorized, `{"error":"invalid_token","error_description":"The access token provided is expired, revoked, malformed or invalid for other reasons."}`)
+		fakeapi.WriteJSON(w, http.StatusUnauthorized, `{"error":"invalid_token","error_description":"The access token provided is expired, revoked, malformed or invalid for other reasons."}`)
 		return
 	}
-	res, ok := strings.CutPrefix(r.URL.Path, "/v2/")
+	res, ok := strings.CutPrefix(r.URL.Path, dialect.Base+"/")
 	if !ok || r.Method != http.MethodGet {
-		writeJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
+		fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
 		return
 	}
 	resource, err := clients.ParseResource(res)
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
+		fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
 		return
 	}
-	s.mu.Lock()
-	hook, req := s.onList, s.reqs[seq]
-	s.mu.Unlock()
-	if hook != nil {
-		hook(req)
-	}
+	s.Listing(r)
 	s.list(w, r, resource)
-}
-
-// decideLocked picks the fault (if any) for this request, and enforces the
-// rate limit.
-func (s *Server) decideLocked() (action string, wait time.Duration, retryAfter string) {
-	now := time.Now()
-	if !s.opts.NoRateLimit {
-		rl := s.opts.RateLimit
-		cut := 0
-		for cut < len(s.served) && now.Sub(s.served[cut]) >= rl.Per {
-			cut++
-		}
-		s.served = s.served[cut:]
-		if len(s.served) >= rl.Requests {
-			secs := math.Ceil(s.served[0].Add(rl.Per).Sub(now).Seconds())
-			return "429", 0, strconv.Itoa(max(int(secs), 1))
-		}
-	}
-	if s.limitN > 0 {
-		s.limitN--
-		return "429", 0, s.limitAfter
-	}
-	if s.opts.RateLimitRate > 0 && s.rng.Float64() < s.opts.RateLimitRate {
-		return "429", 0, "1"
-	}
-	s.served = append(s.served, now)
-	if s.slowN > 0 {
-		s.slowN--
-		wait = s.slowD
-	}
-	switch {
-	case s.dropN > 0:
-		s.dropN--
-		return "drop", wait, ""
-	case s.failN > 0:
-		s.failN--
-		return strconv.Itoa(s.failStatus), wait, ""
-	case s.opts.FaultRate > 0 && s.rng.Float64() < s.opts.FaultRate:
-		return "500", wait, ""
-	}
-	return "", wait, ""
 }
 
 type filter struct {
@@ -688,7 +441,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 	if v := q.Get("per_page"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxPerPage {
-			writeJSON(w, http.StatusUnprocessableEntity, `{"message":"per_page must be between 1 and 2000"}`)
+			fakeapi.WriteJSON(w, http.StatusUnprocessableEntity, `{"message":"per_page must be between 1 and 2000"}`)
 			return
 		}
 		perPage = n
@@ -697,7 +450,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 	if v := q.Get("updated_since"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, `{"message":"updated_since must be an ISO 8601 date and time"}`)
+			fakeapi.WriteJSON(w, http.StatusUnprocessableEntity, `{"message":"updated_since must be an ISO 8601 date and time"}`)
 			return
 		}
 		f.since = t
@@ -710,7 +463,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 			if v := q.Get(p.name); v != "" {
 				d, err := clients.ParseDate(v)
 				if err != nil {
-					writeJSON(w, http.StatusUnprocessableEntity, `{"message":"`+p.name+` must be a date (YYYY-MM-DD)"}`)
+					fakeapi.WriteJSON(w, http.StatusUnprocessableEntity, `{"message":"`+p.name+` must be a date (YYYY-MM-DD)"}`)
 					return
 				}
 				*p.dst = dateKey(d)
@@ -737,7 +490,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 		if c := q.Get("cursor"); c != "" {
 			k, ok := decodeCursor(c)
 			if !ok {
-				writeJSON(w, http.StatusUnprocessableEntity, `{"message":"invalid cursor"}`)
+				fakeapi.WriteJSON(w, http.StatusUnprocessableEntity, `{"message":"invalid cursor"}`)
 				return
 			}
 			start, _ = slices.BinarySearchFunc(pos, k, func(p int32, k [2]int64) int { return s.cmpKey(res, p, k) })
@@ -750,7 +503,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 	} else if v := q.Get("page"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			writeJSON(w, http.StatusUnprocessableEntity, `{"message":"page must be a positive integer"}`)
+			fakeapi.WriteJSON(w, http.StatusUnprocessableEntity, `{"message":"page must be a positive integer"}`)
 			return
 		}
 		page = n
@@ -760,12 +513,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 		}
 	}
 	end := min(start+perPage, total)
-	mal := s.malformed[malKey{res, page}]
-
-	if mal == HTMLPage {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("<!DOCTYPE html>\n<html><head><title>Harvest is down for maintenance</title></head><body><h1>We'll be right back.</h1></body></html>\n"))
+	mal := s.Malformed(string(res), page)
+	if mal == fakeapi.HTMLPage {
+		s.WritePage(w, nil, mal)
 		return
 	}
 
@@ -779,7 +529,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 		}
 		var o renderOpts
 		if i == start {
-			o = renderOpts{noUpdatedAt: mal == MissingUpdatedAt, wrongTypeStamp: mal == WrongType}
+			o = renderOpts{noUpdatedAt: mal == fakeapi.MissingVersion, wrongTypeStamp: mal == fakeapi.WrongType}
 		}
 		b = s.render(b, res, pos[i], o)
 	}
@@ -840,16 +590,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 	b = append(b, `,"last":`...)
 	b = append(b, lastLink...)
 	b = append(b, '}', '}')
-	switch mal {
-	case BadJSON:
-		b = slices.Insert(b, 1, ',')
-	case CutShort:
-		b = b[:len(b)/2]
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	s.WritePage(w, b, mal)
 }
 
 func encodeCursor(k [2]int64) string {
