@@ -45,7 +45,7 @@ func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.F
 
 type conformanceFake struct {
 	f   *clockifytest.Server
-	clk *conformance.Clock
+	clk *fakeapi.Clock
 	src *clockify.Client
 }
 

@@ -40,7 +40,7 @@ func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.F
 
 type conformanceFake struct {
 	f   *harvestfake.Server
-	clk *conformance.Clock
+	clk *fakeapi.Clock
 	src *harvest.Client
 }
 

@@ -40,7 +40,7 @@ func (harness) New(t *testing.T, o conformance.Options) conformance.Fake {
 
 type fake struct {
 	f   *toggltest.Server
-	clk *conformance.Clock
+	clk *fakeapi.Clock
 	src *toggl.Client
 }
 

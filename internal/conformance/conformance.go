@@ -30,6 +30,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/upsert"
@@ -446,26 +447,6 @@ func (e *env) apply(recs []clients.Record) upsert.Counts {
 	return c
 }
 
-// Clock is a manual clock for fakes: it starts at our clock (whole seconds)
-// and moves only with Advance.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// NewClock returns a Clock at our now, truncated to the second.
-func NewClock() *Clock { return &Clock{t: time.Now().UTC().Truncate(time.Second)} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// NewClock returns a manual clock for a fake (Options.Clock): at our now,
+// truncated to the second, moving only with Advance.
+func NewClock() *fakeapi.Clock { return fakeapi.NewClock(time.Now().UTC().Truncate(time.Second)) }
