@@ -18,6 +18,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 )
 
@@ -60,10 +61,10 @@ type Tracker struct {
 
 	mu       sync.Mutex
 	rng      *rand.Rand
+	live     *fakeapi.Stream[int64] // live entry ids, for picking
+	muts     []fakeapi.Mutation
 	days     int
 	nextID   int64
-	live     []int64 // live entry ids, for picking
-	liveIdx  map[int64]int
 	users    []int64
 	projects []harvestfake.Project
 	tasks    []int64
@@ -103,11 +104,18 @@ func New(p Params) (*Tracker, error) {
 		Cursor: p.Cursor, Skew: p.Skew, VisibilityDelay: p.VisibilityDelay,
 		FaultRate: p.FaultRate, RateLimitRate: p.RateLimitRate, Seed: uint64(p.Seed),
 	})
-	t := &Tracker{
-		fake:    fake,
-		rng:     rand.New(rand.NewPCG(uint64(p.Seed), 0x71de)),
-		days:    p.Days,
-		liveIdx: map[int64]int{},
+	rng := rand.New(rand.NewPCG(uint64(p.Seed), 0x71de))
+	t := &Tracker{fake: fake, rng: rng, live: fakeapi.NewStream[int64](rng), days: p.Days}
+	t.muts = []fakeapi.Mutation{
+		{Weight: 30, Do: func() { t.create(false) }},
+		{Weight: 10, Do: func() { t.create(true) }},
+		{Weight: 25, Do: func() { t.update(1) }},
+		{Weight: 7, Do: func() { t.update(2) }},
+		{Weight: 10, Do: t.delete},
+		{Weight: 4, Do: t.bulkApprove},
+		{Weight: 2, Do: t.bulkInvoice},
+		{Weight: 5, Do: t.toggleTimer},
+		{Weight: 7, Do: t.touchReference},
 	}
 	anchor := p.Anchor
 	if anchor.IsZero() {
@@ -258,10 +266,8 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 	}
 	f.LoadTimeEntries(entries)
 	t.nextID = firstEntryID + int64(len(entries))
-	t.live = make([]int64, len(entries))
 	for i := range entries {
-		t.live[i] = entries[i].ID
-		t.liveIdx[entries[i].ID] = i
+		t.live.Add(entries[i].ID)
 	}
 }
 
@@ -316,70 +322,24 @@ func lower(s string) string {
 func (t *Tracker) Step(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for range n {
-		switch k := t.rng.IntN(100); {
-		case k < 30:
-			t.create(false)
-		case k < 40:
-			t.create(true)
-		case k < 65:
-			t.update(false)
-		case k < 72:
-			t.update(true)
-		case k < 82:
-			t.delete()
-		case k < 86:
-			t.bulkApprove()
-		case k < 88:
-			t.bulkInvoice()
-		case k < 93:
-			t.toggleTimer()
-		default:
-			t.touchReference()
-		}
-	}
+	t.live.Step(n, 0, t.muts)
 }
 
 // Run applies perTick mutations every interval until ctx ends.
 func (t *Tracker) Run(ctx context.Context, every time.Duration, perTick int) error {
-	tk := time.NewTicker(every)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tk.C:
-			t.Step(perTick)
-		}
-	}
+	return fakeapi.Run(ctx, every, perTick, t.Step)
 }
 
 func (t *Tracker) stamp() time.Time { return t.fake.Now().UTC().Truncate(time.Second) }
 
 func (t *Tracker) pick() (harvestfake.TimeEntry, bool) {
-	for range 8 {
-		if len(t.live) == 0 {
-			return harvestfake.TimeEntry{}, false
-		}
-		id := t.live[t.rng.IntN(len(t.live))]
-		if e, ok := t.fake.TimeEntry(id); ok {
-			return e, true
-		}
-		t.forget(id)
-	}
-	return harvestfake.TimeEntry{}, false
-}
-
-func (t *Tracker) forget(id int64) {
-	i, ok := t.liveIdx[id]
-	if !ok {
-		return
-	}
-	last := t.live[len(t.live)-1]
-	t.live[i] = last
-	t.liveIdx[last] = i
-	t.live = t.live[:len(t.live)-1]
-	delete(t.liveIdx, id)
+	var e harvestfake.TimeEntry
+	_, ok := t.live.Pick(func(id int64) bool {
+		var found bool
+		e, found = t.fake.TimeEntry(id)
+		return found
+	})
+	return e, ok
 }
 
 // create logs a new entry for today, or back-dated by up to the history.
@@ -405,20 +365,19 @@ func (t *Tracker) create(backdated bool) {
 	}
 	t.nextID++
 	t.fake.PutTimeEntry(e)
-	t.liveIdx[e.ID] = len(t.live)
-	t.live = append(t.live, e.ID)
+	t.live.Add(e.ID)
 }
 
-// update edits hours or notes; twice within one second when double is set
-// (the two states share a version).
-func (t *Tracker) update(double bool) {
+// update edits hours or notes, times times within one second (the states
+// share a version).
+func (t *Tracker) update(times int) {
 	e, ok := t.pick()
 	if !ok {
 		return
 	}
 	r := t.rng
 	now := t.stamp()
-	for range 1 + btoi(double) {
+	for range times {
 		e.Hours = hoursText[r.IntN(len(hoursText))]
 		if r.IntN(2) == 0 {
 			e.Notes = &noteTexts[r.IntN(len(noteTexts))]
@@ -428,20 +387,13 @@ func (t *Tracker) update(double bool) {
 	}
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 func (t *Tracker) delete() {
 	e, ok := t.pick()
 	if !ok {
 		return
 	}
 	t.fake.Delete(clients.TimeEntries, e.ID)
-	t.forget(e.ID)
+	t.live.Remove(e.ID)
 }
 
 // bulkApprove closes one user's unapproved entries of a recent fortnight

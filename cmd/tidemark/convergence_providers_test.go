@@ -93,7 +93,7 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	}
 	tg := toggltest.New(opts)
 	t.Cleanup(tg.Close)
-	ch := toggltest.NewChurn(tg, toggltest.ChurnParams{Seed: o.seed, Entries: 200, Days: o.days})
+	ch := toggltest.NewChurn(tg, fakeapi.ChurnParams{Seed: o.seed, Entries: 200, Days: o.days})
 	e.vars = append(e.vars, "TG_TOKEN="+tg.Token())
 	cfg := e.writeProviderConfig(fmt.Sprintf(`  - name: tg
     kind: toggl
@@ -153,7 +153,7 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	}
 	ck := clockifytest.New(opts)
 	t.Cleanup(ck.Close)
-	ch := clockifytest.NewChurn(ck, clockifytest.ChurnParams{Seed: o.seed, Entries: 200, Days: o.days})
+	ch := clockifytest.NewChurn(ck, fakeapi.ChurnParams{Seed: o.seed, Entries: 200, Days: o.days})
 	ctx, cancel := context.WithCancel(context.Background())
 	ticking := make(chan struct{})
 	go func() {

@@ -18,7 +18,7 @@ func TestChurn(t *testing.T) {
 	clk := fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
 	s := clockifytest.New(clockifytest.Options{Clock: clk.Now, NoRateLimit: true})
 	defer s.Close()
-	c := clockifytest.NewChurn(s, clockifytest.ChurnParams{Seed: 3, Entries: 40, Users: 2})
+	c := clockifytest.NewChurn(s, fakeapi.ChurnParams{Seed: 3, Entries: 40, Users: 2})
 	if n := len(s.Versions(clients.TimeEntries)); n != 40 {
 		t.Fatalf("%d live entries after NewChurn, want 40", n)
 	}

@@ -2,34 +2,22 @@ package toggltest_test
 
 import (
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func TestVisibilityDelay(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
-	s := toggltest.New(toggltest.Options{Clock: clk.now, VisibilityDelay: 3 * time.Second})
+	clk := fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	s := toggltest.New(toggltest.Options{Clock: clk.Now, VisibilityDelay: 3 * time.Second})
 	defer s.Close()
-	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.now().Add(-time.Hour), Duration: 60})
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.Now().Add(-time.Hour), Duration: 60})
 	// An old stamp is visible at once.
-	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.now().Add(-time.Hour), Duration: 60, At: clk.now().Add(-time.Minute)})
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.Now().Add(-time.Hour), Duration: 60, At: clk.Now().Add(-time.Minute)})
 	if _, ok := s.State().TimeEntries[1]; ok {
 		t.Fatal("entry 1 visible before its delay")
 	}
@@ -42,16 +30,16 @@ func TestVisibilityDelay(t *testing.T) {
 	if s.Pending() != 1 {
 		t.Fatalf("pending %d, want 1", s.Pending())
 	}
-	code, body, _ := get(t, s, s.Token(), "/me/time_entries?since="+itoa(clk.now().Add(-time.Hour).Unix()))
+	code, body, _ := get(t, s, s.Token(), "/me/time_entries?since="+itoa(clk.Now().Add(-time.Hour).Unix()))
 	if code != 200 || len(ids(t, body)) != 1 {
 		t.Fatalf("since listing: %d %s", code, body)
 	}
-	clk.add(3 * time.Second)
+	clk.Advance(3 * time.Second)
 	if _, ok := s.State().TimeEntries[1]; !ok || s.Pending() != 0 {
 		t.Fatal("entry 1 not visible after its delay")
 	}
 	// A deletion is late too, and its stamp is when it was made.
-	at := clk.now()
+	at := clk.Now()
 	if !s.Delete(clients.TimeEntries, 1) || s.Delete(clients.TimeEntries, 1) {
 		t.Fatal("Delete: want true once, then false")
 	}
@@ -61,7 +49,7 @@ func TestVisibilityDelay(t *testing.T) {
 	if e, _ := s.TimeEntry(1); e.DeletedAt == nil || !e.At.Equal(at) {
 		t.Fatalf("TimeEntry after Delete: %+v", e)
 	}
-	clk.add(3 * time.Second)
+	clk.Advance(3 * time.Second)
 	if d := s.State().TimeEntries[1].DeletedAt; d == nil || !d.Equal(at) {
 		t.Fatalf("deletion after its delay: %v, want %s", d, at)
 	}
@@ -69,19 +57,19 @@ func TestVisibilityDelay(t *testing.T) {
 
 func TestChurn(t *testing.T) {
 	t.Parallel()
-	run := func(delay time.Duration) (toggltest.State, toggltest.ChurnCounts) {
-		clk := &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
-		s := toggltest.New(toggltest.Options{Clock: clk.now, VisibilityDelay: delay})
+	run := func(delay time.Duration) (toggltest.State, fakeapi.ChurnCounts) {
+		clk := fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+		s := toggltest.New(toggltest.Options{Clock: clk.Now, VisibilityDelay: delay})
 		defer s.Close()
-		c := toggltest.NewChurn(s, toggltest.ChurnParams{Seed: 7, Entries: 50})
+		c := toggltest.NewChurn(s, fakeapi.ChurnParams{Seed: 7, Entries: 50})
 		if n := len(s.State().Versions(clients.TimeEntries)); n != 50 {
 			t.Fatalf("%d live entries after NewChurn, want 50", n)
 		}
 		for range 40 {
 			c.Step(10)
-			clk.add(time.Second)
+			clk.Advance(time.Second)
 		}
-		clk.add(delay)
+		clk.Advance(delay)
 		return s.State(), c.Counts()
 	}
 	st, counts := run(0)
@@ -116,14 +104,14 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestLateEvery(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
-	s := toggltest.New(toggltest.Options{Clock: clk.now, VisibilityDelay: 5 * time.Second, LateEvery: 2})
+	clk := fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	s := toggltest.New(toggltest.Options{Clock: clk.Now, VisibilityDelay: 5 * time.Second, LateEvery: 2})
 	defer s.Close()
 	d1, d2 := "one", "two"
-	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.now(), Duration: 60}) // visible
-	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.now(), Duration: 60}) // late
-	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.now(), Duration: 60, Description: &d1})
-	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.now(), Duration: 60, Description: &d2}) // late
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.Now(), Duration: 60}) // visible
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.Now(), Duration: 60}) // late
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.Now(), Duration: 60, Description: &d1})
+	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.Now(), Duration: 60, Description: &d2}) // late
 	st := s.State()
 	if _, ok := st.TimeEntries[1]; !ok {
 		t.Fatal("entry 1's first write is not visible at once")
@@ -134,7 +122,7 @@ func TestLateEvery(t *testing.T) {
 	if st.TimeEntries[1].Description != nil {
 		t.Fatal("entry 1's late second write visible at once")
 	}
-	clk.add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	st = s.State()
 	if *st.TimeEntries[1].Description != "two" || *st.TimeEntries[2].Description != "one" || s.Pending() != 0 {
 		t.Fatalf("after the delay: %+v", st.TimeEntries)
