@@ -93,8 +93,8 @@ type Server struct {
 	opts Options
 
 	mu     sync.Mutex
-	tables map[clients.Resource]map[int64]record // deleted records too
-	late   fakeapi.Late[recordKey, record]       // writes not yet visible
+	tables map[clients.Resource]records // deleted records too
+	late   fakeapi.Late[recordKey, any] // writes not yet visible
 }
 
 type recordKey struct {
@@ -124,10 +124,7 @@ func New(o Options) *Server {
 	if o.Zone == nil {
 		o.Zone = time.UTC
 	}
-	s := &Server{opts: o, tables: map[clients.Resource]map[int64]record{}}
-	for _, r := range clients.AllResources {
-		s.tables[r] = map[int64]record{}
-	}
+	s := &Server{opts: o, tables: newTables()}
 	s.late.Delay, s.late.Every = o.VisibilityDelay, o.LateEvery
 	s.Kit = fakeapi.New(dialect, fakeapi.Config{
 		Clock: o.Clock, Skew: o.Skew, Bucket: o.Bucket, RetryAfter: o.RetryAfter,
@@ -166,38 +163,38 @@ func (s *Server) PutTask(t Task) { s.put(clients.Tasks, t) }
 func (s *Server) PutUser(u User) { s.put(clients.Users, u) }
 
 // put stores v now, or queues it until its `at` + VisibilityDelay (Late).
-func (s *Server) put(r clients.Resource, v record) {
+func (s *Server) put(r clients.Resource, v any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at, _ := v.stamps()
+	_, at, del := s.tables[r].stamps(v)
 	if at.IsZero() {
 		at = s.stamp()
-		v = v.stamped(at)
+		v = s.tables[r].with(v, at, del)
 	}
 	s.write(r, v, at)
 }
 
 // write queues v (even when visible at once: it must not overtake an
 // earlier write of the same record), late by the delay Late picks.
-func (s *Server) write(r clients.Resource, v record, at time.Time) {
+func (s *Server) write(r clients.Resource, v any, at time.Time) {
 	var visible time.Time
 	if d := s.late.Next(); d > 0 {
 		visible = at.Add(d)
 	}
-	s.late.Add(recordKey{r, v.key()}, visible, v, s.Now(), s.apply)
+	id, _, _ := s.tables[r].stamps(v)
+	s.late.Add(recordKey{r, id}, visible, v, s.Now(), s.apply)
 }
 
-func (s *Server) apply(k recordKey, v record) { s.tables[k.res][k.id] = v }
+func (s *Server) apply(k recordKey, v any) { s.tables[k.res].put(v) }
 
 func (s *Server) flush() { s.late.Flush(s.Now(), s.apply) }
 
 // latest returns r's id as last written, visible or not yet.
-func (s *Server) latest(r clients.Resource, id int64) (record, bool) {
+func (s *Server) latest(r clients.Resource, id int64) (any, bool) {
 	if v, ok := s.late.Last(recordKey{r, id}); ok {
 		return v, true
 	}
-	v, ok := s.tables[r][id]
-	return v, ok
+	return s.tables[r].get(id)
 }
 
 // Delete marks a record deleted at the source's now (server_deleted_at, and
@@ -207,11 +204,14 @@ func (s *Server) Delete(r clients.Resource, id int64) bool {
 	defer s.mu.Unlock()
 	s.flush()
 	v, ok := s.latest(r, id)
-	if !ok || !live(v) {
+	if !ok {
+		return false
+	}
+	if _, _, del := s.tables[r].stamps(v); del != nil {
 		return false
 	}
 	now := s.stamp()
-	s.write(r, v.deletedAt(now), now)
+	s.write(r, s.tables[r].with(v, now, &now), now)
 	return true
 }
 
@@ -339,8 +339,7 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) {
 	defer s.mu.Unlock()
 	s.flush()
 	var out []TimeEntry
-	for _, v := range s.tables[clients.TimeEntries] {
-		e := v.(TimeEntry)
+	for _, e := range rows[TimeEntry](s.tables[clients.TimeEntries]) {
 		switch {
 		case !since.IsZero():
 			if e.At.Before(since) && (e.DeletedAt == nil || e.DeletedAt.Before(since)) {
@@ -419,9 +418,10 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 		}
 		return !at.Before(since) || (del != nil && !del.Before(since))
 	}
-	for _, v := range s.tables[res] {
-		if keep(v.stamps()) {
-			items = append(items, item{v.key(), s.workspaceJSON(v)})
+	t := s.tables[res]
+	for _, v := range t.all() {
+		if id, at, del := t.stamps(v); keep(at, del) {
+			items = append(items, item{id, s.workspaceJSON(v)})
 		}
 	}
 	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.id, b.id) })
@@ -437,7 +437,7 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 }
 
 // workspaceJSON renders a project, client, task or user.
-func (s *Server) workspaceJSON(v record) map[string]any {
+func (s *Server) workspaceJSON(v any) map[string]any {
 	switch v := v.(type) {
 	case Project:
 		return map[string]any{"id": v.ID, "workspace_id": s.opts.WorkspaceID,

@@ -31,11 +31,6 @@ type TimeEntry struct {
 // Running reports whether the entry is a running timer.
 func (e TimeEntry) Running() bool { return e.Duration < 0 }
 
-func (e TimeEntry) key() int64                      { return e.ID }
-func (e TimeEntry) stamps() (time.Time, *time.Time) { return e.At, e.DeletedAt }
-func (e TimeEntry) stamped(at time.Time) record     { e.At = at; return e }
-func (e TimeEntry) deletedAt(at time.Time) record   { e.At, e.DeletedAt = at, &at; return e }
-
 // Project is a stored project.
 type Project struct {
 	ID        int64
@@ -47,11 +42,6 @@ type Project struct {
 	DeletedAt *time.Time
 }
 
-func (p Project) key() int64                      { return p.ID }
-func (p Project) stamps() (time.Time, *time.Time) { return p.At, p.DeletedAt }
-func (p Project) stamped(at time.Time) record     { p.At = at; return p }
-func (p Project) deletedAt(at time.Time) record   { p.At, p.DeletedAt = at, &at; return p }
-
 // Client is a stored client.
 type Client struct {
 	ID        int64
@@ -60,11 +50,6 @@ type Client struct {
 	At        time.Time
 	DeletedAt *time.Time
 }
-
-func (c Client) key() int64                      { return c.ID }
-func (c Client) stamps() (time.Time, *time.Time) { return c.At, c.DeletedAt }
-func (c Client) stamped(at time.Time) record     { c.At = at; return c }
-func (c Client) deletedAt(at time.Time) record   { c.At, c.DeletedAt = at, &at; return c }
 
 // Task is a stored task.
 type Task struct {
@@ -76,11 +61,6 @@ type Task struct {
 	DeletedAt *time.Time
 }
 
-func (t Task) key() int64                      { return t.ID }
-func (t Task) stamps() (time.Time, *time.Time) { return t.At, t.DeletedAt }
-func (t Task) stamped(at time.Time) record     { t.At = at; return t }
-func (t Task) deletedAt(at time.Time) record   { t.At, t.DeletedAt = at, &at; return t }
-
 // User is a workspace user.
 type User struct {
 	ID        int64
@@ -91,26 +71,75 @@ type User struct {
 	DeletedAt *time.Time
 }
 
-func (u User) key() int64                      { return u.ID }
-func (u User) stamps() (time.Time, *time.Time) { return u.At, u.DeletedAt }
-func (u User) stamped(at time.Time) record     { u.At = at; return u }
-func (u User) deletedAt(at time.Time) record   { u.At, u.DeletedAt = at, &at; return u }
-
-// record is what the store keeps of any resource: TimeEntry, Project,
-// Client, Task or User.
-type record interface {
-	key() int64
-	// stamps returns the version (`at`) and server_deleted_at.
-	stamps() (at time.Time, deleted *time.Time)
-	stamped(at time.Time) record
-	// deletedAt returns the record deleted at t (`at` moves too).
-	deletedAt(t time.Time) record
+// table holds one resource's records by id, deleted ones too.
+type table[T any] struct {
+	rows map[int64]T
+	// fields points at what every record has: its id, `at` (the version)
+	// and server_deleted_at.
+	fields func(*T) (id int64, at *time.Time, deleted **time.Time)
 }
 
-func live(v record) bool {
-	_, del := v.stamps()
-	return del == nil
+// records is a table whatever its record type: the store, Late and the
+// listings handle records as TimeEntry, Project, Client, Task or User in
+// an any.
+type records interface {
+	get(id int64) (any, bool)
+	put(v any)
+	// stamps returns v's id, `at` and server_deleted_at.
+	stamps(v any) (id int64, at time.Time, deleted *time.Time)
+	// with returns v with these stamps.
+	with(v any, at time.Time, deleted *time.Time) any
+	all() map[int64]any
+	clone() records
 }
+
+func newTable[T any](fields func(*T) (int64, *time.Time, **time.Time)) records {
+	return &table[T]{rows: map[int64]T{}, fields: fields}
+}
+
+func newTables() map[clients.Resource]records {
+	return map[clients.Resource]records{
+		clients.TimeEntries: newTable(func(e *TimeEntry) (int64, *time.Time, **time.Time) { return e.ID, &e.At, &e.DeletedAt }),
+		clients.Projects:    newTable(func(p *Project) (int64, *time.Time, **time.Time) { return p.ID, &p.At, &p.DeletedAt }),
+		clients.Clients:     newTable(func(c *Client) (int64, *time.Time, **time.Time) { return c.ID, &c.At, &c.DeletedAt }),
+		clients.Tasks:       newTable(func(t *Task) (int64, *time.Time, **time.Time) { return t.ID, &t.At, &t.DeletedAt }),
+		clients.Users:       newTable(func(u *User) (int64, *time.Time, **time.Time) { return u.ID, &u.At, &u.DeletedAt }),
+	}
+}
+
+func (t *table[T]) get(id int64) (any, bool) {
+	v, ok := t.rows[id]
+	return v, ok
+}
+
+func (t *table[T]) put(v any) {
+	x := v.(T)
+	id, _, _ := t.fields(&x)
+	t.rows[id] = x
+}
+
+func (t *table[T]) stamps(v any) (int64, time.Time, *time.Time) {
+	x := v.(T)
+	id, at, del := t.fields(&x)
+	return id, *at, *del
+}
+
+func (t *table[T]) with(v any, at time.Time, deleted *time.Time) any {
+	x := v.(T)
+	_, pa, pd := t.fields(&x)
+	*pa, *pd = at, deleted
+	return x
+}
+
+func (t *table[T]) all() map[int64]any {
+	out := make(map[int64]any, len(t.rows))
+	for id, v := range t.rows {
+		out[id] = v
+	}
+	return out
+}
+
+func (t *table[T]) clone() records { return &table[T]{rows: maps.Clone(t.rows), fields: t.fields} }
 
 // State is a snapshot of the store: the ground truth a mirror is compared
 // with. Deleted records are included (DeletedAt set).
@@ -121,48 +150,51 @@ type State struct {
 	Tasks       map[int64]Task
 	Users       map[int64]User
 
-	all map[clients.Resource]map[int64]record
+	tables map[clients.Resource]records
 }
 
-func newState(tables map[clients.Resource]map[int64]record) State {
-	all := make(map[clients.Resource]map[int64]record, len(tables))
-	for r, m := range tables {
-		all[r] = maps.Clone(m)
+func newState(tables map[clients.Resource]records) State {
+	st := State{tables: map[clients.Resource]records{}}
+	for r, t := range tables {
+		st.tables[r] = t.clone()
 	}
-	return State{
-		TimeEntries: typed[TimeEntry](all[clients.TimeEntries]), Projects: typed[Project](all[clients.Projects]),
-		Clients: typed[Client](all[clients.Clients]), Tasks: typed[Task](all[clients.Tasks]), Users: typed[User](all[clients.Users]),
-		all: all,
-	}
+	st.TimeEntries, st.Projects = rows[TimeEntry](st.tables[clients.TimeEntries]), rows[Project](st.tables[clients.Projects])
+	st.Clients, st.Tasks, st.Users = rows[Client](st.tables[clients.Clients]), rows[Task](st.tables[clients.Tasks]), rows[User](st.tables[clients.Users])
+	return st
 }
 
-func typed[T record](m map[int64]record) map[int64]T {
-	out := make(map[int64]T, len(m))
-	for id, v := range m {
-		out[id] = v.(T)
+func rows[T any](t records) map[int64]T { return t.(*table[T]).rows }
+
+// each calls fn with the stamps of r's records.
+func (st State) each(r clients.Resource, fn func(id int64, at time.Time, deleted *time.Time)) {
+	t := st.tables[r]
+	if t == nil {
+		return
 	}
-	return out
+	for _, v := range t.all() {
+		fn(t.stamps(v))
+	}
 }
 
 // Versions returns r's live ids (decimal text, as in the mirror) with their
 // versions (`at`), the same shape as harvestfake.State.Versions.
 func (st State) Versions(r clients.Resource) map[string]time.Time {
 	out := map[string]time.Time{}
-	for id, v := range st.all[r] {
-		if at, del := v.stamps(); del == nil {
+	st.each(r, func(id int64, at time.Time, del *time.Time) {
+		if del == nil {
 			out[strconv.FormatInt(id, 10)] = at.UTC()
 		}
-	}
+	})
 	return out
 }
 
 // Deleted returns r's deleted ids (decimal text) with their deletion time.
 func (st State) Deleted(r clients.Resource) map[string]time.Time {
 	out := map[string]time.Time{}
-	for id, v := range st.all[r] {
-		if _, del := v.stamps(); del != nil {
+	st.each(r, func(id int64, _ time.Time, del *time.Time) {
+		if del != nil {
 			out[strconv.FormatInt(id, 10)] = del.UTC()
 		}
-	}
+	})
 	return out
 }
