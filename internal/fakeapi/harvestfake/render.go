@@ -101,21 +101,20 @@ func appendStamps(b []byte, created, updated time.Time, o renderOpts) []byte {
 }
 
 func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
-	ts := s.tables
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, e.ID, 10)
 	b = append(appendKey(b, "spent_date"), '"')
 	b = append(b, e.SpentDate.String()...)
 	b = append(b, '"')
 
-	u, _ := ts.users.get(e.UserID)
+	u, _ := s.tables.users.lookup(e.UserID)
 	b = append(appendKey(b, "user"), `{"id":`...)
 	b = strconv.AppendInt(b, e.UserID, 10)
 	b = appendStr(b, "name", u.FirstName+" "+u.LastName)
 	b = append(b, '}')
 
 	if e.ClientID != 0 {
-		c, _ := ts.clients.get(e.ClientID)
+		c, _ := s.tables.clients.lookup(e.ClientID)
 		b = append(appendKey(b, "client"), `{"id":`...)
 		b = strconv.AppendInt(b, e.ClientID, 10)
 		b = appendStr(b, "name", c.Name)
@@ -125,7 +124,7 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 		b = append(appendKey(b, "client"), "null"...)
 	}
 
-	p, _ := ts.projects.get(e.ProjectID)
+	p, _ := s.tables.projects.lookup(e.ProjectID)
 	b = append(appendKey(b, "project"), `{"id":`...)
 	b = strconv.AppendInt(b, e.ProjectID, 10)
 	b = appendStr(b, "name", p.Name)
@@ -133,7 +132,7 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 	b = append(b, '}')
 
 	if e.TaskID != 0 {
-		t, _ := ts.tasks.get(e.TaskID)
+		t, _ := s.tables.tasks.lookup(e.TaskID)
 		b = append(appendKey(b, "task"), `{"id":`...)
 		b = strconv.AppendInt(b, e.TaskID, 10)
 		b = appendStr(b, "name", t.Name)
@@ -206,7 +205,7 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 func (s *Server) appendProject(b []byte, p *Project, o renderOpts) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, p.ID, 10)
-	c, _ := s.tables.clients.get(p.ClientID)
+	c, _ := s.tables.clients.lookup(p.ClientID)
 	b = append(appendKey(b, "client"), `{"id":`...)
 	b = strconv.AppendInt(b, p.ClientID, 10)
 	b = appendStr(b, "name", c.Name)

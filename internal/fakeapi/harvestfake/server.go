@@ -91,11 +91,12 @@ type Server struct {
 	*fakeapi.Kit
 	opts Options
 
-	mu     sync.Mutex
-	tables *tables
-	gen    uint64
-	late   fakeapi.Late[recordKey, write]
-	cache  map[listKey]listCache
+	mu      sync.Mutex
+	tables  *tables
+	deleted map[clients.Resource]map[int64]time.Time // when, on the source clock
+	gen     uint64
+	late    fakeapi.Late[recordKey, write]
+	cache   map[listKey]listCache
 }
 
 var dialect = fakeapi.Dialect{
@@ -119,7 +120,7 @@ func New(o Options) *Server {
 	if o.NoRateLimit {
 		o.RateLimit = httpx.RateLimit{}
 	}
-	s := &Server{opts: o, tables: newTables(), cache: map[listKey]listCache{}}
+	s := &Server{opts: o, tables: newTables(), deleted: map[clients.Resource]map[int64]time.Time{}, cache: map[listKey]listCache{}}
 	s.late.Delay = o.VisibilityDelay
 	s.Kit = fakeapi.New(dialect, fakeapi.Config{
 		Clock: o.Clock, Skew: o.Skew, Window: o.RateLimit, WindowRetryAfter: true,
@@ -139,66 +140,35 @@ func (s *Server) stamp() time.Time { return s.Now().UTC().Truncate(time.Second) 
 
 // PutTimeEntry inserts or replaces an entry. A zero UpdatedAt becomes the
 // source's now; a zero CreatedAt keeps the stored one, or UpdatedAt.
-func (s *Server) PutTimeEntry(e TimeEntry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e.UpdatedAt.IsZero() {
-		e.UpdatedAt = s.stamp()
-	}
-	if e.CreatedAt.IsZero() {
-		if old, ok := s.getLocked(clients.TimeEntries, e.ID); ok {
-			e.CreatedAt = old.(TimeEntry).CreatedAt
-		} else {
-			e.CreatedAt = e.UpdatedAt
-		}
-	}
-	s.write(clients.TimeEntries, e.ID, e.UpdatedAt, e)
-}
+func (s *Server) PutTimeEntry(e TimeEntry) { s.put(clients.TimeEntries, e) }
 
 // PutProject inserts or replaces a project (stamps as for PutTimeEntry).
-func (s *Server) PutProject(p Project) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p.CreatedAt, p.UpdatedAt = s.stamps(clients.Projects, p.ID, p.CreatedAt, p.UpdatedAt, func(v any) time.Time { return v.(Project).CreatedAt })
-	s.write(clients.Projects, p.ID, p.UpdatedAt, p)
-}
+func (s *Server) PutProject(p Project) { s.put(clients.Projects, p) }
 
 // PutClient inserts or replaces a client.
-func (s *Server) PutClient(c Client) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c.CreatedAt, c.UpdatedAt = s.stamps(clients.Clients, c.ID, c.CreatedAt, c.UpdatedAt, func(v any) time.Time { return v.(Client).CreatedAt })
-	s.write(clients.Clients, c.ID, c.UpdatedAt, c)
-}
+func (s *Server) PutClient(c Client) { s.put(clients.Clients, c) }
 
 // PutUser inserts or replaces a user.
-func (s *Server) PutUser(u User) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u.CreatedAt, u.UpdatedAt = s.stamps(clients.Users, u.ID, u.CreatedAt, u.UpdatedAt, func(v any) time.Time { return v.(User).CreatedAt })
-	s.write(clients.Users, u.ID, u.UpdatedAt, u)
-}
+func (s *Server) PutUser(u User) { s.put(clients.Users, u) }
 
 // PutTask inserts or replaces a task.
-func (s *Server) PutTask(t Task) {
+func (s *Server) PutTask(t Task) { s.put(clients.Tasks, t) }
+
+func (s *Server) put(r clients.Resource, v any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t.CreatedAt, t.UpdatedAt = s.stamps(clients.Tasks, t.ID, t.CreatedAt, t.UpdatedAt, func(v any) time.Time { return v.(Task).CreatedAt })
-	s.write(clients.Tasks, t.ID, t.UpdatedAt, t)
-}
-
-func (s *Server) stamps(r clients.Resource, id int64, created, updated time.Time, createdOf func(any) time.Time) (time.Time, time.Time) {
+	t := s.tables.by[r]
+	id, created, updated := t.stamps(v)
 	if updated.IsZero() {
 		updated = s.stamp()
 	}
 	if created.IsZero() {
+		created = updated
 		if old, ok := s.getLocked(r, id); ok {
-			created = createdOf(old)
-		} else {
-			created = updated
+			_, created, _ = t.stamps(old)
 		}
 	}
-	return created, updated
+	s.enqueue(r, id, updated, write{val: t.withStamps(v, created, updated)})
 }
 
 // LoadTimeEntries bulk-inserts entries (no visibility delay): the fast path
@@ -248,35 +218,12 @@ func (s *Server) IDs(r clients.Resource) []int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flush()
-	var out []int64
-	s.each(r, func(id int64) { out = append(out, id) })
-	return out
-}
-
-func (s *Server) each(r clients.Resource, fn func(id int64)) {
-	ts := s.tables
-	switch r {
-	case clients.TimeEntries:
-		for _, p := range ts.entries.order {
-			fn(ts.entries.items[p].ID)
-		}
-	case clients.Projects:
-		for _, p := range ts.projects.order {
-			fn(ts.projects.items[p].ID)
-		}
-	case clients.Clients:
-		for _, p := range ts.clients.order {
-			fn(ts.clients.items[p].ID)
-		}
-	case clients.Users:
-		for _, p := range ts.users.order {
-			fn(ts.users.items[p].ID)
-		}
-	case clients.Tasks:
-		for _, p := range ts.tasks.order {
-			fn(ts.tasks.items[p].ID)
-		}
+	t := s.tables.by[r]
+	out := make([]int64, 0, t.len())
+	for _, p := range t.listing() {
+		out = append(out, t.id(p))
 	}
+	return out
 }
 
 // Count returns the number of visible records of r.
@@ -284,24 +231,7 @@ func (s *Server) Count(r clients.Resource) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flush()
-	return s.count(r)
-}
-
-func (s *Server) count(r clients.Resource) int {
-	ts := s.tables
-	switch r {
-	case clients.TimeEntries:
-		return ts.entries.len()
-	case clients.Projects:
-		return ts.projects.len()
-	case clients.Clients:
-		return ts.clients.len()
-	case clients.Users:
-		return ts.users.len()
-	case clients.Tasks:
-		return ts.tasks.len()
-	}
-	return 0
+	return s.tables.by[r].len()
 }
 
 // State returns what the fake serves now (writes not yet visible excluded).
@@ -309,7 +239,7 @@ func (s *Server) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flush()
-	return s.tables.state()
+	return newState(s.tables, s.deleted)
 }
 
 // Pending returns how many writes are not yet visible.
@@ -324,31 +254,7 @@ func (s *Server) getLocked(r clients.Resource, id int64) (any, bool) {
 	if w, ok := s.late.Last(recordKey{r, id}); ok {
 		return w.val, w.val != nil
 	}
-	ts := s.tables
-	switch r {
-	case clients.TimeEntries:
-		return boxed(ts.entries.get(id))
-	case clients.Projects:
-		return boxed(ts.projects.get(id))
-	case clients.Clients:
-		return boxed(ts.clients.get(id))
-	case clients.Users:
-		return boxed(ts.users.get(id))
-	case clients.Tasks:
-		return boxed(ts.tasks.get(id))
-	}
-	return nil, false
-}
-
-func boxed[T any](v T, ok bool) (any, bool) {
-	if !ok {
-		return nil, false
-	}
-	return v, true
-}
-
-func (s *Server) write(r clients.Resource, id int64, updated time.Time, v any) {
-	s.enqueue(r, id, updated, write{val: v})
+	return s.tables.by[r].get(id)
 }
 
 // enqueue makes w, stamped at, visible at once or VisibilityDelay later.
@@ -365,41 +271,16 @@ func (s *Server) flush() { s.late.Flush(s.Now(), s.apply) }
 
 func (s *Server) apply(k recordKey, w write) {
 	s.gen++
-	ts := s.tables
-	if w.val == nil {
-		var ok bool
-		switch k.res {
-		case clients.TimeEntries:
-			ok = ts.entries.del(k.id)
-		case clients.Projects:
-			ok = ts.projects.del(k.id)
-		case clients.Clients:
-			ok = ts.clients.del(k.id)
-		case clients.Users:
-			ok = ts.users.del(k.id)
-		case clients.Tasks:
-			ok = ts.tasks.del(k.id)
-		}
-		if ok {
-			if ts.deleted[k.res] == nil {
-				ts.deleted[k.res] = map[int64]time.Time{}
-			}
-			ts.deleted[k.res][k.id] = w.deletedAt.UTC()
-		}
+	if w.val != nil {
+		delete(s.deleted[k.res], k.id)
+		s.tables.by[k.res].put(w.val)
 		return
 	}
-	delete(ts.deleted[k.res], k.id)
-	switch v := w.val.(type) {
-	case TimeEntry:
-		ts.entries.put(v)
-	case Project:
-		ts.projects.put(v)
-	case Client:
-		ts.clients.put(v)
-	case User:
-		ts.users.put(v)
-	case Task:
-		ts.tasks.put(v)
+	if s.tables.by[k.res].del(k.id) {
+		if s.deleted[k.res] == nil {
+			s.deleted[k.res] = map[int64]time.Time{}
+		}
+		s.deleted[k.res][k.id] = w.deletedAt.UTC()
 	}
 }
 
@@ -531,7 +412,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 		if i == start {
 			o = renderOpts{noUpdatedAt: mal == fakeapi.MissingVersion, wrongTypeStamp: mal == fakeapi.WrongType}
 		}
-		b = s.render(b, res, pos[i], o)
+		b = s.tables.by[res].appendJSON(s, b, pos[i], o)
 	}
 	b = append(b, ']')
 
@@ -556,7 +437,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 		b = append(b, `,"next_page":null,"previous_page":null,"page":null`...)
 		firstLink = link(func(url.Values) {})
 		if end < total {
-			k := s.key(res, pos[end-1])
+			k := s.tables.by[res].keyAt(pos[end-1])
 			nextLink = link(func(v url.Values) { v.Set("cursor", encodeCursor(k)) })
 		}
 	} else {
@@ -608,40 +489,8 @@ func decodeCursor(c string) ([2]int64, bool) {
 	return [2]int64{x, y}, ok && err1 == nil && err2 == nil
 }
 
-func (s *Server) key(res clients.Resource, p int32) [2]int64 {
-	ts := s.tables
-	switch res {
-	case clients.TimeEntries:
-		return ts.entries.key(&ts.entries.items[p])
-	case clients.Projects:
-		return ts.projects.key(&ts.projects.items[p])
-	case clients.Clients:
-		return ts.clients.key(&ts.clients.items[p])
-	case clients.Users:
-		return ts.users.key(&ts.users.items[p])
-	default:
-		return ts.tasks.key(&ts.tasks.items[p])
-	}
-}
-
 func (s *Server) cmpKey(res clients.Resource, p int32, k [2]int64) int {
-	return s.tables.entries.less(s.key(res, p), k)
-}
-
-func (s *Server) render(b []byte, res clients.Resource, p int32, o renderOpts) []byte {
-	ts := s.tables
-	switch res {
-	case clients.TimeEntries:
-		return s.appendTimeEntry(b, &ts.entries.items[p], o)
-	case clients.Projects:
-		return s.appendProject(b, &ts.projects.items[p], o)
-	case clients.Clients:
-		return s.appendClient(b, &ts.clients.items[p], o)
-	case clients.Users:
-		return s.appendUser(b, &ts.users.items[p], o)
-	default:
-		return s.appendTask(b, &ts.tasks.items[p], o)
-	}
+	return cmpKeys(s.tables.by[res].keyAt(p), k)
 }
 
 // filtered returns the positions matching f in listing order, cached per
@@ -661,12 +510,11 @@ func (s *Server) filtered(res clients.Resource, f filter) []int32 {
 		return !updated.Before(f.since)
 	}
 	var out []int32
-	ts := s.tables
-	switch res {
-	case clients.TimeEntries:
-		out = make([]int32, 0, len(ts.entries.order))
-		for _, p := range ts.entries.order {
-			e := &ts.entries.items[p]
+	if res == clients.TimeEntries {
+		t := s.tables.entries
+		out = make([]int32, 0, len(t.order))
+		for _, p := range t.order {
+			e := &t.items[p]
 			dk := dateKey(e.SpentDate)
 			if (f.from != 0 && dk < f.from) || (f.to != 0 && dk > f.to) ||
 				(f.running == 1 && !e.IsRunning) || (f.running == 2 && e.IsRunning) || !match(e.UpdatedAt) {
@@ -674,29 +522,18 @@ func (s *Server) filtered(res clients.Resource, f filter) []int32 {
 			}
 			out = append(out, p)
 		}
-	case clients.Projects:
-		out = filterTable(&ts.projects, match)
-	case clients.Clients:
-		out = filterTable(&ts.clients, match)
-	case clients.Users:
-		out = filterTable(&ts.users, match)
-	case clients.Tasks:
-		out = filterTable(&ts.tasks, match)
+	} else {
+		t := s.tables.by[res]
+		for _, p := range t.listing() {
+			if match(t.updated(p)) {
+				out = append(out, p)
+			}
+		}
 	}
 	if len(s.cache) > 32 {
 		clear(s.cache)
 	}
 	s.cache[k] = listCache{gen: s.gen, pos: out}
-	return out
-}
-
-func filterTable[T any](t *table[T], match func(time.Time) bool) []int32 {
-	var out []int32
-	for _, p := range t.order {
-		if match(t.updated(&t.items[p])) {
-			out = append(out, p)
-		}
-	}
 	return out
 }
 
@@ -707,7 +544,7 @@ func (s *Server) TimeEntriesWhere(match func(*TimeEntry) bool) []TimeEntry {
 	defer s.mu.Unlock()
 	s.flush()
 	var out []TimeEntry
-	t := &s.tables.entries
+	t := s.tables.entries
 	for _, p := range t.order {
 		if match(&t.items[p]) {
 			out = append(out, t.items[p])

@@ -1,6 +1,7 @@
 package harvestfake
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -76,16 +77,72 @@ func dateKey(d clients.Date) int64 { return int64(d.Year)*10000 + int64(d.Month)
 // listing order (descending key: spent_date then id for time entries,
 // created_at then id for the others, as Harvest documents).
 type table[T any] struct {
-	items   []T
-	pos     map[int64]int32
-	order   []int32
-	key     func(*T) [2]int64
-	id      func(*T) int64
-	updated func(*T) time.Time
+	items []T
+	pos   map[int64]int32
+	order []int32
+	// fields points at what every record has: its id and stamps.
+	fields func(*T) (id int64, created, updated *time.Time)
+	key    func(*T) [2]int64
+	render func(s *Server, b []byte, v *T, o renderOpts) []byte
 }
 
-func (t *table[T]) less(a, b [2]int64) int {
-	// Descending.
+// records is a table whatever its record type: records come and go as
+// TimeEntry, Project, Client, User or Task in an any, and are listed by
+// position in the table.
+type records interface {
+	get(id int64) (any, bool)
+	put(v any)
+	del(id int64) bool
+	len() int
+	listing() []int32
+	id(p int32) int64
+	keyAt(p int32) [2]int64
+	updated(p int32) time.Time
+	appendJSON(s *Server, b []byte, p int32, o renderOpts) []byte
+	// stamps returns v's id, created_at and updated_at; withStamps v with
+	// these stamps.
+	stamps(v any) (id int64, created, updated time.Time)
+	withStamps(v any, created, updated time.Time) any
+}
+
+func newTable[T any](fields func(*T) (int64, *time.Time, *time.Time), render func(*Server, []byte, *T, renderOpts) []byte) *table[T] {
+	t := &table[T]{pos: map[int64]int32{}, fields: fields, render: render}
+	t.key = func(v *T) [2]int64 {
+		id, created, _ := fields(v)
+		return [2]int64{created.Unix(), id}
+	}
+	return t
+}
+
+// tables are the five resources, by type for rendering and by resource
+// for everything else.
+type tables struct {
+	entries  *table[TimeEntry]
+	projects *table[Project]
+	clients  *table[Client]
+	users    *table[User]
+	tasks    *table[Task]
+	by       map[clients.Resource]records
+}
+
+func newTables() *tables {
+	ts := &tables{
+		entries:  newTable(func(e *TimeEntry) (int64, *time.Time, *time.Time) { return e.ID, &e.CreatedAt, &e.UpdatedAt }, (*Server).appendTimeEntry),
+		projects: newTable(func(p *Project) (int64, *time.Time, *time.Time) { return p.ID, &p.CreatedAt, &p.UpdatedAt }, (*Server).appendProject),
+		clients:  newTable(func(c *Client) (int64, *time.Time, *time.Time) { return c.ID, &c.CreatedAt, &c.UpdatedAt }, (*Server).appendClient),
+		users:    newTable(func(u *User) (int64, *time.Time, *time.Time) { return u.ID, &u.CreatedAt, &u.UpdatedAt }, (*Server).appendUser),
+		tasks:    newTable(func(t *Task) (int64, *time.Time, *time.Time) { return t.ID, &t.CreatedAt, &t.UpdatedAt }, (*Server).appendTask),
+	}
+	ts.entries.key = func(e *TimeEntry) [2]int64 { return [2]int64{dateKey(e.SpentDate), e.ID} }
+	ts.by = map[clients.Resource]records{
+		clients.TimeEntries: ts.entries, clients.Projects: ts.projects, clients.Clients: ts.clients,
+		clients.Users: ts.users, clients.Tasks: ts.tasks,
+	}
+	return ts
+}
+
+// cmpKeys orders listing keys, descending.
+func cmpKeys(a, b [2]int64) int {
 	switch {
 	case a[0] != b[0]:
 		if a[0] > b[0] {
@@ -100,11 +157,16 @@ func (t *table[T]) less(a, b [2]int64) int {
 	return 0
 }
 
-func (t *table[T]) find(k [2]int64) (int, bool) {
-	return slices.BinarySearchFunc(t.order, k, func(p int32, k [2]int64) int { return t.less(t.key(&t.items[p]), k) })
+func (t *table[T]) idOf(v *T) int64 {
+	id, _, _ := t.fields(v)
+	return id
 }
 
-func (t *table[T]) get(id int64) (T, bool) {
+func (t *table[T]) find(k [2]int64) (int, bool) {
+	return slices.BinarySearchFunc(t.order, k, func(p int32, k [2]int64) int { return cmpKeys(t.key(&t.items[p]), k) })
+}
+
+func (t *table[T]) lookup(id int64) (T, bool) {
 	p, ok := t.pos[id]
 	if !ok {
 		var zero T
@@ -113,8 +175,17 @@ func (t *table[T]) get(id int64) (T, bool) {
 	return t.items[p], true
 }
 
-func (t *table[T]) put(v T) {
-	id := t.id(&v)
+func (t *table[T]) get(id int64) (any, bool) {
+	p, ok := t.pos[id]
+	if !ok {
+		return nil, false
+	}
+	return t.items[p], true
+}
+
+func (t *table[T]) put(x any) {
+	v := x.(T)
+	id := t.idOf(&v)
 	if p, ok := t.pos[id]; ok {
 		old := t.key(&t.items[p])
 		if i, found := t.find(old); found {
@@ -136,7 +207,7 @@ func (t *table[T]) put(v T) {
 func (t *table[T]) load(vs []T) {
 	t.items = slices.Grow(t.items, len(vs))
 	for _, v := range vs {
-		id := t.id(&v)
+		id := t.idOf(&v)
 		if p, ok := t.pos[id]; ok {
 			t.items[p] = v
 			continue
@@ -145,7 +216,7 @@ func (t *table[T]) load(vs []T) {
 		t.order = append(t.order, int32(len(t.items)))
 		t.items = append(t.items, v)
 	}
-	slices.SortFunc(t.order, func(a, b int32) int { return t.less(t.key(&t.items[a]), t.key(&t.items[b])) })
+	slices.SortFunc(t.order, func(a, b int32) int { return cmpKeys(t.key(&t.items[a]), t.key(&t.items[b])) })
 }
 
 func (t *table[T]) del(id int64) bool {
@@ -162,51 +233,39 @@ func (t *table[T]) del(id int64) bool {
 	return true
 }
 
-func (t *table[T]) len() int { return len(t.pos) }
+func (t *table[T]) len() int               { return len(t.pos) }
+func (t *table[T]) listing() []int32       { return t.order }
+func (t *table[T]) id(p int32) int64       { return t.idOf(&t.items[p]) }
+func (t *table[T]) keyAt(p int32) [2]int64 { return t.key(&t.items[p]) }
 
-func newTables() *tables {
-	return &tables{
-		entries: table[TimeEntry]{
-			pos:     map[int64]int32{},
-			key:     func(e *TimeEntry) [2]int64 { return [2]int64{dateKey(e.SpentDate), e.ID} },
-			id:      func(e *TimeEntry) int64 { return e.ID },
-			updated: func(e *TimeEntry) time.Time { return e.UpdatedAt },
-		},
-		projects: table[Project]{
-			pos:     map[int64]int32{},
-			key:     func(e *Project) [2]int64 { return [2]int64{e.CreatedAt.Unix(), e.ID} },
-			id:      func(e *Project) int64 { return e.ID },
-			updated: func(e *Project) time.Time { return e.UpdatedAt },
-		},
-		clients: table[Client]{
-			pos:     map[int64]int32{},
-			key:     func(e *Client) [2]int64 { return [2]int64{e.CreatedAt.Unix(), e.ID} },
-			id:      func(e *Client) int64 { return e.ID },
-			updated: func(e *Client) time.Time { return e.UpdatedAt },
-		},
-		users: table[User]{
-			pos:     map[int64]int32{},
-			key:     func(e *User) [2]int64 { return [2]int64{e.CreatedAt.Unix(), e.ID} },
-			id:      func(e *User) int64 { return e.ID },
-			updated: func(e *User) time.Time { return e.UpdatedAt },
-		},
-		tasks: table[Task]{
-			pos:     map[int64]int32{},
-			key:     func(e *Task) [2]int64 { return [2]int64{e.CreatedAt.Unix(), e.ID} },
-			id:      func(e *Task) int64 { return e.ID },
-			updated: func(e *Task) time.Time { return e.UpdatedAt },
-		},
-		deleted: map[clients.Resource]map[int64]time.Time{},
-	}
+func (t *table[T]) updated(p int32) time.Time {
+	_, _, u := t.fields(&t.items[p])
+	return *u
 }
 
-type tables struct {
-	entries  table[TimeEntry]
-	projects table[Project]
-	clients  table[Client]
-	users    table[User]
-	tasks    table[Task]
-	deleted  map[clients.Resource]map[int64]time.Time
+func (t *table[T]) appendJSON(s *Server, b []byte, p int32, o renderOpts) []byte {
+	return t.render(s, b, &t.items[p], o)
+}
+
+func (t *table[T]) stamps(x any) (int64, time.Time, time.Time) {
+	v := x.(T)
+	id, c, u := t.fields(&v)
+	return id, *c, *u
+}
+
+func (t *table[T]) withStamps(x any, created, updated time.Time) any {
+	v := x.(T)
+	_, c, u := t.fields(&v)
+	*c, *u = created, updated
+	return v
+}
+
+func snapshot[T any](t *table[T]) map[int64]T {
+	m := make(map[int64]T, t.len())
+	for id, p := range t.pos {
+		m[id] = t.items[p]
+	}
+	return m
 }
 
 // State is a snapshot of what the fake serves: the ground truth a mirror is
@@ -222,28 +281,14 @@ type State struct {
 	Deleted map[clients.Resource]map[int64]time.Time
 }
 
-func snapshot[T any](t *table[T]) map[int64]T {
-	m := make(map[int64]T, t.len())
-	for id, p := range t.pos {
-		m[id] = t.items[p]
-	}
-	return m
-}
-
-func (ts *tables) state() State {
+func newState(ts *tables, deleted map[clients.Resource]map[int64]time.Time) State {
 	st := State{
-		TimeEntries: snapshot(&ts.entries),
-		Projects:    snapshot(&ts.projects),
-		Clients:     snapshot(&ts.clients),
-		Users:       snapshot(&ts.users),
-		Tasks:       snapshot(&ts.tasks),
-		Deleted:     map[clients.Resource]map[int64]time.Time{},
+		TimeEntries: snapshot(ts.entries), Projects: snapshot(ts.projects), Clients: snapshot(ts.clients),
+		Users: snapshot(ts.users), Tasks: snapshot(ts.tasks),
+		Deleted: map[clients.Resource]map[int64]time.Time{},
 	}
-	for r, m := range ts.deleted {
-		st.Deleted[r] = make(map[int64]time.Time, len(m))
-		for id, at := range m {
-			st.Deleted[r][id] = at
-		}
+	for r, m := range deleted {
+		st.Deleted[r] = maps.Clone(m)
 	}
 	return st
 }
