@@ -219,7 +219,7 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 	switch endpoint {
 	case "time-entries":
 		var es []TimeEntry
-		for _, e := range s.st.entries {
+		for _, e := range s.st.entries.rows {
 			if e.UserID != owner || (!start.IsZero() && e.Start.Before(start)) || (!end.IsZero() && e.Start.After(end)) {
 				continue
 			}
@@ -237,8 +237,8 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 		}
 	case "users":
 		status := q.Get("status")
-		for _, id := range sortedKeys(s.st.users) {
-			u := s.st.users[id]
+		for _, id := range sortedKeys(s.st.users.rows) {
+			u := s.st.users.rows[id]
 			if status != "" && status != "ALL" && status != u.Status {
 				continue
 			}
@@ -249,8 +249,8 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 			}))
 		}
 	case "projects":
-		for _, id := range sortedKeys(s.st.projects) {
-			p := s.st.projects[id]
+		for _, id := range sortedKeys(s.st.projects.rows) {
+			p := s.st.projects.rows[id]
 			elems = append(elems, mustJSON(map[string]any{
 				"id": p.ID, "name": p.Name, "clientId": p.ClientID, "workspaceId": s.opts.WorkspaceID,
 				"billable": p.Billable, "archived": p.Archived, "color": "#03A9F4", "public": true,
@@ -258,21 +258,21 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 			}))
 		}
 	case "clients":
-		for _, id := range sortedKeys(s.st.clients) {
-			c := s.st.clients[id]
+		for _, id := range sortedKeys(s.st.clients.rows) {
+			c := s.st.clients.rows[id]
 			elems = append(elems, mustJSON(map[string]any{
 				"id": c.ID, "name": c.Name, "workspaceId": s.opts.WorkspaceID, "archived": c.Archived,
 				"currencyCode": c.CurrencyCode, "address": nil, "note": "",
 			}))
 		}
 	case "tasks":
-		if _, ok := s.st.projects[owner]; !ok {
+		if _, ok := s.st.projects.rows[owner]; !ok {
 			s.mu.Unlock()
 			fakeapi.WriteJSON(w, http.StatusNotFound, `{"message":"Project doesn't belong to Workspace","code":501}`)
 			return
 		}
-		for _, id := range sortedKeys(s.st.tasks) {
-			t := s.st.tasks[id]
+		for _, id := range sortedKeys(s.st.tasks.rows) {
+			t := s.st.tasks.rows[id]
 			if t.ProjectID != owner {
 				continue
 			}
@@ -331,13 +331,13 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 	s.mu.Lock()
 	switch kind {
 	case "created":
-		for _, e := range s.st.entries {
+		for _, e := range s.st.entries.rows {
 			if in(e.CreatedAt) && !now.Before(s.visibleAt[e.ID]) {
 				cs = append(cs, change{e.CreatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
 			}
 		}
 	case "updated":
-		for _, e := range s.st.entries {
+		for _, e := range s.st.entries.rows {
 			if in(e.UpdatedAt) && !in(e.CreatedAt) && !now.Before(s.visibleAt[e.ID]) {
 				cs = append(cs, change{e.UpdatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
 			}

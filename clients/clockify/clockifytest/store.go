@@ -1,6 +1,7 @@
 package clockifytest
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"time"
@@ -60,20 +61,88 @@ type deletion struct {
 	last          any
 }
 
+// table holds one resource's live records by id.
+type table[T any] struct {
+	rows map[string]T
+	// fields points at what every record has: its id and its last change.
+	fields func(*T) (id string, updated *time.Time)
+}
+
+// records is a table whatever its record type (TimeEntry, Project, Client,
+// User or Task in an any).
+type records interface {
+	put(v any) (id string)
+	remove(id string) (any, bool)
+	updated(v any) time.Time
+	withUpdated(v any, t time.Time) any
+	versions() map[string]time.Time
+}
+
+func newTable[T any](fields func(*T) (string, *time.Time)) *table[T] {
+	return &table[T]{rows: map[string]T{}, fields: fields}
+}
+
+func (t *table[T]) put(x any) string {
+	v := x.(T)
+	id, _ := t.fields(&v)
+	t.rows[id] = v
+	return id
+}
+
+func (t *table[T]) remove(id string) (any, bool) {
+	v, ok := t.rows[id]
+	delete(t.rows, id)
+	return v, ok
+}
+
+func (t *table[T]) updated(x any) time.Time {
+	v := x.(T)
+	_, u := t.fields(&v)
+	return *u
+}
+
+func (t *table[T]) withUpdated(x any, at time.Time) any {
+	v := x.(T)
+	_, u := t.fields(&v)
+	*u = at
+	return v
+}
+
+func (t *table[T]) versions() map[string]time.Time {
+	out := make(map[string]time.Time, len(t.rows))
+	for id, v := range t.rows {
+		_, u := t.fields(&v)
+		out[id] = *u
+	}
+	return out
+}
+
+// store holds the five resources, by type for rendering and by resource
+// for the rest, and the deletion log.
 type store struct {
-	entries  map[string]TimeEntry
-	projects map[string]Project
-	clients  map[string]Client
-	users    map[string]User
-	tasks    map[string]Task
+	entries  *table[TimeEntry]
+	projects *table[Project]
+	clients  *table[Client]
+	users    *table[User]
+	tasks    *table[Task]
+	by       map[clients.Resource]records
 	deleted  map[clients.Resource]map[string]deletion
 }
 
 func newStore() *store {
-	return &store{
-		entries: map[string]TimeEntry{}, projects: map[string]Project{}, clients: map[string]Client{},
-		users: map[string]User{}, tasks: map[string]Task{}, deleted: map[clients.Resource]map[string]deletion{},
+	st := &store{
+		entries:  newTable(func(e *TimeEntry) (string, *time.Time) { return e.ID, &e.UpdatedAt }),
+		projects: newTable(func(p *Project) (string, *time.Time) { return p.ID, &p.UpdatedAt }),
+		clients:  newTable(func(c *Client) (string, *time.Time) { return c.ID, &c.UpdatedAt }),
+		users:    newTable(func(u *User) (string, *time.Time) { return u.ID, &u.UpdatedAt }),
+		tasks:    newTable(func(t *Task) (string, *time.Time) { return t.ID, &t.UpdatedAt }),
+		deleted:  map[clients.Resource]map[string]deletion{},
 	}
+	st.by = map[clients.Resource]records{
+		clients.TimeEntries: st.entries, clients.Projects: st.projects, clients.Clients: st.clients,
+		clients.Users: st.users, clients.Tasks: st.tasks,
+	}
+	return st
 }
 
 var idSeq struct {
@@ -102,7 +171,7 @@ func (s *Server) PutTimeEntry(e TimeEntry) {
 		e.UpdatedAt = now
 	}
 	if e.CreatedAt.IsZero() {
-		if old, ok := s.st.entries[e.ID]; ok {
+		if old, ok := s.st.entries.rows[e.ID]; ok {
 			e.CreatedAt = old.CreatedAt
 		} else {
 			e.CreatedAt = e.UpdatedAt
@@ -110,7 +179,7 @@ func (s *Server) PutTimeEntry(e TimeEntry) {
 	}
 	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
 	e.Start = e.Start.UTC()
-	s.st.entries[e.ID] = e
+	s.st.entries.rows[e.ID] = e
 	delete(s.st.deleted[clients.TimeEntries], e.ID)
 	delete(s.visibleAt, e.ID)
 	if d := s.late.Next(); d > 0 {
@@ -119,52 +188,34 @@ func (s *Server) PutTimeEntry(e TimeEntry) {
 }
 
 // PutProject inserts or replaces a project.
-func (s *Server) PutProject(p Project) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p.UpdatedAt = s.or(p.UpdatedAt)
-	s.st.projects[p.ID] = p
-	delete(s.st.deleted[clients.Projects], p.ID)
-}
+func (s *Server) PutProject(p Project) { s.put(clients.Projects, p) }
 
 // PutClient inserts or replaces a client.
-func (s *Server) PutClient(c Client) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c.UpdatedAt = s.or(c.UpdatedAt)
-	s.st.clients[c.ID] = c
-	delete(s.st.deleted[clients.Clients], c.ID)
-}
+func (s *Server) PutClient(c Client) { s.put(clients.Clients, c) }
 
 // PutUser inserts or replaces a user.
 func (s *Server) PutUser(u User) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u.UpdatedAt = s.or(u.UpdatedAt)
-	if u.Status == "" {
-		u.Status = "ACTIVE"
-	}
-	s.st.users[u.ID] = u
-	delete(s.st.deleted[clients.Users], u.ID)
+	u.Status = cmp.Or(u.Status, "ACTIVE")
+	s.put(clients.Users, u)
 }
 
 // PutTask inserts or replaces a task.
 func (s *Server) PutTask(t Task) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t.UpdatedAt = s.or(t.UpdatedAt)
-	if t.Status == "" {
-		t.Status = "ACTIVE"
-	}
-	s.st.tasks[t.ID] = t
-	delete(s.st.deleted[clients.Tasks], t.ID)
+	t.Status = cmp.Or(t.Status, "ACTIVE")
+	s.put(clients.Tasks, t)
 }
 
-func (s *Server) or(t time.Time) time.Time {
-	if t.IsZero() {
-		return s.stamp()
+// put stores v, stamped now unless it has a stamp (a re-created id leaves
+// the deletion log).
+func (s *Server) put(r clients.Resource, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.st.by[r]
+	at := t.updated(v)
+	if at.IsZero() {
+		at = s.stamp()
 	}
-	return t.UTC()
+	delete(s.st.deleted[r], t.put(t.withUpdated(v, at.UTC())))
 }
 
 // Delete removes a record now (source clock). It vanishes from listings at
@@ -173,46 +224,17 @@ func (s *Server) or(t time.Time) time.Time {
 func (s *Server) Delete(r clients.Resource, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var last any
-	var created time.Time
-	switch r {
-	case clients.TimeEntries:
-		e, ok := s.st.entries[id]
-		if !ok {
-			return false
-		}
-		last, created = e, e.CreatedAt
-		delete(s.st.entries, id)
-	case clients.Projects:
-		v, ok := s.st.projects[id]
-		if !ok {
-			return false
-		}
-		last = v
-		delete(s.st.projects, id)
-	case clients.Clients:
-		v, ok := s.st.clients[id]
-		if !ok {
-			return false
-		}
-		last = v
-		delete(s.st.clients, id)
-	case clients.Users:
-		v, ok := s.st.users[id]
-		if !ok {
-			return false
-		}
-		last = v
-		delete(s.st.users, id)
-	case clients.Tasks:
-		v, ok := s.st.tasks[id]
-		if !ok {
-			return false
-		}
-		last = v
-		delete(s.st.tasks, id)
-	default:
+	t, ok := s.st.by[r]
+	if !ok {
 		return false
+	}
+	last, ok := t.remove(id)
+	if !ok {
+		return false
+	}
+	var created time.Time
+	if e, ok := last.(TimeEntry); ok {
+		created = e.CreatedAt
 	}
 	if s.st.deleted[r] == nil {
 		s.st.deleted[r] = map[string]deletion{}
@@ -225,7 +247,7 @@ func (s *Server) Delete(r clients.Resource, id string) bool {
 func (s *Server) TimeEntry(id string) (TimeEntry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.st.entries[id]
+	e, ok := s.st.entries.rows[id]
 	return e, ok
 }
 
@@ -235,30 +257,10 @@ func (s *Server) TimeEntry(id string) (TimeEntry, bool) {
 func (s *Server) Versions(r clients.Resource) map[string]time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[string]time.Time{}
-	switch r {
-	case clients.TimeEntries:
-		for id, v := range s.st.entries {
-			out[id] = v.UpdatedAt
-		}
-	case clients.Projects:
-		for id, v := range s.st.projects {
-			out[id] = v.UpdatedAt
-		}
-	case clients.Clients:
-		for id, v := range s.st.clients {
-			out[id] = v.UpdatedAt
-		}
-	case clients.Users:
-		for id, v := range s.st.users {
-			out[id] = v.UpdatedAt
-		}
-	case clients.Tasks:
-		for id, v := range s.st.tasks {
-			out[id] = v.UpdatedAt
-		}
+	if t, ok := s.st.by[r]; ok {
+		return t.versions()
 	}
-	return out
+	return map[string]time.Time{}
 }
 
 // Deleted returns r's deleted ids with when they were deleted (source
@@ -281,23 +283,23 @@ func (s *Server) Live(r clients.Resource) map[string]clients.Record {
 	out := map[string]clients.Record{}
 	switch r {
 	case clients.TimeEntries:
-		for id, e := range s.st.entries {
+		for id, e := range s.st.entries.rows {
 			out[id] = clients.Record{ID: id, TimeEntry: expectEntry(e)}
 		}
 	case clients.Projects:
-		for id, p := range s.st.projects {
+		for id, p := range s.st.projects.rows {
 			out[id] = clients.Record{ID: id, Project: &clients.Project{Name: p.Name, ClientID: p.ClientID, IsActive: !p.Archived, IsBillable: p.Billable}}
 		}
 	case clients.Clients:
-		for id, c := range s.st.clients {
+		for id, c := range s.st.clients.rows {
 			out[id] = clients.Record{ID: id, Client: &clients.Client{Name: c.Name, Currency: c.CurrencyCode, IsActive: !c.Archived}}
 		}
 	case clients.Users:
-		for id, u := range s.st.users {
+		for id, u := range s.st.users.rows {
 			out[id] = clients.Record{ID: id, User: &clients.User{FirstName: u.Name, Email: u.Email, IsActive: u.Status == "ACTIVE"}}
 		}
 	case clients.Tasks:
-		for id, t := range s.st.tasks {
+		for id, t := range s.st.tasks.rows {
 			out[id] = clients.Record{ID: id, Task: &clients.Task{Name: t.Name, IsActive: t.Status == "ACTIVE"}}
 		}
 	}
