@@ -11,6 +11,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/lease"
+	"github.com/tidemarkhq/tidemark/schema"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
 
@@ -267,9 +268,11 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 	log.Info().Stringer("from", bp.From).Stringer("to", bp.To).Stringer("resume_at", bf.Next).
 		Int("window_days", bf.WindowDays).Msg("backfill started")
 
-	// Only time entries can be listed by spent date; the other resources are
-	// small and listed whole, as one window.
-	byDate := bp.Resource == clients.TimeEntries
+	// Only a resource its declaration lists by date (time entries, by spent
+	// date) is backfilled in date windows; the others are small and listed
+	// whole, as one window.
+	def, _ := schema.Lookup(bp.Resource)
+	byDate := def != nil && def.ListedByDate()
 	done := bf.WindowsDone
 	var total cursor.Counts
 	var runErr error
@@ -381,7 +384,7 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
 	ctx = log.WithContext(ctx)
 	var w clients.Window
-	if r == clients.TimeEntries {
+	if def, ok := schema.Lookup(r); ok && def.ListedByDate() {
 		// The range is chosen on our clock; that only decides what is checked.
 		// What may be tombstoned is decided on the source's clock (AsOf).
 		today := clients.DateOf(time.Now().UTC())

@@ -88,6 +88,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/pagewalk"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -147,7 +148,7 @@ type Params struct {
 	Contact, Version string
 	// RateLimit defaults to DefaultRateLimit.
 	RateLimit httpx.RateLimit
-	// Resources defaults to clients.AllResources.
+	// Resources defaults to every resource Clockify serves (Resources).
 	Resources []clients.Resource
 	// HTTP, when set, is used as is (build it from HTTPConfig to keep the
 	// auth header); otherwise one is built from these Params.
@@ -210,7 +211,7 @@ func (p Params) withDefaults() Params {
 	p.FirstSyncDays = cmp.Or(p.FirstSyncDays, DefaultFirstSyncDays)
 	p.MaxPages = cmp.Or(p.MaxPages, DefaultMaxPages)
 	if len(p.Resources) == 0 {
-		p.Resources = clients.AllResources
+		p.Resources = Resources
 	}
 	return p
 }
@@ -257,7 +258,7 @@ func (p Params) Validate() error {
 	if err := httpx.CheckBaseURL(p.BaseURL); err != nil {
 		return fmt.Errorf("clockify source %s: %w", p.Name, err)
 	}
-	if err := clients.CheckResources(p.Resources); err != nil {
+	if err := schema.Check(p.Resources); err != nil {
 		return fmt.Errorf("clockify source %s: resources: %w", p.Name, err)
 	}
 	return nil

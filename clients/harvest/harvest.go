@@ -21,6 +21,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/pagewalk"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -47,7 +48,7 @@ type Params struct {
 	Contact, Version string
 	// RateLimit defaults to DefaultRateLimit.
 	RateLimit httpx.RateLimit
-	// Resources defaults to clients.AllResources.
+	// Resources defaults to every resource Harvest serves (Resources).
 	Resources []clients.Resource
 	// HTTP, when set, is used as is (build it from HTTPConfig to keep the
 	// auth headers); otherwise one is built from these Params.
@@ -79,7 +80,7 @@ func (p Params) withDefaults() Params {
 	}
 	p.PerPage = cmp.Or(p.PerPage, MaxPerPage)
 	if len(p.Resources) == 0 {
-		p.Resources = clients.AllResources
+		p.Resources = Resources
 	}
 	return p
 }
@@ -104,7 +105,7 @@ func (p Params) Validate() error {
 	if err := httpx.CheckBaseURL(p.BaseURL); err != nil {
 		return fmt.Errorf("harvest source %s: %w", p.Name, err)
 	}
-	if err := clients.CheckResources(p.Resources); err != nil {
+	if err := schema.Check(p.Resources); err != nil {
 		return fmt.Errorf("harvest source %s: resources: %w", p.Name, err)
 	}
 	return nil

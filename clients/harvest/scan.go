@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // scanner is a single-pass JSON reader over one response body. It validates
@@ -381,7 +382,7 @@ var nextKeys = []string{"next"}
 func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, error) {
 	env := envelope{totalEntries: -1, totalPages: -1}
 	key := string(r)
-	if _, err := clients.ParseResource(key); err != nil {
+	if _, ok := schema.Lookup(r); !ok {
 		key = "" // never matches: an unknown resource has no array
 	}
 	names := []string{key, "links", "total_entries", "total_pages"}

@@ -26,6 +26,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/schema"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
 
@@ -350,7 +351,7 @@ func scenarioIdle(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (resu
 		return result{}, fmt.Errorf("idle pass: %w", err)
 	}
 	res := result{Records: cnt.fetched, WallSec: wall.Seconds(), Extra: map[string]float64{
-		"sources": float64(a.sources), "resources": float64(len(clients.AllResources)),
+		"sources": float64(a.sources), "resources": float64(len(schema.Resources())),
 	}, Note: fmt.Sprintf("idle pass unchanged=%d inserted=%d", cnt.unchanged, cnt.inserted)}
 	if err := fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per); err != nil {
 		return res, err

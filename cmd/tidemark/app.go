@@ -21,6 +21,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/metrics"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // maxConns bounds the pool whatever the number of sources: passes wait for a
@@ -159,8 +160,9 @@ func (a *app) sources(ctx context.Context, only string) ([]poller.Source, error)
 		}
 		var rs []clients.Resource
 		for _, r := range sc.Resources {
-			rr, _ := clients.ParseResource(r)
-			rs = append(rs, rr)
+			if t, err := schema.Parse(r); err == nil { // the config was validated
+				rs = append(rs, t.Name)
+			}
 		}
 		out = append(out, poller.Source{
 			Source: src, Resources: rs, Overlap: sc.Overlap.D(),

@@ -22,6 +22,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // cursorJSON is one element of `cursors --json` (a contract: add fields,
@@ -328,7 +329,7 @@ func newCursorCmd(g *globals) *cobra.Command {
 			if sf.source == "" || resource == "" || to == "" {
 				return usagef("--source, --resource and --to are required")
 			}
-			if _, err := clients.ParseResource(resource); err != nil {
+			if _, err := schema.Parse(resource); err != nil {
 				return usagef("--resource: %v", err)
 			}
 			t, err := time.Parse(time.RFC3339, to)
@@ -380,7 +381,7 @@ func newCursorCmd(g *globals) *cobra.Command {
 			sc, _ := a.cfg.Source(rf.source)
 			rs := sc.Resources
 			if rresource != "" {
-				if _, err := clients.ParseResource(rresource); err != nil {
+				if _, err := schema.Parse(rresource); err != nil {
 					return usagef("--resource: %v", err)
 				}
 				rs = []string{rresource}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/configs"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/metrics"
@@ -20,6 +19,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/verify"
 	"github.com/tidemarkhq/tidemark/migrations"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 func newDemoCmd(g *globals) *cobra.Command {
@@ -132,7 +132,7 @@ func printDemoStatus(ctx context.Context, g *globals, a *app) {
 	}
 	for name, tr := range a.simulated {
 		truth := tr.Truth()
-		for _, r := range clients.AllResources {
+		for _, r := range schema.Resources() {
 			key := name + "/" + string(r)
 			asOf, ok := hw[key]
 			if !ok {

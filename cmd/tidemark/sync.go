@@ -16,16 +16,17 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 func parseResources(rs []string) ([]clients.Resource, error) {
 	var out []clients.Resource
 	for _, r := range rs {
-		rr, err := clients.ParseResource(r)
+		t, err := schema.Parse(r)
 		if err != nil {
 			return nil, usagef("--resource: %v", err)
 		}
-		out = append(out, rr)
+		out = append(out, t.Name)
 	}
 	return out, nil
 }
@@ -99,10 +100,11 @@ func newBackfillCmd(g *globals) *cobra.Command {
 			if td.Before(fd) {
 				return usagef("--to %s is before --from %s", td, fd)
 			}
-			r, err := clients.ParseResource(resource)
+			t, err := schema.Parse(resource)
 			if err != nil {
 				return usagef("--resource: %v", err)
 			}
+			r := t.Name
 			a, err := newApp(cmd.Context(), g, &f)
 			if err != nil {
 				return err

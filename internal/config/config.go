@@ -22,6 +22,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	_ "github.com/tidemarkhq/tidemark/clients/provider/all" // every kind registers itself
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -423,7 +424,7 @@ func (c *Config) validate(root *yaml.Node) error {
 			}
 		}
 		for j, r := range s.Resources {
-			if _, err := clients.ParseResource(r); err != nil {
+			if _, err := schema.Parse(r); err != nil {
 				return fail(fmt.Sprintf("sources[%d].resources[%d]", i, j), "%v", err)
 			}
 			if !kind.Serves(clients.Resource(r)) {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Report is the outcome of a comparison.
@@ -38,21 +39,17 @@ func (r Report) String() string {
 		r.Source, r.Resource, state, r.Live, r.Missing, r.Stale, r.Ahead, r.Undeleted)
 }
 
-// tables maps a resource to its table; never built from input.
-var tables = map[clients.Resource]string{
-	clients.TimeEntries: "time_entries", clients.Projects: "projects", clients.Clients: "clients",
-	clients.Users: "users", clients.Tasks: "tasks",
-}
-
 // Compare compares the mirror of (source, resource) with truth: live id →
 // the source's version. With a non-zero asOf (e.g. the cursor's high water),
 // records the source changed after it are counted as pending, not checked.
 func Compare(ctx context.Context, pool *pgxpool.Pool, source string, r clients.Resource, truth map[string]time.Time, asOf time.Time) (Report, error) {
-	table, ok := tables[r]
+	// The table is a registered declaration's (package schema), never
+	// built from input.
+	t, ok := schema.Lookup(r)
 	if !ok {
 		return Report{}, fmt.Errorf("unknown resource %q", r)
 	}
-	rows, err := pool.Query(ctx, "SELECT id, updated_at, deleted_at IS NOT NULL FROM "+pgx.Identifier{table}.Sanitize()+" WHERE source = $1", source)
+	rows, err := pool.Query(ctx, "SELECT id, updated_at, deleted_at IS NOT NULL FROM "+pgx.Identifier{string(t.Name)}.Sanitize()+" WHERE source = $1", source)
 	if err != nil {
 		return Report{}, err
 	}
