@@ -124,8 +124,8 @@ type ChurnParams struct {
 	// 200), stamped in the past; Days the history they, and back-dated
 	// creates, span (default 30, at least 2).
 	Entries, Days int
-	// Users and Projects are how many of each the dialect puts (default 3
-	// and 5).
+	// Users and Projects are how many of each NewEntryChurn puts first
+	// (default 3 and 5), stamped before the history.
 	Users, Projects int
 }
 
@@ -159,6 +159,10 @@ type Entries[ID comparable] interface {
 	// Stamp is the source's clock at its stamp precision.
 	Stamp() time.Time
 	NewID() ID
+	// PutUser and PutProject put the i-th user or project, stamped at, and
+	// return its id.
+	PutUser(i int, at time.Time) ID
+	PutProject(i int, at time.Time) ID
 	// Entry returns a live entry.
 	Entry(id ID) (Entry[ID], bool)
 	// Put creates or updates an entry (other fields of a stored one kept).
@@ -191,14 +195,19 @@ type EntryChurn[ID comparable] struct {
 	muts   []Mutation
 }
 
-// NewEntryChurn puts p.Entries time entries of the given users and
-// projects into store, stamped in the past on its clock, and returns the
-// stream that mutates them.
-func NewEntryChurn[ID comparable](store Entries[ID], p ChurnParams, users, projects []ID) *EntryChurn[ID] {
+// NewEntryChurn puts p's users, projects and time entries into store,
+// stamped in the past on its clock, and returns the stream that mutates
+// the entries.
+func NewEntryChurn[ID comparable](store Entries[ID], p ChurnParams) *EntryChurn[ID] {
 	p = p.WithDefaults()
-	c := &EntryChurn[ID]{
-		store: store, days: p.Days, users: users, projects: projects,
-		s: NewStream[ID](rand.New(rand.NewPCG(p.Seed, 0x70991))),
+	c := &EntryChurn[ID]{store: store, days: p.Days, s: NewStream[ID](rand.New(rand.NewPCG(p.Seed, 0x70991)))}
+	now := store.Stamp()
+	old := now.Add(-time.Duration(p.Days+1) * 24 * time.Hour)
+	for i := range p.Users {
+		c.users = append(c.users, store.PutUser(i, old))
+	}
+	for i := range p.Projects {
+		c.projects = append(c.projects, store.PutProject(i, old))
 	}
 	c.muts = []Mutation{
 		{25, func() { c.create(false) }},
@@ -212,7 +221,6 @@ func NewEntryChurn[ID comparable](store Entries[ID], p ChurnParams, users, proje
 	if t, ok := store.(ProjectToucher[ID]); ok {
 		c.muts = append(c.muts, Mutation{5, func() { c.touchProject(t) }})
 	}
-	now := store.Stamp()
 	r := c.s.Rand
 	for range p.Entries {
 		start := now.Add(-time.Duration(r.Int64N(int64(p.Days) * int64(24*time.Hour)))).Truncate(time.Second)

@@ -14,20 +14,7 @@ import (
 // users (Users). Ids come from NewID, stamps from the server's clock:
 // drive it with a fakeapi.Clock to make changes reach the feed's windows.
 func NewChurn(s *Server, p fakeapi.ChurnParams) *fakeapi.EntryChurn[string] {
-	p = p.WithDefaults()
-	old := s.stamp().Add(-time.Duration(p.Days+1) * 24 * time.Hour)
-	var users, projects []string
-	for i := range p.Users {
-		u := User{ID: NewID(), Name: fmt.Sprintf("User %d", i), Email: fmt.Sprintf("user%d@example.com", i), UpdatedAt: old}
-		s.PutUser(u)
-		users = append(users, u.ID)
-	}
-	for i := range p.Projects {
-		pr := Project{ID: NewID(), Name: fmt.Sprintf("Project %d", i), Billable: i%2 == 0, UpdatedAt: old}
-		s.PutProject(pr)
-		projects = append(projects, pr.ID)
-	}
-	return fakeapi.NewEntryChurn(churnStore{s}, p, users, projects)
+	return fakeapi.NewEntryChurn(churnStore{s}, p)
 }
 
 // churnStore is s as an EntryChurn sees it.
@@ -35,6 +22,18 @@ type churnStore struct{ s *Server }
 
 func (c churnStore) Stamp() time.Time { return c.s.stamp() }
 func (c churnStore) NewID() string    { return NewID() }
+
+func (c churnStore) PutUser(i int, at time.Time) string {
+	u := User{ID: NewID(), Name: fmt.Sprintf("User %d", i), Email: fmt.Sprintf("user%d@example.com", i), UpdatedAt: at}
+	c.s.PutUser(u)
+	return u.ID
+}
+
+func (c churnStore) PutProject(i int, at time.Time) string {
+	p := Project{ID: NewID(), Name: fmt.Sprintf("Project %d", i), Billable: i%2 == 0, UpdatedAt: at}
+	c.s.PutProject(p)
+	return p.ID
+}
 
 func (c churnStore) Entry(id string) (fakeapi.Entry[string], bool) {
 	e, ok := c.s.TimeEntry(id)

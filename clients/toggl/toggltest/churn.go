@@ -15,23 +15,7 @@ import (
 // than the server's SinceLimit are reachable only through
 // start_date/end_date listings (backfill).
 func NewChurn(s *Server, p fakeapi.ChurnParams) *fakeapi.EntryChurn[int64] {
-	p = p.WithDefaults()
-	old := s.stamp().Add(-time.Duration(p.Days+1) * 24 * time.Hour)
-	c := &churnStore{s: s, projects: map[int64]Project{}}
-	var users, projects []int64
-	for i := range p.Users {
-		id := int64(100 + i)
-		s.PutUser(User{ID: id, Email: fmt.Sprintf("user%d@example.com", id), Fullname: fmt.Sprintf("User %d", id), At: old})
-		users = append(users, id)
-	}
-	for i := range p.Projects {
-		id := int64(500 + i)
-		pr := Project{ID: id, Name: fmt.Sprintf("Project %d", id), Active: true, Billable: i%2 == 0, At: old}
-		s.PutProject(pr)
-		c.projects[id] = pr
-		projects = append(projects, id)
-	}
-	return fakeapi.NewEntryChurn(c, p, users, projects)
+	return fakeapi.NewEntryChurn(&churnStore{s: s, projects: map[int64]Project{}}, p)
 }
 
 // churnStore is s as an EntryChurn sees it.
@@ -46,6 +30,19 @@ func (c *churnStore) Stamp() time.Time { return c.s.stamp() }
 func (c *churnStore) NewID() int64 {
 	c.nextID++
 	return c.nextID
+}
+
+func (c *churnStore) PutUser(i int, at time.Time) int64 {
+	id := int64(100 + i)
+	c.s.PutUser(User{ID: id, Email: fmt.Sprintf("user%d@example.com", id), Fullname: fmt.Sprintf("User %d", id), At: at})
+	return id
+}
+
+func (c *churnStore) PutProject(i int, at time.Time) int64 {
+	id := int64(500 + i)
+	c.projects[id] = Project{ID: id, Name: fmt.Sprintf("Project %d", id), Active: true, Billable: i%2 == 0, At: at}
+	c.s.PutProject(c.projects[id])
+	return id
 }
 
 func (c *churnStore) Entry(id int64) (fakeapi.Entry[int64], bool) {
