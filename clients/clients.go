@@ -68,8 +68,7 @@ type Page struct {
 	Records    []Record
 }
 
-// Record is one normalized record. Exactly one of the typed field pointers
-// matching Resource is set (none for a tombstone that carries no content).
+// Record is one normalized record of a resource.
 type Record struct {
 	ID string
 	// Version is the source's own last-modified stamp (Harvest updated_at,
@@ -81,68 +80,16 @@ type Record struct {
 	DeletedAt *time.Time
 	// Raw is the record exactly as received (one JSON object).
 	Raw []byte
-	// Row holds the typed columns in the order the resource's table
-	// declares them (package schema, which documents the Go type of each
-	// SQL type; nil is NULL). nil for a tombstone that carries no content.
+	// Row holds the typed columns, one value per column the resource's
+	// table declares, in that order (package schema, which gives the Go
+	// type of each SQL type; nil is NULL). nil for a tombstone that carries
+	// no content.
 	Row []any
-
-	TimeEntry *TimeEntry
-	Project   *Project
-	Client    *Client
-	User      *User
-	Task      *Task
 }
 
 // Decimal is an exact decimal number kept as the text the source sent
 // ("1.25"); converting through float64 would round hours and money.
 type Decimal string
-
-// TimeEntry holds the typed columns of the time_entries table.
-type TimeEntry struct {
-	SpentDate Date
-	Hours     Decimal
-	Notes     *string
-	UserID    string
-	ProjectID string
-	TaskID    string // "" when none
-	ClientID  string // "" when none
-	Billable  bool
-	IsLocked  bool
-	IsClosed  bool // approved
-	IsBilled  bool
-	IsRunning bool
-	InvoiceID string // "" when not invoiced
-}
-
-// Project holds the typed columns of the projects table.
-type Project struct {
-	Name       string
-	Code       string
-	ClientID   string
-	IsActive   bool
-	IsBillable bool
-}
-
-// Client holds the typed columns of the clients table.
-type Client struct {
-	Name     string
-	Currency string
-	IsActive bool
-}
-
-// User holds the typed columns of the users table.
-type User struct {
-	FirstName string
-	LastName  string
-	Email     string
-	IsActive  bool
-}
-
-// Task holds the typed columns of the tasks table.
-type Task struct {
-	Name     string
-	IsActive bool
-}
 
 // Source is one tracker account, as the poller sees it.
 type Source interface {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // fakeSource is an in-memory clients.Source with full control over page
@@ -92,7 +93,9 @@ func (f *fakeSource) record(r *fakeRec, fetched time.Time) clients.Record {
 		r.id, r.spent.String(), notes, r.version.UTC().Format(time.RFC3339))
 	return clients.Record{
 		ID: r.id, Version: r.version, FetchedAt: fetched, Raw: []byte(raw),
-		TimeEntry: &clients.TimeEntry{SpentDate: r.spent, Hours: "1.5", Notes: &notes, UserID: cmp.Or(r.user, "1"), ProjectID: "2"},
+		Row: schema.TimeEntries.Row(schema.Values{
+			"spent_date": r.spent, "hours": clients.Decimal("1.5"), "notes": notes, "user_id": cmp.Or(r.user, "1"), "project_id": "2",
+		}),
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // cutLeaseSessions kills the sessions holding advisory locks in the test's
@@ -406,7 +407,7 @@ func (s scopedSource) List(ctx context.Context, r clients.Resource, w clients.Wi
 		kept := pg.Records[:0]
 		for _, rec := range pg.Records {
 			for _, u := range s.users {
-				if rec.TimeEntry.UserID == u {
+				if schema.TimeEntries.Text(rec, "user_id") == u {
 					kept = append(kept, rec)
 				}
 			}

@@ -191,8 +191,9 @@ type Values map[string]any
 // Row builds a row from values by column name, for tests and cold paths
 // (decoders write values by index). A NOT NULL column left out gets the Go
 // zero value of its type ("", false, clients.Date{}, ...) as a struct field
-// would; a nullable one gets nil. It panics on an unknown column or a value
-// of the wrong Go type: the caller's mistake, not the source's.
+// would; a nullable one gets nil, and so does "" in an EmptyIsNull column.
+// It panics on an unknown column or a value of the wrong Go type: the
+// caller's mistake, not the source's.
 func (t *Table) Row(vs Values) []any {
 	row := make([]any, len(t.Columns))
 	for i, c := range t.Columns {
@@ -205,12 +206,25 @@ func (t *Table) Row(vs Values) []any {
 		if !ok {
 			panic(fmt.Sprintf("schema: %s has no column %q", t.Name, name))
 		}
-		if v != nil && !Accepts(t.Columns[i].Type, v) {
-			panic(fmt.Sprintf("schema: %s.%s is %s: want a %s, got %T", t.Name, name, t.Columns[i].Type, t.Columns[i].Type.GoType(), v))
+		c := t.Columns[i]
+		if v != nil && !Accepts(c.Type, v) {
+			panic(fmt.Sprintf("schema: %s.%s is %s: want a %s, got %T", t.Name, name, c.Type, c.Type.GoType(), v))
+		}
+		if s, ok := v.(string); ok && s == "" && c.EmptyIsNull {
+			v = nil
 		}
 		row[i] = v
 	}
 	return row
+}
+
+// OrNull returns s, or nil (NULL) when s is empty: how a decoder fills an
+// EmptyIsNull column, so that its rows compare equal to Row's.
+func OrNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 func zeroOf(t Type) any {

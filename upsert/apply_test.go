@@ -57,8 +57,8 @@ func TestWriteRule(t *testing.T) {
 			if tc.wins == "stored" {
 				want = *tc.stored
 			}
-			if !after.UpdatedAt.Equal(want.Version) || !bytes.Equal(after.Hash, hashOf(t, want)) || *after.Notes != *want.TimeEntry.Notes {
-				t.Errorf("row = (%v, %v, notes %q), want the %s record (%v, notes %q)", after.UpdatedAt, after.FetchedAt, *after.Notes, tc.wins, want.Version, *want.TimeEntry.Notes)
+			if !after.UpdatedAt.Equal(want.Version) || !bytes.Equal(after.Hash, hashOf(t, want)) || *after.Notes != notes(want) {
+				t.Errorf("row = (%v, %v, notes %q), want the %s record (%v, notes %q)", after.UpdatedAt, after.FetchedAt, *after.Notes, tc.wins, want.Version, notes(want))
 			}
 			if tc.stored == nil {
 				if after.FirstSeenAt.IsZero() || after.Hours != "1.25" || after.UserID != "1782959" {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
 
@@ -27,8 +28,8 @@ func ExampleApply() {
 	v := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	page := []clients.Record{{
 		ID: "2", Version: v, FetchedAt: time.Now(),
-		Raw:  []byte(`{"id":2,"name":"Graphic Design","is_active":true,"updated_at":"2026-03-01T09:00:00Z"}`),
-		Task: &clients.Task{Name: "Graphic Design", IsActive: true},
+		Raw: []byte(`{"id":2,"name":"Graphic Design","is_active":true,"updated_at":"2026-03-01T09:00:00Z"}`),
+		Row: schema.Tasks.Row(schema.Values{"name": "Graphic Design", "is_active": true}),
 	}}
 	for range 2 {
 		var c upsert.Counts

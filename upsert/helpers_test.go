@@ -3,6 +3,7 @@ package upsert
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -28,13 +30,24 @@ func entry(id int64, version, fetched time.Time, rev string) clients.Record {
 	raw := harvestJSON(id, version, notes, hours)
 	return clients.Record{
 		ID: strconv.FormatInt(id, 10), Version: version, FetchedAt: fetched, Raw: raw,
-		TimeEntry: &clients.TimeEntry{
-			SpentDate: clients.Date{Year: 2026, Month: 2, Day: 27}, Hours: clients.Decimal(hours), Notes: &notes,
-			UserID: "1782959", ProjectID: "14307913", TaskID: "8083365", ClientID: "5735776",
-			Billable: true,
-		},
+		Row: schema.TimeEntries.Row(schema.Values{
+			"spent_date": clients.Date{Year: 2026, Month: 2, Day: 27}, "hours": clients.Decimal(hours), "notes": notes,
+			"user_id": "1782959", "project_id": "14307913", "task_id": "8083365", "client_id": "5735776",
+			"billable": true,
+		}),
 	}
 }
+
+// with returns rec with the named time entry column set to v, on a copy of
+// its row (rows of records built from one another are never shared).
+func with(rec clients.Record, name string, v any) clients.Record {
+	rec.Row = slices.Clone(rec.Row)
+	rec.Row[schema.TimeEntries.Index(name)] = v
+	return rec
+}
+
+// notes returns a time entry record's notes ("" when NULL).
+func notes(rec clients.Record) string { return schema.TimeEntries.Text(rec, "notes") }
 
 // harvestJSON renders a realistic (~700 byte) Harvest time entry.
 func harvestJSON(id int64, version time.Time, notes, hours string) []byte {

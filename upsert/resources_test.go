@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // TestEveryResource runs the write rule and tombstones through each table:
@@ -24,15 +25,20 @@ func TestEveryResource(t *testing.T) {
 		want  string
 	}{
 		clients.Projects: {func(r *clients.Record, n string) {
-			r.Project = &clients.Project{Name: n, Code: "MW", ClientID: "5", IsActive: true, IsBillable: true}
+			r.Row = schema.Projects.Row(schema.Values{"name": n, "code": "MW", "client_id": "5", "is_active": true, "is_billable": true})
 		}, "name", "coalesce(code, '') || '/' || coalesce(client_id, '')", "MW/5"},
 		clients.Clients: {func(r *clients.Record, n string) {
-			r.Client = &clients.Client{Name: n, Currency: "EUR", IsActive: true}
+			r.Row = schema.Clients.Row(schema.Values{"name": n, "currency": "EUR", "is_active": true})
 		}, "name", "coalesce(currency, '')", "EUR"},
 		clients.Users: {func(r *clients.Record, n string) {
-			r.User = &clients.User{FirstName: n, LastName: "", Email: "kim@example.com", IsActive: true}
+			// An empty last name is stored as NULL (EmptyIsNull), also when
+			// a decoder hands "" over in the row.
+			r.Row = schema.Users.Row(schema.Values{"first_name": n, "email": "kim@example.com", "is_active": true})
+			r.Row[schema.Users.Index("last_name")] = ""
 		}, "first_name", "coalesce(last_name, 'NULL') || '/' || email", "NULL/kim@example.com"},
-		clients.Tasks: {func(r *clients.Record, n string) { r.Task = &clients.Task{Name: n, IsActive: true} }, "name", "is_active::text", "true"},
+		clients.Tasks: {func(r *clients.Record, n string) {
+			r.Row = schema.Tasks.Row(schema.Values{"name": n, "is_active": true})
+		}, "name", "is_active::text", "true"},
 	}
 	for res, ty := range typed {
 		t.Run(string(res), func(t *testing.T) {

@@ -10,12 +10,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
 
-func forUser(rec clients.Record, user string) clients.Record {
-	e := *rec.TimeEntry
-	e.UserID = user
-	rec.TimeEntry = &e
-	return rec
-}
+func forUser(rec clients.Record, user string) clients.Record { return with(rec, "user_id", user) }
 
 // TestTombstoneScopedToUsers is issue 9, finding 1: a reconcile that listed
 // only some users' entries (Clockify lists per configured user) tombstones

@@ -1,161 +1,225 @@
 package upsert
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
-// table describes one resource table. Every SQL identifier Apply and
-// TombstoneMissing use comes from the fixed tables below, never from input.
+// table is the upsert's view of one declared resource table (package
+// schema). Every SQL identifier Apply and TombstoneMissing use comes from a
+// registered declaration, whose names the registry holds to
+// ^[a-z_][a-z0-9_]*$, never from input.
 type table struct {
 	name  string   // the resource table
 	stage string   // the session's temporary staging table
-	typed []column // typed columns, in staging order
-	// values checks the record's typed fields and appends their column values
-	// to dst; typeless appends defaults for a tombstone that carries none.
-	values   func(rec *clients.Record, dst []any) ([]any, *RecordError)
-	typeless func(rec *clients.Record, dst []any) []any
-	byDate   bool // has spent_date: TombstoneMissing accepts From/To
-	byUser   bool // has user_id: TombstoneMissing accepts a user scope
+	typed []column // typed columns, in row (and staging) order
+	// neutral holds what a tombstone without content stores in each typed
+	// column when its id was never stored (see schema.Fill); nil for the
+	// columns that take the tombstone's version day.
+	neutral  []any
+	byDate   string // the date column a range selects (TombstoneMissing From/To); "" none
+	byUser   string // the user column a scope selects; "" none
+	resource clients.Resource
 
 	// SQL, built once from the fields above.
 	createStage, lookup, insertNew, upsertExisting, updateTypeless, moveForward, clearStage, tombstoneMissing string
 }
 
-type column struct{ name, typ string }
+type column struct {
+	name      string
+	typ       schema.Type
+	nullable  bool
+	emptyNull bool // "" is stored as NULL
+	fill      schema.Fill
+}
 
-var tables = map[clients.Resource]*table{
-	clients.TimeEntries: {
-		name: "time_entries",
-		typed: []column{
-			{"spent_date", "date"}, {"hours", "numeric"}, {"notes", "text"}, {"user_id", "text"},
-			{"project_id", "text"}, {"task_id", "text"}, {"client_id", "text"}, {"billable", "boolean"},
-			{"is_locked", "boolean"}, {"is_closed", "boolean"}, {"is_billed", "boolean"},
-			{"is_running", "boolean"}, {"invoice_id", "text"},
-		},
-		byDate: true,
-		byUser: true,
-		values: func(rec *clients.Record, dst []any) ([]any, *RecordError) {
-			e := rec.TimeEntry
-			if e == nil {
-				return dst, &RecordError{Field: "TimeEntry", Reason: "missing typed fields for a live record"}
+// tables holds the tables of every resource registered when the package
+// was initialized; tableFor builds the others on first use.
+var (
+	tables = map[clients.Resource]*table{}
+	late   sync.Map // clients.Resource → *table
+)
+
+func init() {
+	for _, def := range schema.All() {
+		tables[def.Name] = newTable(def)
+	}
+}
+
+// tableFor returns the table of a registered resource.
+func tableFor(r clients.Resource) (*table, bool) {
+	if t, ok := tables[r]; ok {
+		return t, true
+	}
+	if t, ok := late.Load(r); ok {
+		return t.(*table), true
+	}
+	def, ok := schema.Lookup(r)
+	if !ok {
+		return nil, false
+	}
+	t, _ := late.LoadOrStore(r, newTable(def))
+	return t.(*table), true
+}
+
+func newTable(def *schema.Table) *table {
+	t := &table{name: string(def.Name), stage: "tidemark_stage_" + string(def.Name), resource: def.Name,
+		byDate: def.ListBy, byUser: def.UserColumn}
+	for _, c := range def.Columns {
+		t.typed = append(t.typed, column{name: c.Name, typ: c.Type, nullable: c.Nullable, emptyNull: c.EmptyIsNull, fill: c.Tombstone})
+		t.neutral = append(t.neutral, neutral(c))
+	}
+	t.build()
+	return t
+}
+
+// neutral is what a tombstone without content stores in c (nil for NULL
+// and for a column that takes the version's day, set per record).
+func neutral(c schema.Column) any {
+	if c.Nullable || c.Tombstone == schema.VersionDay {
+		return nil
+	}
+	switch c.Type {
+	case schema.Text:
+		return ""
+	case schema.Numeric:
+		return pgtype.Numeric{Int: zero, Valid: true}
+	case schema.Boolean:
+		return false
+	case schema.Bigint:
+		return int64(0)
+	case schema.JSONB:
+		return "{}"
+	}
+	return nil // not reached: the registry refuses other NOT NULL types without VersionDay
+}
+
+// values checks the record's row against the declared columns and appends
+// the column values to dst, in the form the database takes them.
+func (t *table) values(rec *clients.Record, dst []any) ([]any, *RecordError) {
+	if len(rec.Row) != len(t.typed) {
+		if rec.Row == nil {
+			return dst, &RecordError{Field: "row", Reason: "missing typed columns for a live record"}
+		}
+		return dst, &RecordError{Field: "row", Reason: fmt.Sprintf("%d values for the %d typed columns of %s (a row of another resource?)", len(rec.Row), len(t.typed), t.name)}
+	}
+	for i := range t.typed {
+		c := &t.typed[i]
+		v, reason := c.value(rec.Row[i])
+		if reason != "" {
+			return dst, &RecordError{Field: c.name, Reason: reason}
+		}
+		dst = append(dst, v)
+	}
+	return dst, nil
+}
+
+// value checks one row value against its column and returns it as the
+// database takes it. Text and boolean values are passed on as they are
+// (no allocation); dates and decimals are converted.
+func (c *column) value(v any) (any, string) {
+	if v == nil {
+		if c.nullable {
+			return nil, ""
+		}
+		return nil, "missing"
+	}
+	switch c.typ {
+	case schema.Text:
+		s, ok := v.(string)
+		if !ok {
+			break
+		}
+		if r := checkText(s); r != "" {
+			return nil, r
+		}
+		if s == "" && c.emptyNull {
+			return nil, ""
+		}
+		return v, ""
+	case schema.Boolean:
+		if _, ok := v.(bool); ok {
+			return v, ""
+		}
+	case schema.Date:
+		d, ok := v.(clients.Date)
+		if !ok {
+			break
+		}
+		if r := checkDate(d); r != "" {
+			return nil, r
+		}
+		return pgtype.Date{Time: d.Time(), Valid: true}, ""
+	case schema.Numeric:
+		d, ok := v.(clients.Decimal)
+		if !ok {
+			break
+		}
+		n, r := parseDecimal(string(d))
+		if r != "" {
+			return nil, r
+		}
+		return n, ""
+	case schema.Bigint:
+		if _, ok := v.(int64); ok {
+			return v, ""
+		}
+	case schema.Timestamptz:
+		ts, ok := v.(time.Time)
+		if !ok {
+			break
+		}
+		if r := checkTime(ts); r != "" {
+			return nil, r
+		}
+		return ts.Truncate(time.Microsecond), ""
+	case schema.JSONB:
+		j, ok := v.(json.RawMessage)
+		if !ok {
+			break
+		}
+		if !json.Valid(j) {
+			return nil, "not JSON"
+		}
+		if bytes.Contains(j, []byte(`\u0000`)) {
+			return nil, `holds a \u0000 escape, which jsonb cannot store`
+		}
+		return string(j), ""
+	}
+	return nil, fmt.Sprintf("want a %s for %s, got %T", c.typ.GoType(), c.typ, v)
+}
+
+// typeless appends the typed values of a tombstone that carries none: NULL
+// or the neutral value, and the version's day where the column says so.
+func (t *table) typeless(rec *clients.Record, dst []any) []any {
+	for i := range t.typed {
+		c := &t.typed[i]
+		if c.fill == schema.VersionDay && !c.nullable {
+			if c.typ == schema.Date {
+				dst = append(dst, pgtype.Date{Time: clients.DateOf(rec.Version.UTC()).Time(), Valid: true})
+			} else {
+				dst = append(dst, rec.Version.Truncate(time.Microsecond))
 			}
-			if err := checkDate(e.SpentDate); err != "" {
-				return dst, &RecordError{Field: "spent_date", Reason: err}
-			}
-			hours, reason := parseDecimal(string(e.Hours))
-			if reason != "" {
-				return dst, &RecordError{Field: "hours", Reason: reason}
-			}
-			var notes any
-			if e.Notes != nil {
-				if r := checkText(*e.Notes); r != "" {
-					return dst, &RecordError{Field: "notes", Reason: r}
-				}
-				notes = *e.Notes
-			}
-			for _, f := range [...]struct{ name, v string }{
-				{"user_id", e.UserID}, {"project_id", e.ProjectID}, {"task_id", e.TaskID},
-				{"client_id", e.ClientID}, {"invoice_id", e.InvoiceID},
-			} {
-				if r := checkText(f.v); r != "" {
-					return dst, &RecordError{Field: f.name, Reason: r}
-				}
-			}
-			return append(dst, pgtype.Date{Time: e.SpentDate.Time(), Valid: true}, hours, notes,
-				e.UserID, e.ProjectID, nullable(e.TaskID), nullable(e.ClientID), e.Billable,
-				e.IsLocked, e.IsClosed, e.IsBilled, e.IsRunning, nullable(e.InvoiceID)), nil
-		},
-		typeless: func(rec *clients.Record, dst []any) []any {
-			// NOT NULL columns get neutral values: the day of the deletion
-			// version, zero hours, empty ids, false flags.
-			d := clients.DateOf(rec.Version.UTC())
-			return append(dst, pgtype.Date{Time: d.Time(), Valid: true}, pgtype.Numeric{Int: zero, Valid: true}, nil,
-				"", "", nil, nil, false, false, false, false, false, nil)
-		},
-	},
-	clients.Projects: {
-		name: "projects",
-		typed: []column{
-			{"name", "text"}, {"code", "text"}, {"client_id", "text"}, {"is_active", "boolean"}, {"is_billable", "boolean"},
-		},
-		values: func(rec *clients.Record, dst []any) ([]any, *RecordError) {
-			p := rec.Project
-			if p == nil {
-				return dst, &RecordError{Field: "Project", Reason: "missing typed fields for a live record"}
-			}
-			if re := checkTexts("name", p.Name, "code", p.Code, "client_id", p.ClientID); re != nil {
-				return dst, re
-			}
-			return append(dst, p.Name, nullable(p.Code), nullable(p.ClientID), p.IsActive, p.IsBillable), nil
-		},
-		typeless: func(rec *clients.Record, dst []any) []any {
-			return append(dst, "", nil, nil, false, false)
-		},
-	},
-	clients.Clients: {
-		name:  "clients",
-		typed: []column{{"name", "text"}, {"currency", "text"}, {"is_active", "boolean"}},
-		values: func(rec *clients.Record, dst []any) ([]any, *RecordError) {
-			c := rec.Client
-			if c == nil {
-				return dst, &RecordError{Field: "Client", Reason: "missing typed fields for a live record"}
-			}
-			if re := checkTexts("name", c.Name, "currency", c.Currency); re != nil {
-				return dst, re
-			}
-			return append(dst, c.Name, nullable(c.Currency), c.IsActive), nil
-		},
-		typeless: func(rec *clients.Record, dst []any) []any { return append(dst, "", nil, false) },
-	},
-	clients.Users: {
-		name:  "users",
-		typed: []column{{"first_name", "text"}, {"last_name", "text"}, {"email", "text"}, {"is_active", "boolean"}},
-		values: func(rec *clients.Record, dst []any) ([]any, *RecordError) {
-			u := rec.User
-			if u == nil {
-				return dst, &RecordError{Field: "User", Reason: "missing typed fields for a live record"}
-			}
-			if re := checkTexts("first_name", u.FirstName, "last_name", u.LastName, "email", u.Email); re != nil {
-				return dst, re
-			}
-			return append(dst, nullable(u.FirstName), nullable(u.LastName), nullable(u.Email), u.IsActive), nil
-		},
-		typeless: func(rec *clients.Record, dst []any) []any { return append(dst, nil, nil, nil, false) },
-	},
-	clients.Tasks: {
-		name:  "tasks",
-		typed: []column{{"name", "text"}, {"is_active", "boolean"}},
-		values: func(rec *clients.Record, dst []any) ([]any, *RecordError) {
-			t := rec.Task
-			if t == nil {
-				return dst, &RecordError{Field: "Task", Reason: "missing typed fields for a live record"}
-			}
-			if re := checkTexts("name", t.Name); re != nil {
-				return dst, re
-			}
-			return append(dst, t.Name, t.IsActive), nil
-		},
-		typeless: func(rec *clients.Record, dst []any) []any { return append(dst, "", false) },
-	},
+			continue
+		}
+		dst = append(dst, t.neutral[i])
+	}
+	return dst
 }
 
 // Columns every resource table has, after the typed ones, in staging order.
 var versionColumns = []column{
-	{"updated_at", "timestamptz"}, {"fetched_at", "timestamptz"}, {"content_hash", "bytea"},
-	{"raw", "jsonb"}, {"deleted_at", "timestamptz"},
-}
-
-func init() {
-	for _, t := range tables {
-		t.stage = "tidemark_stage_" + t.name
-		t.build()
-	}
+	{name: "updated_at", typ: "timestamptz"}, {name: "fetched_at", typ: "timestamptz"}, {name: "content_hash", typ: "bytea"},
+	{name: "raw", typ: "jsonb"}, {name: "deleted_at", typ: "timestamptz"},
 }
 
 // stageColumns are the staging table's columns in COPY order.
@@ -187,7 +251,7 @@ func (t *table) build() {
 	var ddl, ins, sel, set []string
 	ddl = append(ddl, "id text")
 	for _, c := range append(append([]column{}, t.typed...), versionColumns...) {
-		ddl = append(ddl, c.name+" "+c.typ)
+		ddl = append(ddl, c.name+" "+string(c.typ))
 		ins = append(ins, c.name)
 		sel = append(sel, "s."+c.name)
 		set = append(set, c.name+" = EXCLUDED."+c.name)
@@ -201,14 +265,15 @@ func (t *table) build() {
 	t.updateTypeless = fmt.Sprintf(updateTypelessSQL, t.name)
 	t.moveForward = fmt.Sprintf(moveForwardSQL, t.name)
 	t.clearStage = fmt.Sprintf(clearStageSQL, t.stage)
-	// Tables without spent_date or user_id still name $3 and $4, or $7
-	// (always NULL there), so that every statement takes the same parameters.
+	// Tables not listed by date, or without a user column, still name $3
+	// and $4, or $7 (always NULL there), so that every statement takes the
+	// same parameters.
 	dateFilter, userFilter := tombstoneNoDateSQL, tombstoneNoUserSQL
-	if t.byDate {
-		dateFilter = tombstoneDateFilterSQL
+	if t.byDate != "" {
+		dateFilter = fmt.Sprintf(tombstoneDateFilterSQL, t.byDate)
 	}
-	if t.byUser {
-		userFilter = tombstoneUserFilterSQL
+	if t.byUser != "" {
+		userFilter = fmt.Sprintf(tombstoneUserFilterSQL, t.byUser)
 	}
 	t.tombstoneMissing = fmt.Sprintf(tombstoneMissingSQL, t.name, dateFilter, userFilter)
 }
@@ -302,7 +367,7 @@ SELECT (SELECT n FROM n), (SELECT count(*) FROM upd)`
 	tombstoneNoDateSQL = `AND $3::date IS NULL AND $4::date IS NULL`
 
 	tombstoneDateFilterSQL = `
-      AND ($3::date IS NULL OR t.spent_date >= $3::date) AND ($4::date IS NULL OR t.spent_date <= $4::date)`
+      AND ($3::date IS NULL OR t.%[1]s >= $3::date) AND ($4::date IS NULL OR t.%[1]s <= $4::date)`
 
 	tombstoneNoUserSQL = `AND $7::text[] IS NULL`
 
@@ -310,24 +375,8 @@ SELECT (SELECT n FROM n), (SELECT count(*) FROM upd)`
 	// The list is read by a subquery, which the plan hashes once, rather
 	// than by = ANY ($7), which a generic plan searches for every row.
 	tombstoneUserFilterSQL = `
-      AND ($7::text[] IS NULL OR t.user_id IN (SELECT unnest($7::text[])))`
+      AND ($7::text[] IS NULL OR t.%s IN (SELECT unnest($7::text[])))`
 )
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func checkTexts(kv ...string) *RecordError {
-	for i := 0; i+1 < len(kv); i += 2 {
-		if r := checkText(kv[i+1]); r != "" {
-			return &RecordError{Field: kv[i], Reason: r}
-		}
-	}
-	return nil
-}
 
 func checkDate(d clients.Date) string {
 	if d.IsZero() {

@@ -20,8 +20,9 @@ var ErrTooManyTombstones = errors.New("too many rows would be marked deleted")
 type TombstoneParams struct {
 	Source   string
 	Resource clients.Resource
-	// From and To (inclusive) restrict to rows with spent_date in range, for
-	// time_entries only; a zero bound is open.
+	// From and To (inclusive) restrict to rows whose date column (the
+	// declaration's ListBy: time_entries.spent_date) is in range, for a
+	// resource listed by date only; a zero bound is open.
 	From, To clients.Date
 	// Seen holds every id the source listed for the range.
 	Seen []string
@@ -33,10 +34,11 @@ type TombstoneParams struct {
 	Max int
 	// Scope is what the listing covered beyond the range (DESIGN.md
 	// guarantee 9): a listing of some users' entries proves nothing about
-	// another user's. With Scope.UserIDs not nil, only rows whose user_id is
-	// in it may be marked, and only they count against Max; an empty, non-nil
-	// list marks nothing. Only time_entries has user_id: a user scope on any
-	// other resource is refused.
+	// another user's. With Scope.UserIDs not nil, only rows whose user
+	// column (the declaration's UserColumn: time_entries.user_id) is in it
+	// may be marked, and only they count against Max; an empty, non-nil list
+	// marks nothing. A user scope on a resource without a user column is
+	// refused.
 	Scope clients.Scope
 }
 
@@ -50,7 +52,7 @@ type TombstoneParams struct {
 // fetched after the mark; the same version fetched before it is stale. It
 // returns how many rows it marked.
 func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64, error) {
-	t, ok := tables[p.Resource]
+	t, ok := tableFor(p.Resource)
 	if !ok {
 		return 0, fmt.Errorf("tombstone: unknown resource %q", p.Resource)
 	}
@@ -58,11 +60,11 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 	if p.Source == "" || checkText(p.Source) != "" {
 		return 0, fmt.Errorf("%s: invalid source name", where)
 	}
-	if !t.byDate && (!p.From.IsZero() || !p.To.IsZero()) {
-		return 0, fmt.Errorf("%s: a spent-date range applies to time_entries only", where)
+	if t.byDate == "" && (!p.From.IsZero() || !p.To.IsZero()) {
+		return 0, fmt.Errorf("%s: a date range applies only to a resource listed by date (%s is listed whole)", where, p.Resource)
 	}
-	if p.Scope.UserIDs != nil && !t.byUser {
-		return 0, fmt.Errorf("%s: a user scope applies to time_entries only (%s has no user_id)", where, p.Resource)
+	if p.Scope.UserIDs != nil && t.byUser == "" {
+		return 0, fmt.Errorf("%s: a user scope applies only to a resource with a user column (%s has none)", where, p.Resource)
 	}
 	for i, id := range p.Scope.UserIDs {
 		if r := checkText(id); r != "" {

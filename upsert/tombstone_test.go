@@ -19,7 +19,7 @@ func deletion(rec clients.Record, typed bool) clients.Record {
 	rec.DeletedAt = &d
 	rec.Raw = append(rec.Raw[:len(rec.Raw)-1:len(rec.Raw)-1], `,"server_deleted_at":"x"}`...)
 	if !typed {
-		rec.TimeEntry = nil
+		rec.Row = nil
 	}
 	return rec
 }
@@ -43,7 +43,7 @@ func TestDeletionRecord(t *testing.T) {
 			if r.DeletedAt == nil || !r.DeletedAt.Equal(v2) || !r.UpdatedAt.Equal(v2) {
 				t.Fatalf("after deletion: deleted_at %v updated_at %v, want both %v", r.DeletedAt, r.UpdatedAt, v2)
 			}
-			if r.Hours != "1.25" || r.UserID != "1782959" || *r.Notes != *live.TimeEntry.Notes || !r.FirstSeenAt.Equal(before.FirstSeenAt) {
+			if r.Hours != "1.25" || r.UserID != "1782959" || *r.Notes != notes(live) || !r.FirstSeenAt.Equal(before.FirstSeenAt) {
 				t.Errorf("typed columns or first_seen_at not kept: %+v", r)
 			}
 			// Re-delivered deletion: unchanged. The older live version: stale.
@@ -55,7 +55,7 @@ func TestDeletionRecord(t *testing.T) {
 			if c := applyTx(t, pool, []clients.Record{back}); c != (Counts{Updated: 1}) {
 				t.Fatalf("resurrection counts = %+v", c)
 			}
-			if r, _ := readRow(t, pool, "1"); r.DeletedAt != nil || *r.Notes != *back.TimeEntry.Notes {
+			if r, _ := readRow(t, pool, "1"); r.DeletedAt != nil || *r.Notes != notes(back) {
 				t.Errorf("after a newer live version: deleted_at %v notes %q", r.DeletedAt, *r.Notes)
 			}
 		})
@@ -81,10 +81,7 @@ func TestDeletionOfUnknownID(t *testing.T) {
 }
 
 func onDay(rec clients.Record, day int) clients.Record {
-	e := *rec.TimeEntry
-	e.SpentDate = clients.Date{Year: 2026, Month: 3, Day: day}
-	rec.TimeEntry = &e
-	return rec
+	return with(rec, "spent_date", clients.Date{Year: 2026, Month: 3, Day: day})
 }
 
 func tombstone(t *testing.T, pool *pgxpool.Pool, p TombstoneParams) (int64, error) {

@@ -93,7 +93,7 @@ const maxRounds = 8
 // DO NOTHING), up to maxAttempts times. Apply expects READ COMMITTED, the
 // default.
 func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, recs []clients.Record) (Counts, error) {
-	t, ok := tables[r]
+	t, ok := tableFor(r)
 	if !ok {
 		return Counts{}, fmt.Errorf("apply: unknown resource %q", r)
 	}
@@ -242,13 +242,15 @@ func idsValid(recs []clients.Record) bool {
 }
 
 // prepare validates every record and computes its hash and column values,
-// on all cores: hashing is most of Apply's own CPU time. The error returned
-// is the one of the lowest index.
+// on all cores: hashing is most of Apply's own CPU time. The column values
+// of the whole page share one block. The error returned is the one of the
+// lowest index.
 func prepare(t *table, recs []clients.Record) ([]item, error) {
 	items := make([]item, len(recs))
+	vals := make([]any, len(recs)*len(t.typed))
 	workers := min(runtime.GOMAXPROCS(0), (len(recs)+255)/256)
 	if workers <= 1 {
-		if err := prepareRange(t, recs, items, 0, len(recs)); err != nil {
+		if err := prepareRange(t, recs, items, vals, 0, len(recs)); err != nil {
 			return nil, err
 		}
 		return items, nil
@@ -257,7 +259,7 @@ func prepare(t *table, recs []clients.Record) ([]item, error) {
 	var wg sync.WaitGroup
 	for w := range workers {
 		lo, hi := w*len(recs)/workers, (w+1)*len(recs)/workers
-		wg.Go(func() { errs[w] = prepareRange(t, recs, items, lo, hi) })
+		wg.Go(func() { errs[w] = prepareRange(t, recs, items, vals, lo, hi) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -268,10 +270,11 @@ func prepare(t *table, recs []clients.Record) ([]item, error) {
 	return items, nil
 }
 
-func prepareRange(t *table, recs []clients.Record, items []item, lo, hi int) *RecordError {
+func prepareRange(t *table, recs []clients.Record, items []item, vals []any, lo, hi int) *RecordError {
+	n := len(t.typed)
 	for i := lo; i < hi; i++ {
 		rec := &recs[i]
-		if err := prepareOne(t, rec, &items[i]); err != nil {
+		if err := prepareOne(t, rec, &items[i], vals[i*n:i*n:(i+1)*n]); err != nil {
 			err.Index, err.ID = i, rec.ID
 			return err
 		}
@@ -279,7 +282,9 @@ func prepareRange(t *table, recs []clients.Record, items []item, lo, hi int) *Re
 	return nil
 }
 
-func prepareOne(t *table, rec *clients.Record, it *item) *RecordError {
+// prepareOne validates rec and computes its item; its column values go to
+// dst's spare capacity.
+func prepareOne(t *table, rec *clients.Record, it *item, dst []any) *RecordError {
 	if rec.ID == "" {
 		return &RecordError{Field: "id", Reason: "empty"}
 	}
@@ -320,44 +325,15 @@ func prepareOne(t *table, rec *clients.Record, it *item) *RecordError {
 	case flags.badSurrogate:
 		return &RecordError{Field: "raw", Reason: "holds an unpaired UTF-16 surrogate escape, which jsonb refuses"}
 	}
-	if n := typedCount(rec); n > 1 || (n == 1 && !hasTyped(t, rec)) {
-		return &RecordError{Field: "typed fields", Reason: "set for another resource than " + t.name}
-	}
-	if rec.DeletedAt != nil && !hasTyped(t, rec) {
+	if rec.DeletedAt != nil && rec.Row == nil {
 		return nil // a tombstone without content: typed stays nil
 	}
-	vals, re := t.values(rec, make([]any, 0, len(t.typed)))
+	vals, re := t.values(rec, dst)
 	if re != nil {
 		return re
 	}
 	it.typed = vals
 	return nil
-}
-
-func typedCount(rec *clients.Record) int {
-	n := 0
-	for _, set := range [...]bool{rec.TimeEntry != nil, rec.Project != nil, rec.Client != nil, rec.User != nil, rec.Task != nil} {
-		if set {
-			n++
-		}
-	}
-	return n
-}
-
-func hasTyped(t *table, rec *clients.Record) bool {
-	switch t {
-	case tables[clients.TimeEntries]:
-		return rec.TimeEntry != nil
-	case tables[clients.Projects]:
-		return rec.Project != nil
-	case tables[clients.Clients]:
-		return rec.Client != nil
-	case tables[clients.Users]:
-		return rec.User != nil
-	case tables[clients.Tasks]:
-		return rec.Task != nil
-	}
-	return false
 }
 
 // dedupe keeps, per id, the record with the highest (version, fetched_at);

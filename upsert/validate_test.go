@@ -11,7 +11,13 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/schema"
 )
+
+// set returns a mutation setting a time entry column, on a copy of the row.
+func set(name string, v any) func(*clients.Record) {
+	return func(r *clients.Record) { *r = with(*r, name, v) }
+}
 
 // TestBadRecords: a page with one bad record is refused with an error naming
 // the record and the field, and nothing of the page is written.
@@ -33,16 +39,27 @@ func TestBadRecords(t *testing.T) {
 		{"raw empty", "raw", func(r *clients.Record) { r.Raw = nil }},
 		{"raw with \\u0000", "raw", func(r *clients.Record) { r.Raw = []byte(`{"notes":"a\u0000b"}`) }},
 		{"raw with a lone surrogate", "raw", func(r *clients.Record) { r.Raw = []byte(`{"notes":"\ud800"}`) }},
-		{"invalid UTF-8 in notes", "notes", func(r *clients.Record) { s := "caf\xe9"; r.TimeEntry.Notes = &s }},
-		{"NUL in notes", "notes", func(r *clients.Record) { s := "a\x00b"; r.TimeEntry.Notes = &s }},
-		{"NaN hours", "hours", func(r *clients.Record) { r.TimeEntry.Hours = "NaN" }},
-		{"infinite hours", "hours", func(r *clients.Record) { r.TimeEntry.Hours = "Infinity" }},
-		{"negative hours", "hours", func(r *clients.Record) { r.TimeEntry.Hours = "-1.5" }},
-		{"hours not a decimal", "hours", func(r *clients.Record) { r.TimeEntry.Hours = "1,5" }},
-		{"hours missing", "hours", func(r *clients.Record) { r.TimeEntry.Hours = "" }},
-		{"no spent date", "spent_date", func(r *clients.Record) { r.TimeEntry.SpentDate = clients.Date{} }},
-		{"live record without typed fields", "TimeEntry", func(r *clients.Record) { r.TimeEntry = nil }},
-		{"typed fields of another resource", "typed fields", func(r *clients.Record) { r.Task = &clients.Task{Name: "x"} }},
+		{"invalid UTF-8 in notes", "notes", set("notes", "caf\xe9")},
+		{"NUL in notes", "notes", set("notes", "a\x00b")},
+		{"NaN hours", "hours", set("hours", clients.Decimal("NaN"))},
+		{"infinite hours", "hours", set("hours", clients.Decimal("Infinity"))},
+		{"negative hours", "hours", set("hours", clients.Decimal("-1.5"))},
+		{"hours not a decimal", "hours", set("hours", clients.Decimal("1,5"))},
+		{"hours missing", "hours", set("hours", clients.Decimal(""))},
+		{"no spent date", "spent_date", set("spent_date", clients.Date{})},
+		{"not a calendar date", "spent_date", set("spent_date", clients.Date{Year: 2026, Month: 2, Day: 30})},
+		{"NUL in an id", "user_id", set("user_id", "17\x00")},
+		{"invalid UTF-8 in a nullable id", "task_id", set("task_id", "\xff")},
+		{"NULL in a NOT NULL text", "user_id", set("user_id", nil)},
+		{"NULL in a NOT NULL boolean", "billable", set("billable", nil)},
+		{"hours of the wrong Go type", "hours", set("hours", "1.5")},
+		{"spent date of the wrong Go type", "spent_date", set("spent_date", "2026-02-27")},
+		{"a boolean of the wrong Go type", "is_locked", set("is_locked", 0)},
+		{"an id of the wrong Go type", "project_id", set("project_id", 14307913)},
+		{"live record without a row", "row", func(r *clients.Record) { r.Row = nil }},
+		{"a row of another resource", "row", func(r *clients.Record) {
+			r.Row = schema.Tasks.Row(schema.Values{"name": "x"})
+		}},
 	}
 	pool := pgtest.DB(t)
 	stored := entry(1, t0, f, "a")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // unstamped builds a Clockify-shaped time entry whose raw carries no version
@@ -24,10 +25,10 @@ func unstamped(id int64, version, fetched time.Time, rev string) clients.Record 
 	raw := fmt.Appendf(nil, `{"id":"%d","description":%q,"userId":"5a0ab5acb07987125438b60f","billable":true,"projectId":"5b641568b07987035750505e","taskId":null,"workspaceId":"5a0ab5acb07987125438b60e","timeInterval":{"start":"2026-02-27T09:00:00Z","end":"2026-02-27T10:15:00Z","duration":"PT1H15M"},"isLocked":false,"type":"REGULAR","kioskId":null}`, id, notes)
 	return clients.Record{
 		ID: strconv.FormatInt(id, 10), Version: version, FetchedAt: fetched, Raw: raw,
-		TimeEntry: &clients.TimeEntry{
-			SpentDate: clients.Date{Year: 2026, Month: 2, Day: 27}, Hours: "1.25", Notes: &notes,
-			UserID: "5a0ab5acb07987125438b60f", ProjectID: "5b641568b07987035750505e", Billable: true,
-		},
+		Row: schema.TimeEntries.Row(schema.Values{
+			"spent_date": clients.Date{Year: 2026, Month: 2, Day: 27}, "hours": clients.Decimal("1.25"), "notes": notes,
+			"user_id": "5a0ab5acb07987125438b60f", "project_id": "5b641568b07987035750505e", "billable": true,
+		}),
 	}
 }
 
@@ -39,7 +40,7 @@ func unstampedDeletion(rec clients.Record, typed bool) clients.Record {
 	rec.DeletedAt = &d
 	rec.Raw = append(rec.Raw[:len(rec.Raw)-1:len(rec.Raw)-1], `,"deleted":true}`...)
 	if !typed {
-		rec.TimeEntry = nil
+		rec.Row = nil
 	}
 	return rec
 }
@@ -64,7 +65,7 @@ func TestSameContentNewerVersion(t *testing.T) {
 	if !r.UpdatedAt.Equal(v3) || !r.FetchedAt.Equal(f3) {
 		t.Fatalf("after A@v3: (updated_at, fetched_at) = (%v, %v), want (%v, %v)", r.UpdatedAt, r.FetchedAt, v3, f3)
 	}
-	if !bytes.Equal(r.Hash, first.Hash) || *r.Notes != *a1.TimeEntry.Notes || !r.FirstSeenAt.Equal(first.FirstSeenAt) {
+	if !bytes.Equal(r.Hash, first.Hash) || *r.Notes != notes(a1) || !r.FirstSeenAt.Equal(first.FirstSeenAt) {
 		t.Fatalf("after A@v3: content or first_seen_at changed: %+v", r)
 	}
 
@@ -81,7 +82,7 @@ func TestSameContentNewerVersion(t *testing.T) {
 		t.Fatalf("B@v2 after A@v3: counts %+v, want stale", c)
 	}
 	r, _ = readRow(t, pool, "1")
-	if !r.UpdatedAt.Equal(v3) || *r.Notes != *a3.TimeEntry.Notes {
+	if !r.UpdatedAt.Equal(v3) || *r.Notes != notes(a3) {
 		t.Fatalf("mirror ends at (%v, %q), want A at %v", r.UpdatedAt, *r.Notes, v3)
 	}
 }

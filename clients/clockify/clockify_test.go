@@ -17,6 +17,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
@@ -165,8 +166,8 @@ func TestFeedChangesDeletionsAndTombstones(t *testing.T) {
 		t.Fatalf("first sync: %d records", len(got))
 	}
 	for id, v := range f.Versions(clients.TimeEntries) {
-		if !got[id].Version.Equal(v) || got[id].TimeEntry.Hours != "1.5" {
-			t.Errorf("%s: version %v hours %s, want %v", id, got[id].Version, got[id].TimeEntry.Hours, v)
+		if h := schema.TimeEntries.Decimal(got[id], "hours"); !got[id].Version.Equal(v) || h != "1.5" {
+			t.Errorf("%s: version %v hours %s, want %v", id, got[id].Version, h, v)
 		}
 	}
 	cursor := t0.Add(5 * time.Minute) // after the first sync's changes
@@ -197,14 +198,15 @@ func TestFeedChangesDeletionsAndTombstones(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("records %v", got)
 	}
-	if r := got["65f0000000000000000000e1"]; r.TimeEntry.Hours != "8.5" || !r.Version.Equal(f.Versions(clients.TimeEntries)[r.ID]) || r.DeletedAt != nil {
-		t.Errorf("edited entry %+v %+v", r, r.TimeEntry)
+	te := schema.TimeEntries
+	if r := got["65f0000000000000000000e1"]; te.Decimal(r, "hours") != "8.5" || !r.Version.Equal(f.Versions(clients.TimeEntries)[r.ID]) || r.DeletedAt != nil {
+		t.Errorf("edited entry %+v %#v", r, r.Row)
 	}
-	if r := got["65f0000000000000000000e4"]; r.TimeEntry.Hours != "0.75" || r.TimeEntry.UserID != userB {
-		t.Errorf("new entry %+v %+v", r, r.TimeEntry)
+	if r := got["65f0000000000000000000e4"]; te.Decimal(r, "hours") != "0.75" || te.Text(r, "user_id") != userB {
+		t.Errorf("new entry %+v %#v", r, r.Row)
 	}
 	tomb := got["65f0000000000000000000e2"]
-	if tomb.DeletedAt == nil || !tomb.DeletedAt.Equal(deletedAt) || !tomb.Version.Equal(deletedAt) || tomb.TimeEntry != nil || len(tomb.Raw) == 0 {
+	if tomb.DeletedAt == nil || !tomb.DeletedAt.Equal(deletedAt) || !tomb.Version.Equal(deletedAt) || tomb.Row != nil || len(tomb.Raw) == 0 {
 		t.Errorf("tombstone %+v", tomb)
 	}
 	// Every page carries the end of what the feed listed (the fake's clock
@@ -282,8 +284,8 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 				t.Errorf("%s: version %v, want the page's clock %v", r.ID, r.Version, p.SourceTime)
 			}
 			want := live[r.ID]
-			if !reflect.DeepEqual(r.TimeEntry, want.TimeEntry) {
-				t.Errorf("%s: %+v\nwant %+v", r.ID, r.TimeEntry, want.TimeEntry)
+			if !reflect.DeepEqual(r.Row, want.Row) {
+				t.Errorf("%s: %#v\nwant %#v", r.ID, r.Row, want.Row)
 			}
 			if !bytes.HasPrefix(r.Raw, []byte(`{`)) || !bytes.Contains(r.Raw, []byte(`"id":"`+r.ID+`"`)) {
 				t.Errorf("raw %s", r.Raw)

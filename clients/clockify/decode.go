@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // feedKind names one of the change feeds: /entities/{kind}.
@@ -328,7 +329,7 @@ type entryJSON struct {
 // fillEntry normalizes one time entry. spent_date is the UTC date of
 // timeInterval.start; hours come from timeInterval.duration (or end −
 // start when the duration is null on a stopped entry); a running entry
-// (end null) has hours 0 and IsRunning.
+// (end null) has hours 0 and is_running.
 func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
 	var j entryJSON
 	if fe := unmarshal(raw, &j); fe != nil {
@@ -338,21 +339,24 @@ func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
-	te := &clients.TimeEntry{Notes: j.Description, Billable: j.Billable, IsLocked: j.IsLocked}
-	if te.UserID, fe = reqID(j.UserID, "userId"); fe != nil {
+	user, fe := reqID(j.UserID, "userId")
+	if fe != nil {
 		return fe
 	}
-	if te.ProjectID, fe = optID(j.ProjectID, "projectId"); fe != nil {
+	project, fe := optID(j.ProjectID, "projectId")
+	if fe != nil {
 		return fe
 	}
-	if te.TaskID, fe = optID(j.TaskID, "taskId"); fe != nil {
+	task, fe := optID(j.TaskID, "taskId")
+	if fe != nil {
 		return fe
 	}
-	if te.ClientID, fe = optID(j.ClientID, "clientId"); fe != nil {
+	client, fe := optID(j.ClientID, "clientId")
+	if fe != nil {
 		return fe
 	}
-	if te.ClientID == "" && j.Project != nil {
-		if te.ClientID, fe = optID(j.Project.ClientID, "project.clientId"); fe != nil {
+	if client == "" && j.Project != nil {
+		if client, fe = optID(j.Project.ClientID, "project.clientId"); fe != nil {
 			return fe
 		}
 	}
@@ -364,16 +368,16 @@ func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
 	if fe != nil {
 		return fe
 	}
-	te.SpentDate = clients.DateOf(start)
+	var hoursText string
 	switch {
 	case ti.End == nil:
-		te.IsRunning, te.Hours = true, "0"
+		hoursText = "0"
 	case ti.Duration != nil:
 		h, err := hours(*ti.Duration)
 		if err != nil {
 			return &fieldErr{"timeInterval.duration", err.Error()}
 		}
-		te.Hours = clients.Decimal(h)
+		hoursText = h
 		if _, fe := reqTime(ti.End, "timeInterval.end"); fe != nil {
 			return fe
 		}
@@ -388,11 +392,28 @@ func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
 		if end.Sub(start) > maxSeconds*time.Second {
 			return &fieldErr{"timeInterval.end", "too far after timeInterval.start"}
 		}
-		te.Hours = clients.Decimal(hoursOf(int64(end.Sub(start))))
+		hoursText = hoursOf(int64(end.Sub(start)))
 	}
-	rec.TimeEntry = te
+	row := make([]any, schema.TimeEntries.Width())
+	row[teSpentDate], row[teHours] = clients.DateOf(start), clients.Decimal(hoursText)
+	if j.Description != nil {
+		row[teNotes] = *j.Description
+	}
+	// Clockify has no approval, billing or invoice state on an entry.
+	row[teUser], row[teProject], row[teTask], row[teClient], row[teInvoice] = user, project, schema.OrNull(task), schema.OrNull(client), nil
+	row[teBillable], row[teLocked], row[teRunning], row[teClosed], row[teBilled] = j.Billable, j.IsLocked, ti.End == nil, false, false
+	rec.Row = row
 	return nil
 }
+
+// Positions of the columns the decoder fills, resolved once.
+var (
+	teSpentDate, teHours, teNotes = schema.TimeEntries.Index("spent_date"), schema.TimeEntries.Index("hours"), schema.TimeEntries.Index("notes")
+	teUser, teProject, teTask     = schema.TimeEntries.Index("user_id"), schema.TimeEntries.Index("project_id"), schema.TimeEntries.Index("task_id")
+	teClient, teInvoice           = schema.TimeEntries.Index("client_id"), schema.TimeEntries.Index("invoice_id")
+	teBillable, teRunning         = schema.TimeEntries.Index("billable"), schema.TimeEntries.Index("is_running")
+	teLocked, teClosed, teBilled  = schema.TimeEntries.Index("is_locked"), schema.TimeEntries.Index("is_closed"), schema.TimeEntries.Index("is_billed")
+)
 
 type projectJSON struct {
 	ID       *string `json:"id"`
@@ -407,11 +428,11 @@ func (j *projectJSON) fill(rec *clients.Record) *fieldErr {
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
-	p := &clients.Project{Name: j.Name, IsActive: !j.Archived, IsBillable: j.Billable}
-	if p.ClientID, fe = optID(j.ClientID, "clientId"); fe != nil {
+	client, fe := optID(j.ClientID, "clientId")
+	if fe != nil {
 		return fe
 	}
-	rec.Project = p
+	rec.Row = schema.Projects.Row(schema.Values{"name": j.Name, "client_id": client, "is_active": !j.Archived, "is_billable": j.Billable})
 	return nil
 }
 
@@ -427,11 +448,11 @@ func (j *clientJSON) fill(rec *clients.Record) *fieldErr {
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
-	c := &clients.Client{Name: j.Name, IsActive: !j.Archived}
+	v := schema.Values{"name": j.Name, "is_active": !j.Archived}
 	if j.CurrencyCode != nil {
-		c.Currency = *j.CurrencyCode
+		v["currency"] = *j.CurrencyCode
 	}
-	rec.Client = c
+	rec.Row = schema.Clients.Row(v)
 	return nil
 }
 
@@ -449,11 +470,11 @@ func (j *userJSON) fill(rec *clients.Record) *fieldErr {
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
-	u := &clients.User{FirstName: j.Name, IsActive: j.Status == "ACTIVE"}
+	v := schema.Values{"first_name": j.Name, "is_active": j.Status == "ACTIVE"}
 	if j.Email != nil {
-		u.Email = *j.Email
+		v["email"] = *j.Email
 	}
-	rec.User = u
+	rec.Row = schema.Users.Row(v)
 	return nil
 }
 
@@ -468,7 +489,7 @@ func (j *taskJSON) fill(rec *clients.Record) *fieldErr {
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
-	rec.Task = &clients.Task{Name: j.Name, IsActive: j.Status == "ACTIVE"}
+	rec.Row = schema.Tasks.Row(schema.Values{"name": j.Name, "is_active": j.Status == "ACTIVE"})
 	return nil
 }
 

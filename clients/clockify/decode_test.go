@@ -3,12 +3,14 @@ package clockify
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 func TestHours(t *testing.T) {
@@ -135,6 +137,8 @@ func TestDecodePageTable(t *testing.T) {
 	}
 }
 
+var te = schema.TimeEntries
+
 func TestDecodeEntryFields(t *testing.T) {
 	t.Parallel()
 	d := newDecoder("acme", nil)
@@ -143,12 +147,13 @@ func TestDecodeEntryFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := recs[0]
-	te := r.TimeEntry
+	want := te.Row(schema.Values{
+		"spent_date": clients.Date{Year: 2026, Month: 3, Day: 1}, "hours": clients.Decimal("8.5"), "notes": "Design review",
+		"user_id": "5a0ab5acb07987125438b60f", "project_id": "5b641568b07987035750505f", "billable": true,
+	})
 	if r.ID != "5b641568b07987035750505e" || string(r.Raw) != goodEntry || r.Version != time.Date(2026, 3, 2, 23, 0, 0, 0, time.UTC) ||
-		te.SpentDate != (clients.Date{Year: 2026, Month: 3, Day: 1}) || te.Hours != "8.5" || *te.Notes != "Design review" ||
-		te.UserID != "5a0ab5acb07987125438b60f" || te.ProjectID != "5b641568b07987035750505f" || te.TaskID != "" || te.ClientID != "" ||
-		!te.Billable || te.IsLocked || te.IsRunning || r.DeletedAt != nil {
-		t.Fatalf("record %+v %+v", r, te)
+		!reflect.DeepEqual(r.Row, want) || r.DeletedAt != nil {
+		t.Fatalf("record %+v\nrow  %#v\nwant %#v", r, r.Row, want)
 	}
 	// clientId from the entry, else from a hydrated project.
 	for body, want := range map[string]string{
@@ -157,19 +162,19 @@ func TestDecodeEntryFields(t *testing.T) {
 		strings.Replace(goodEntry, `"isLocked":false`, `"isLocked":true,"clientId":null`, 1):             "",
 	} {
 		recs, err := d.decodeList(clients.TimeEntries, 1, []byte(arr(body)), time.Unix(5, 0), time.Unix(7, 0))
-		if err != nil || recs[0].TimeEntry.ClientID != want || !recs[0].TimeEntry.IsLocked {
+		if err != nil || te.Text(recs[0], "client_id") != want || !te.Bool(recs[0], "is_locked") {
 			t.Errorf("clientId: %v %+v, want %q", err, recs, want)
 		}
 	}
 	// Running entry.
 	recs, err = d.decodeList(clients.TimeEntries, 1, []byte(decodeCases[2].body), time.Unix(5, 0), time.Unix(7, 0))
-	if err != nil || !recs[0].TimeEntry.IsRunning || recs[0].TimeEntry.Hours != "0" {
-		t.Fatalf("running: %v %+v", err, recs[0].TimeEntry)
+	if err != nil || !te.Bool(recs[0], "is_running") || te.Decimal(recs[0], "hours") != "0" {
+		t.Fatalf("running: %v %#v", err, recs[0].Row)
 	}
 	// Duration null on a stopped entry: end − start.
 	recs, err = d.decodeList(clients.TimeEntries, 1, []byte(decodeCases[3].body), time.Unix(5, 0), time.Unix(7, 0))
-	if err != nil || recs[0].TimeEntry.Hours != "8.5" {
-		t.Fatalf("no duration: %v %+v", err, recs[0].TimeEntry)
+	if err != nil || te.Decimal(recs[0], "hours") != "8.5" {
+		t.Fatalf("no duration: %v %#v", err, recs[0].Row)
 	}
 }
 
@@ -183,7 +188,7 @@ func TestDecodeFeed(t *testing.T) {
 	}
 	r := recs[0]
 	if r.ID != "5b641568b07987035750505e" || r.Version != time.Date(2026, 3, 2, 8, 0, 0, 123e6, time.UTC) || r.Version.Location() != time.UTC ||
-		string(r.Raw) != goodEntry || r.DeletedAt != nil || r.TimeEntry == nil || r.TimeEntry.Hours != "8.5" {
+		string(r.Raw) != goodEntry || r.DeletedAt != nil || r.Row == nil || te.Decimal(r, "hours") != "8.5" {
 		t.Fatalf("updated record %+v", r)
 	}
 	del := change("deletedAt", "2026-03-02T08:00:00Z", `{}`)
@@ -193,7 +198,7 @@ func TestDecodeFeed(t *testing.T) {
 	}
 	r = recs[0]
 	at := time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
-	if r.ID != "5b641568b07987035750505e" || r.DeletedAt == nil || !r.DeletedAt.Equal(at) || !r.Version.Equal(at) || string(r.Raw) != del || r.TimeEntry != nil {
+	if r.ID != "5b641568b07987035750505e" || r.DeletedAt == nil || !r.DeletedAt.Equal(at) || !r.Version.Equal(at) || string(r.Raw) != del || r.Row != nil {
 		t.Fatalf("tombstone %+v", r)
 	}
 	// The entity id is document.id when the document has one.
@@ -214,7 +219,7 @@ func FuzzDecodePage(f *testing.F) {
 		default:
 			feed = "updated"
 		}
-		if _, err := clients.ParseResource(res); err != nil {
+		if _, ok := schema.Lookup(clients.Resource(res)); !ok {
 			res = string(clients.TimeEntries)
 		}
 		if feed != "" {
@@ -231,10 +236,11 @@ func FuzzDecodePage(f *testing.F) {
 			if !validID(r.ID) || r.Version.IsZero() || r.Version.Location() != time.UTC || len(r.Raw) == 0 || r.Raw[0] != '{' {
 				t.Fatalf("incomplete record %+v", r)
 			}
-			if te := r.TimeEntry; te != nil {
-				if _, err := hours(string(te.Hours)); te.Hours == "" || strings.HasPrefix(string(te.Hours), "-") || err == nil {
+			if r.Row != nil && res == string(clients.TimeEntries) {
+				h := te.Decimal(r, "hours")
+				if _, err := hours(string(h)); h == "" || strings.HasPrefix(string(h), "-") || err == nil {
 					// hours are decimal text, never a duration
-					t.Fatalf("hours %q", te.Hours)
+					t.Fatalf("hours %q", h)
 				}
 			}
 			if (r.DeletedAt != nil) != (feed == "deleted") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // entryJSON holds a time entry's fields as read from the body: text cut
@@ -76,17 +77,35 @@ func asciiFold(key []byte, n string) bool {
 // errStop ends an object walk at the first wrong-typed field.
 var errStop = errors.New("stop")
 
+// Positions of the time entry columns in a row (package schema), resolved
+// once.
+var (
+	te          = schema.TimeEntries
+	teSpentDate = te.Index("spent_date")
+	teHours     = te.Index("hours")
+	teNotes     = te.Index("notes")
+	teUser      = te.Index("user_id")
+	teProject   = te.Index("project_id")
+	teTask      = te.Index("task_id")
+	teClient    = te.Index("client_id")
+	teBillable  = te.Index("billable")
+	teLocked    = te.Index("is_locked")
+	teClosed    = te.Index("is_closed")
+	teBilled    = te.Index("is_billed")
+	teRunning   = te.Index("is_running")
+	teInvoice   = te.Index("invoice_id")
+)
+
 // entrySink decodes time entries during the envelope scan, in one pass
 // and without reflection. Strings other than ids are cut from one string
 // copy of the body (ids are copied on their own: reconcile keeps them after
-// the page is gone).
+// the page is gone). The rows of a page share one block of values.
 type entrySink struct {
 	body    []byte
 	text    string
 	fetched time.Time
 	recs    []clients.Record
-	typed   []clients.TimeEntry
-	notes   []string
+	rows    []any // te.Width() values per record
 	// err is the first bad record's, at index errAt.
 	err   *fieldErr
 	errAt int
@@ -95,11 +114,11 @@ type entrySink struct {
 func newEntrySink(body []byte, fetched time.Time) *entrySink {
 	n := len(body)/700 + 1 // Harvest entries are 0.7–1.2 kB
 	return &entrySink{body: body, text: string(body), fetched: fetched,
-		recs: make([]clients.Record, 0, n), typed: make([]clients.TimeEntry, 0, n), notes: make([]string, 0, n)}
+		recs: make([]clients.Record, 0, n), rows: make([]any, 0, n*te.Width())}
 }
 
 func (k *entrySink) reset() {
-	k.recs, k.typed, k.notes, k.err = k.recs[:0], k.typed[:0], k.notes[:0], nil
+	k.recs, k.rows, k.err = k.recs[:0], k.rows[:0], nil
 }
 
 func (k *entrySink) elem(s *scanner, i, lo int) bool {
@@ -112,23 +131,20 @@ func (k *entrySink) elem(s *scanner, i, lo int) bool {
 		return false
 	}
 	k.recs = append(k.recs, clients.Record{Raw: k.body[lo:s.i:s.i], FetchedAt: k.fetched})
-	k.typed = append(k.typed, clients.TimeEntry{})
-	k.notes = append(k.notes, "")
-	if fe := e.fill(&k.typed[i], &k.notes[i], &k.recs[i]); fe != nil {
+	w := te.Width()
+	k.rows = append(k.rows, make([]any, w)...)
+	if fe := e.fill(k.rows[i*w:(i+1)*w], &k.recs[i]); fe != nil {
 		k.err, k.errAt = fe, i
 	}
 	return true
 }
 
-// records links each record to its typed value and notes, once the slices
-// have stopped growing.
+// records links each record to its row, once the block has stopped
+// growing.
 func (k *entrySink) records() []clients.Record {
+	w := te.Width()
 	for i := range k.recs {
-		t := &k.typed[i]
-		if t.Notes != nil {
-			t.Notes = &k.notes[i]
-		}
-		k.recs[i].TimeEntry = t
+		k.recs[i].Row = k.rows[i*w : (i+1)*w : (i+1)*w]
 	}
 	return k.recs
 }
@@ -332,9 +348,10 @@ func (s *scanner) ref(text string, dst *string, field, idField string) *fieldErr
 	return nil
 }
 
-// fill validates the fields and sets the record, as timeEntry does for the
-// encoding/json path (kept in the tests as the reference).
-func (e *entryJSON) fill(t *clients.TimeEntry, note *string, rec *clients.Record) *fieldErr {
+// fill validates the fields and sets the record's id and version and the
+// row's values, as timeEntry does for the encoding/json path (kept in the
+// tests as the reference). row is the record's, linked by records.
+func (e *entryJSON) fill(row []any, rec *clients.Record) *fieldErr {
 	s, ok := id(e.id)
 	if !ok {
 		if e.id == "" {
@@ -361,30 +378,34 @@ func (e *entryJSON) fill(t *clients.TimeEntry, note *string, rec *clients.Record
 	if !validDecimal(e.hours) {
 		return &fieldErr{"hours", "missing or not a number"}
 	}
-	var fe *fieldErr
-	if t.UserID, fe = reqRef(e.user, "user.id"); fe != nil {
+	user, fe := reqRef(e.user, "user.id")
+	if fe != nil {
 		return fe
 	}
-	if t.ProjectID, fe = reqRef(e.project, "project.id"); fe != nil {
+	project, fe := reqRef(e.project, "project.id")
+	if fe != nil {
 		return fe
 	}
-	if t.TaskID, fe = optRef(e.task, "task.id"); fe != nil {
+	task, fe := optRef(e.task, "task.id")
+	if fe != nil {
 		return fe
 	}
-	if t.ClientID, fe = optRef(e.client, "client.id"); fe != nil {
+	client, fe := optRef(e.client, "client.id")
+	if fe != nil {
 		return fe
 	}
-	if t.InvoiceID, fe = optRef(e.invoice, "invoice.id"); fe != nil {
+	invoice, fe := optRef(e.invoice, "invoice.id")
+	if fe != nil {
 		return fe
 	}
-	t.SpentDate = day
-	t.Hours = clients.Decimal(e.hours)
+	row[teSpentDate] = day
+	row[teHours] = clients.Decimal(e.hours)
 	if e.hasNotes {
-		*note = e.notes
-		t.Notes = note
+		row[teNotes] = e.notes
 	}
-	t.Billable, t.IsLocked, t.IsClosed, t.IsBilled, t.IsRunning = e.billable, e.isLocked, e.isClosed, e.isBilled, e.isRunning
-	rec.TimeEntry = t
+	row[teUser], row[teProject] = user, project
+	row[teTask], row[teClient], row[teInvoice] = schema.OrNull(task), schema.OrNull(client), schema.OrNull(invoice)
+	row[teBillable], row[teLocked], row[teClosed], row[teBilled], row[teRunning] = e.billable, e.isLocked, e.isClosed, e.isBilled, e.isRunning
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 var base = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -156,7 +157,7 @@ func TestNormalizationMatchesTruth(t *testing.T) {
 	seed(f, 12)
 	c := newClient(t, f)
 	st := f.State()
-	for _, r := range clients.AllResources {
+	for _, r := range schema.Resources() {
 		pages, err := collect(t, c, r, clients.Window{})
 		if err != nil {
 			t.Fatal(err)
@@ -176,7 +177,7 @@ func TestNormalizationMatchesTruth(t *testing.T) {
 				got := rec
 				got.Raw, got.FetchedAt = nil, time.Time{}
 				if !reflect.DeepEqual(got, exp) {
-					t.Errorf("%s %s:\n got %+v %+v\nwant %+v %+v", r, rec.ID, got, deref(got), exp, deref(exp))
+					t.Errorf("%s %s:\n got %+v %#v\nwant %+v %#v", r, rec.ID, got, got.Row, exp, exp.Row)
 				}
 			}
 		}
@@ -184,22 +185,6 @@ func TestNormalizationMatchesTruth(t *testing.T) {
 			t.Errorf("%s: %d records, want %d", r, n, len(want))
 		}
 	}
-}
-
-func deref(r clients.Record) any {
-	switch {
-	case r.TimeEntry != nil:
-		return *r.TimeEntry
-	case r.Project != nil:
-		return *r.Project
-	case r.Client != nil:
-		return *r.Client
-	case r.User != nil:
-		return *r.User
-	case r.Task != nil:
-		return *r.Task
-	}
-	return nil
 }
 
 func TestWindowsQueryParameters(t *testing.T) {
@@ -228,7 +213,7 @@ func TestWindowsQueryParameters(t *testing.T) {
 	}
 	for _, p := range pages {
 		for _, r := range p.Records {
-			if d := r.TimeEntry.SpentDate; d.Before(from) || d.After(to) {
+			if d := schema.TimeEntries.Date(r, "spent_date"); d.Before(from) || d.After(to) {
 				t.Errorf("entry %s spent %v outside %v..%v", r.ID, d, from, to)
 			}
 		}
@@ -447,9 +432,10 @@ func TestRawIsExactBytesAndDecimalsExact(t *testing.T) {
 	if string(got.Raw) != rec {
 		t.Errorf("Raw = %q\nwant  %q", got.Raw, rec)
 	}
-	te := got.TimeEntry
-	if te.Hours != "1.3333333333333333333" || te.Notes != nil || te.TaskID != "" || te.InvoiceID != "4" || te.ClientID != "3" || !te.Billable {
-		t.Errorf("TimeEntry = %+v", te)
+	te := schema.TimeEntries
+	if te.Decimal(got, "hours") != "1.3333333333333333333" || !te.IsNull(got, "notes") || !te.IsNull(got, "task_id") ||
+		te.Text(got, "invoice_id") != "4" || te.Text(got, "client_id") != "3" || !te.Bool(got, "billable") {
+		t.Errorf("row = %#v", got.Row)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // The encoding/json decoding that the single-pass decoder replaced, kept as
@@ -51,12 +52,11 @@ type taskJSON struct {
 	IsActive bool   `json:"is_active"`
 }
 
-// decodeAll decodes each raw record into J and lets fill set the typed
-// columns. Typed values are allocated in one block per page.
-func decodeAll[J any, T any](d decoder, r clients.Resource, page int, raws [][]byte, recs []clients.Record,
-	fetched time.Time, fill func(*J, *T, *clients.Record) *fieldErr,
+// decodeAll decodes each raw record into J and lets fill set the row of
+// the table t.
+func decodeAll[J any](d decoder, r clients.Resource, t *schema.Table, page int, raws [][]byte, recs []clients.Record,
+	fetched time.Time, fill func(*J, []any, *clients.Record) *fieldErr,
 ) error {
-	typed := make([]T, len(raws))
 	for i, raw := range raws {
 		var j J
 		if err := json.Unmarshal(raw, &j); err != nil {
@@ -69,7 +69,8 @@ func decodeAll[J any, T any](d decoder, r clients.Resource, page int, raws [][]b
 		rec := &recs[i]
 		rec.Raw = raw
 		rec.FetchedAt = fetched
-		if fe := fill(&j, &typed[i], rec); fe != nil {
+		rec.Row = make([]any, t.Width())
+		if fe := fill(&j, rec.Row, rec); fe != nil {
 			return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, fe.field), fe.what, raw)
 		}
 	}
@@ -96,55 +97,51 @@ func (c *common) fill(rec *clients.Record) *fieldErr {
 	return nil
 }
 
-func project(j *projectJSON, p *clients.Project, rec *clients.Record) *fieldErr {
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func project(j *projectJSON, row []any, rec *clients.Record) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	var fe *fieldErr
-	if p.ClientID, fe = optRef(string(j.Client.ID), "client.id"); fe != nil {
+	client, fe := optRef(string(j.Client.ID), "client.id")
+	if fe != nil {
 		return fe
 	}
-	p.Name = j.Name
-	if j.Code != nil {
-		p.Code = *j.Code
-	}
-	p.IsActive, p.IsBillable = j.IsActive, j.IsBillable
-	rec.Project = p
+	p := schema.Projects
+	row[p.Index("name")], row[p.Index("code")], row[p.Index("client_id")] = j.Name, schema.OrNull(deref(j.Code)), schema.OrNull(client)
+	row[p.Index("is_active")], row[p.Index("is_billable")] = j.IsActive, j.IsBillable
 	return nil
 }
 
-func client(j *clientJSON, c *clients.Client, rec *clients.Record) *fieldErr {
+func client(j *clientJSON, row []any, rec *clients.Record) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	c.Name = j.Name
-	if j.Currency != nil {
-		c.Currency = *j.Currency
-	}
-	c.IsActive = j.IsActive
-	rec.Client = c
+	c := schema.Clients
+	row[c.Index("name")], row[c.Index("currency")], row[c.Index("is_active")] = j.Name, schema.OrNull(deref(j.Currency)), j.IsActive
 	return nil
 }
 
-func user(j *userJSON, u *clients.User, rec *clients.Record) *fieldErr {
+func user(j *userJSON, row []any, rec *clients.Record) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	u.FirstName, u.LastName = j.FirstName, j.LastName
-	if j.Email != nil {
-		u.Email = *j.Email
-	}
-	u.IsActive = j.IsActive
-	rec.User = u
+	u := schema.Users
+	row[u.Index("first_name")], row[u.Index("last_name")] = schema.OrNull(j.FirstName), schema.OrNull(j.LastName)
+	row[u.Index("email")], row[u.Index("is_active")] = schema.OrNull(deref(j.Email)), j.IsActive
 	return nil
 }
 
-func task(j *taskJSON, t *clients.Task, rec *clients.Record) *fieldErr {
+func task(j *taskJSON, row []any, rec *clients.Record) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	t.Name, t.IsActive = j.Name, j.IsActive
-	rec.Task = t
+	row[schema.Tasks.Index("name")], row[schema.Tasks.Index("is_active")] = j.Name, j.IsActive
 	return nil
 }
 
@@ -165,7 +162,7 @@ type timeEntryJSON struct {
 	IsRunning bool        `json:"is_running"`
 }
 
-func timeEntry(j *timeEntryJSON, t *clients.TimeEntry, rec *clients.Record) *fieldErr {
+func timeEntry(j *timeEntryJSON, row []any, rec *clients.Record) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -179,27 +176,35 @@ func timeEntry(j *timeEntryJSON, t *clients.TimeEntry, rec *clients.Record) *fie
 	if !validDecimal(string(j.Hours)) {
 		return &fieldErr{"hours", "missing or not a number"}
 	}
-	var fe *fieldErr
-	if t.UserID, fe = reqRef(string(j.User.ID), "user.id"); fe != nil {
+	user, fe := reqRef(string(j.User.ID), "user.id")
+	if fe != nil {
 		return fe
 	}
-	if t.ProjectID, fe = reqRef(string(j.Project.ID), "project.id"); fe != nil {
+	project, fe := reqRef(string(j.Project.ID), "project.id")
+	if fe != nil {
 		return fe
 	}
-	if t.TaskID, fe = optRef(string(j.Task.ID), "task.id"); fe != nil {
+	task, fe := optRef(string(j.Task.ID), "task.id")
+	if fe != nil {
 		return fe
 	}
-	if t.ClientID, fe = optRef(string(j.Client.ID), "client.id"); fe != nil {
+	client, fe := optRef(string(j.Client.ID), "client.id")
+	if fe != nil {
 		return fe
 	}
-	if t.InvoiceID, fe = optRef(string(j.Invoice.ID), "invoice.id"); fe != nil {
+	invoice, fe := optRef(string(j.Invoice.ID), "invoice.id")
+	if fe != nil {
 		return fe
 	}
-	t.SpentDate = d
-	t.Hours = clients.Decimal(j.Hours)
-	t.Notes = j.Notes
-	t.Billable, t.IsLocked, t.IsClosed, t.IsBilled, t.IsRunning = j.Billable, j.IsLocked, j.IsClosed, j.IsBilled, j.IsRunning
-	rec.TimeEntry = t
+	v := schema.Values{
+		"spent_date": d, "hours": clients.Decimal(j.Hours), "user_id": user, "project_id": project,
+		"task_id": task, "client_id": client, "invoice_id": invoice,
+		"billable": j.Billable, "is_locked": j.IsLocked, "is_closed": j.IsClosed, "is_billed": j.IsBilled, "is_running": j.IsRunning,
+	}
+	if j.Notes != nil {
+		v["notes"] = *j.Notes
+	}
+	copy(row, schema.TimeEntries.Row(v))
 	return nil
 }
 
@@ -220,8 +225,8 @@ func oracleEntries(body []byte) ([]clients.Record, bool) {
 		if json.Unmarshal(raw, &j) != nil {
 			return nil, false
 		}
-		recs[i].TimeEntry = new(clients.TimeEntry)
-		if timeEntry(&j, recs[i].TimeEntry, &recs[i]) != nil {
+		recs[i].Row = make([]any, schema.TimeEntries.Width())
+		if timeEntry(&j, recs[i].Row, &recs[i]) != nil {
 			return nil, false
 		}
 		recs[i].Raw = raw
@@ -229,14 +234,9 @@ func oracleEntries(body []byte) ([]clients.Record, bool) {
 	return recs, true
 }
 
+// recordText renders a record with its row's values and their Go types.
 func recordText(r clients.Record) string {
-	te := *r.TimeEntry
-	notes := "<nil>"
-	if te.Notes != nil {
-		notes = *te.Notes
-	}
-	te.Notes = nil
-	return fmt.Sprintf("%s %s %s %+v notes=%q", r.ID, r.Version.Format("2006-01-02T15:04:05.999999999Z07:00"), r.Raw, te, notes)
+	return fmt.Sprintf("%s %s %s %#v", r.ID, r.Version.Format("2006-01-02T15:04:05.999999999Z07:00"), r.Raw, r.Row)
 }
 
 // oraclePage decodes a page of any resource the encoding/json way.
@@ -287,33 +287,17 @@ func oraclePage(r clients.Resource, body []byte) ([]clients.Record, bool) {
 	var err error
 	switch r {
 	case clients.Projects:
-		err = decodeAll(d, r, 1, raws, recs, time.Time{}, project)
+		err = decodeAll(d, r, schema.Projects, 1, raws, recs, time.Time{}, project)
 	case clients.Clients:
-		err = decodeAll(d, r, 1, raws, recs, time.Time{}, client)
+		err = decodeAll(d, r, schema.Clients, 1, raws, recs, time.Time{}, client)
 	case clients.Users:
-		err = decodeAll(d, r, 1, raws, recs, time.Time{}, user)
+		err = decodeAll(d, r, schema.Users, 1, raws, recs, time.Time{}, user)
 	case clients.Tasks:
-		err = decodeAll(d, r, 1, raws, recs, time.Time{}, task)
+		err = decodeAll(d, r, schema.Tasks, 1, raws, recs, time.Time{}, task)
 	default:
 		return nil, false
 	}
 	return recs, err == nil
 }
 
-func anyRecordText(r clients.Record) string {
-	if r.TimeEntry != nil {
-		return recordText(r)
-	}
-	var typed any
-	switch {
-	case r.Project != nil:
-		typed = *r.Project
-	case r.Client != nil:
-		typed = *r.Client
-	case r.User != nil:
-		typed = *r.User
-	case r.Task != nil:
-		typed = *r.Task
-	}
-	return fmt.Sprintf("%s %s %s %+v", r.ID, r.Version.Format("2006-01-02T15:04:05.999999999Z07:00"), r.Raw, typed)
-}
+func anyRecordText(r clients.Record) string { return recordText(r) }

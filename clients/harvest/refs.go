@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // refFields holds the fields of projects, clients, users and tasks as read
@@ -17,13 +18,20 @@ type refFields struct {
 	isActive, isBillable                             bool
 }
 
-// refKeys lists the keys each resource reads; others are skipped, as
-// encoding/json skips keys its struct does not name.
-var refKeysOf = map[clients.Resource][]string{
-	clients.Projects: {"id", "updated_at", "name", "code", "client", "is_active", "is_billable"},
-	clients.Clients:  {"id", "updated_at", "name", "currency", "is_active"},
-	clients.Users:    {"id", "updated_at", "first_name", "last_name", "email", "is_active"},
-	clients.Tasks:    {"id", "updated_at", "name", "is_active"},
+// refResource is how one of the small resources is read: the keys it
+// reads (others are skipped, as encoding/json skips keys its struct does not
+// name) and how they fill a row of its table.
+type refResource struct {
+	table *schema.Table
+	keys  []string
+	set   func(f *refFields, row []any) *fieldErr
+}
+
+var refResources = map[clients.Resource]refResource{
+	clients.Projects: {schema.Projects, []string{"id", "updated_at", "name", "code", "client", "is_active", "is_billable"}, setProject},
+	clients.Clients:  {schema.Clients, []string{"id", "updated_at", "name", "currency", "is_active"}, setClient},
+	clients.Users:    {schema.Users, []string{"id", "updated_at", "first_name", "last_name", "email", "is_active"}, setUser},
+	clients.Tasks:    {schema.Tasks, []string{"id", "updated_at", "name", "is_active"}, setTask},
 }
 
 func (f *refFields) read(s *scanner, text string, keys []string) *fieldErr {
@@ -101,26 +109,24 @@ func (f *refFields) fill(rec *clients.Record) *fieldErr {
 
 // refSink decodes the records of one of the small resources during the
 // envelope scan, like entrySink.
-type refSink[T any] struct {
-	keys    []string
+type refSink struct {
+	refResource
 	body    []byte
 	text    string
 	fetched time.Time
 	recs    []clients.Record
-	typed   []T
-	set     func(*refFields, *T) *fieldErr
-	link    func(*clients.Record, *T)
+	rows    []any // table.Width() values per record
 	err     *fieldErr
 	errAt   int
 }
 
-func newRefSink[T any](r clients.Resource, body []byte, fetched time.Time, set func(*refFields, *T) *fieldErr, link func(*clients.Record, *T)) *refSink[T] {
-	return &refSink[T]{keys: refKeysOf[r], body: body, text: string(body), fetched: fetched, set: set, link: link}
+func newRefSink(rr refResource, body []byte, fetched time.Time) *refSink {
+	return &refSink{refResource: rr, body: body, text: string(body), fetched: fetched}
 }
 
-func (k *refSink[T]) reset() { k.recs, k.typed, k.err = k.recs[:0], k.typed[:0], nil }
+func (k *refSink) reset() { k.recs, k.rows, k.err = k.recs[:0], k.rows[:0], nil }
 
-func (k *refSink[T]) elem(s *scanner, i, lo int) bool {
+func (k *refSink) elem(s *scanner, i, lo int) bool {
 	if k.err != nil {
 		return false
 	}
@@ -130,11 +136,11 @@ func (k *refSink[T]) elem(s *scanner, i, lo int) bool {
 		return false
 	}
 	k.recs = append(k.recs, clients.Record{Raw: k.body[lo:s.i:s.i], FetchedAt: k.fetched})
-	var zero T
-	k.typed = append(k.typed, zero)
+	w := k.table.Width()
+	k.rows = append(k.rows, make([]any, w)...)
 	fe := f.fill(&k.recs[i])
 	if fe == nil {
-		fe = k.set(&f, &k.typed[i])
+		fe = k.set(&f, k.rows[i*w:(i+1)*w])
 	}
 	if fe != nil {
 		k.err, k.errAt = fe, i
@@ -142,36 +148,50 @@ func (k *refSink[T]) elem(s *scanner, i, lo int) bool {
 	return true
 }
 
-func (k *refSink[T]) failed() (*fieldErr, int) { return k.err, k.errAt }
+func (k *refSink) failed() (*fieldErr, int) { return k.err, k.errAt }
 
-func (k *refSink[T]) records() []clients.Record {
+func (k *refSink) records() []clients.Record {
+	w := k.table.Width()
 	for i := range k.recs {
-		k.link(&k.recs[i], &k.typed[i])
+		k.recs[i].Row = k.rows[i*w : (i+1)*w : (i+1)*w]
 	}
 	return k.recs
 }
 
-func setProject(f *refFields, p *clients.Project) *fieldErr {
-	var fe *fieldErr
-	if p.ClientID, fe = optRef(f.client, "client.id"); fe != nil {
+// Positions of the columns the small resources fill, resolved once.
+var (
+	prName, prCode, prClient = schema.Projects.Index("name"), schema.Projects.Index("code"), schema.Projects.Index("client_id")
+	prActive, prBillable     = schema.Projects.Index("is_active"), schema.Projects.Index("is_billable")
+	clName, clCurrency       = schema.Clients.Index("name"), schema.Clients.Index("currency")
+	clActive                 = schema.Clients.Index("is_active")
+	usFirst, usLast          = schema.Users.Index("first_name"), schema.Users.Index("last_name")
+	usEmail, usActive        = schema.Users.Index("email"), schema.Users.Index("is_active")
+	taName, taActive         = schema.Tasks.Index("name"), schema.Tasks.Index("is_active")
+)
+
+func setProject(f *refFields, row []any) *fieldErr {
+	client, fe := optRef(f.client, "client.id")
+	if fe != nil {
 		return fe
 	}
-	p.Name, p.Code, p.IsActive, p.IsBillable = f.name, f.code, f.isActive, f.isBillable
+	row[prName], row[prCode], row[prClient] = f.name, schema.OrNull(f.code), schema.OrNull(client)
+	row[prActive], row[prBillable] = f.isActive, f.isBillable
 	return nil
 }
 
-func setClient(f *refFields, c *clients.Client) *fieldErr {
-	c.Name, c.Currency, c.IsActive = f.name, f.currency, f.isActive
+func setClient(f *refFields, row []any) *fieldErr {
+	row[clName], row[clCurrency], row[clActive] = f.name, schema.OrNull(f.currency), f.isActive
 	return nil
 }
 
-func setUser(f *refFields, u *clients.User) *fieldErr {
-	u.FirstName, u.LastName, u.Email, u.IsActive = f.firstName, f.lastName, f.email, f.isActive
+func setUser(f *refFields, row []any) *fieldErr {
+	row[usFirst], row[usLast], row[usEmail] = schema.OrNull(f.firstName), schema.OrNull(f.lastName), schema.OrNull(f.email)
+	row[usActive] = f.isActive
 	return nil
 }
 
-func setTask(f *refFields, t *clients.Task) *fieldErr {
-	t.Name, t.IsActive = f.name, f.isActive
+func setTask(f *refFields, row []any) *fieldErr {
+	row[taName], row[taActive] = f.name, f.isActive
 	return nil
 }
 
@@ -186,17 +206,11 @@ func (k *entrySink) failed() (*fieldErr, int) { return k.err, k.errAt }
 
 // sinkFor returns the decoder of r's records, nil for an unknown resource.
 func sinkFor(r clients.Resource, body []byte, fetched time.Time) pageSink {
-	switch r {
-	case clients.TimeEntries:
+	if r == clients.TimeEntries {
 		return newEntrySink(body, fetched)
-	case clients.Projects:
-		return newRefSink(r, body, fetched, setProject, func(rec *clients.Record, p *clients.Project) { rec.Project = p })
-	case clients.Clients:
-		return newRefSink(r, body, fetched, setClient, func(rec *clients.Record, c *clients.Client) { rec.Client = c })
-	case clients.Users:
-		return newRefSink(r, body, fetched, setUser, func(rec *clients.Record, u *clients.User) { rec.User = u })
-	case clients.Tasks:
-		return newRefSink(r, body, fetched, setTask, func(rec *clients.Record, t *clients.Task) { rec.Task = t })
+	}
+	if rr, ok := refResources[r]; ok {
+		return newRefSink(rr, body, fetched)
 	}
 	return nil
 }

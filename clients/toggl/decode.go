@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // common holds the fields every Toggl record has: its id, its last update
@@ -103,17 +104,17 @@ func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched, 
 	var err error
 	switch r {
 	case clients.TimeEntries:
-		err = decodeAll(d, r, page, raws, recs, fetched, func(j *entryJSON, t *clients.TimeEntry, rec *clients.Record) *fieldErr {
-			return entry(j, t, rec, clock)
+		err = decodeAll(d, r, schema.TimeEntries, page, raws, recs, fetched, func(j *entryJSON, row []any, rec *clients.Record) *fieldErr {
+			return entry(j, row, rec, clock)
 		})
 	case clients.Projects:
-		err = decodeAll(d, r, page, raws, recs, fetched, project)
+		err = decodeAll(d, r, schema.Projects, page, raws, recs, fetched, project)
 	case clients.Clients:
-		err = decodeAll(d, r, page, raws, recs, fetched, client)
+		err = decodeAll(d, r, schema.Clients, page, raws, recs, fetched, client)
 	case clients.Users:
-		err = decodeAll(d, r, page, raws, recs, fetched, user)
+		err = decodeAll(d, r, schema.Users, page, raws, recs, fetched, user)
 	case clients.Tasks:
-		err = decodeAll(d, r, page, raws, recs, fetched, task)
+		err = decodeAll(d, r, schema.Tasks, page, raws, recs, fetched, task)
 	default:
 		return nil, fmt.Errorf("%s: resource %s: %w", d.source, r, clients.ErrUnsupported)
 	}
@@ -145,12 +146,13 @@ func kindOf(c byte) string {
 	return "number"
 }
 
-// decodeAll decodes each raw record into J and lets fill set the typed
-// columns. Typed values are allocated in one block per page.
-func decodeAll[J any, T any](d decoder, r clients.Resource, page int, raws []json.RawMessage, recs []clients.Record,
-	fetched time.Time, fill func(*J, *T, *clients.Record) *fieldErr,
+// decodeAll decodes each raw record into J and lets fill set the row of
+// the table t. The rows of a page share one block of values.
+func decodeAll[J any](d decoder, r clients.Resource, t *schema.Table, page int, raws []json.RawMessage, recs []clients.Record,
+	fetched time.Time, fill func(*J, []any, *clients.Record) *fieldErr,
 ) error {
-	typed := make([]T, len(raws))
+	w := t.Width()
+	rows := make([]any, len(raws)*w)
 	for i, raw := range raws {
 		var j J
 		if t := firstByte(raw); t != '{' {
@@ -166,7 +168,8 @@ func decodeAll[J any, T any](d decoder, r clients.Resource, page int, raws []jso
 		rec := &recs[i]
 		rec.Raw = raw
 		rec.FetchedAt = fetched
-		if fe := fill(&j, &typed[i], rec); fe != nil {
+		rec.Row = rows[i*w : (i+1)*w : (i+1)*w]
+		if fe := fill(&j, rec.Row, rec); fe != nil {
 			return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, fe.field), fe.what, raw)
 		}
 	}
@@ -279,7 +282,22 @@ func (c *common) fill(rec *clients.Record) *fieldErr {
 	return nil
 }
 
-func entry(j *entryJSON, t *clients.TimeEntry, rec *clients.Record, clock time.Time) *fieldErr {
+// Positions of the columns the decoder fills, resolved once.
+var (
+	teSpentDate, teHours, teNotes = schema.TimeEntries.Index("spent_date"), schema.TimeEntries.Index("hours"), schema.TimeEntries.Index("notes")
+	teUser, teProject, teTask     = schema.TimeEntries.Index("user_id"), schema.TimeEntries.Index("project_id"), schema.TimeEntries.Index("task_id")
+	teClient, teInvoice           = schema.TimeEntries.Index("client_id"), schema.TimeEntries.Index("invoice_id")
+	teBillable, teRunning         = schema.TimeEntries.Index("billable"), schema.TimeEntries.Index("is_running")
+	teLocked, teClosed, teBilled  = schema.TimeEntries.Index("is_locked"), schema.TimeEntries.Index("is_closed"), schema.TimeEntries.Index("is_billed")
+	prName, prClient, prActive    = schema.Projects.Index("name"), schema.Projects.Index("client_id"), schema.Projects.Index("is_active")
+	prCode, prBillable            = schema.Projects.Index("code"), schema.Projects.Index("is_billable")
+	clName, clActive, clCurrency  = schema.Clients.Index("name"), schema.Clients.Index("is_active"), schema.Clients.Index("currency")
+	taName, taActive              = schema.Tasks.Index("name"), schema.Tasks.Index("is_active")
+	usFirst, usLast, usEmail      = schema.Users.Index("first_name"), schema.Users.Index("last_name"), schema.Users.Index("email")
+	usActive                      = schema.Users.Index("is_active")
+)
+
+func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -294,26 +312,32 @@ func entry(j *entryJSON, t *clients.TimeEntry, rec *clients.Record, clock time.T
 	if err != nil {
 		return &fieldErr{"duration", fmt.Sprintf("want whole seconds, got %q", string(j.Duration))}
 	}
-	if secs < 0 {
+	running := secs < 0
+	if running {
 		// A running timer: Toggl sends -start (unix seconds). It has run
 		// from start until the source's clock.
-		t.IsRunning = true
 		secs = max(int64(clock.Sub(start)/time.Second), 0)
 	}
-	if t.UserID, fe = reqID(j.UserID, "user_id"); fe != nil {
+	user, fe := reqID(j.UserID, "user_id")
+	if fe != nil {
 		return fe
 	}
-	if t.ProjectID, fe = optID(j.ProjectID, "project_id"); fe != nil {
+	project, fe := optID(j.ProjectID, "project_id")
+	if fe != nil {
 		return fe
 	}
-	if t.TaskID, fe = optID(j.TaskID, "task_id"); fe != nil {
+	task, fe := optID(j.TaskID, "task_id")
+	if fe != nil {
 		return fe
 	}
-	t.SpentDate = clients.DateOf(start)
-	t.Hours = Hours(secs)
-	t.Notes = j.Description
-	t.Billable = j.Billable
-	rec.TimeEntry = t
+	row[teSpentDate], row[teHours] = clients.DateOf(start), Hours(secs)
+	if j.Description != nil {
+		row[teNotes] = *j.Description
+	}
+	// Toggl has no client, invoice, lock, approval or billing state on an
+	// entry: those stay NULL or false.
+	row[teUser], row[teProject], row[teTask], row[teClient], row[teInvoice] = user, project, schema.OrNull(task), nil, nil
+	row[teBillable], row[teRunning], row[teLocked], row[teClosed], row[teBilled] = j.Billable, running, false, false, false
 	return nil
 }
 
@@ -341,48 +365,42 @@ func Hours(secs int64) clients.Decimal {
 	return clients.Decimal(s)
 }
 
-func project(j *projectJSON, p *clients.Project, rec *clients.Record) *fieldErr {
+func project(j *projectJSON, row []any, rec *clients.Record) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	var fe *fieldErr
-	if p.ClientID, fe = optID(j.ClientID, "client_id"); fe != nil {
+	client, fe := optID(j.ClientID, "client_id")
+	if fe != nil {
 		return fe
 	}
-	p.Name, p.IsActive = j.Name, j.Active
-	if j.Billable != nil {
-		p.IsBillable = *j.Billable
-	}
-	rec.Project = p
+	billable := j.Billable != nil && *j.Billable
+	row[prName], row[prCode], row[prClient], row[prActive], row[prBillable] = j.Name, nil, schema.OrNull(client), j.Active, billable
 	return nil
 }
 
-func client(j *clientJSON, c *clients.Client, rec *clients.Record) *fieldErr {
+func client(j *clientJSON, row []any, rec *clients.Record) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	c.Name, c.IsActive = j.Name, !j.Archived
-	rec.Client = c
+	row[clName], row[clCurrency], row[clActive] = j.Name, nil, !j.Archived
 	return nil
 }
 
-func task(j *taskJSON, t *clients.Task, rec *clients.Record) *fieldErr {
+func task(j *taskJSON, row []any, rec *clients.Record) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	t.Name, t.IsActive = j.Name, j.Active
-	rec.Task = t
+	row[taName], row[taActive] = j.Name, j.Active
 	return nil
 }
 
 // user splits fullname at its first space into first and last name.
-func user(j *userJSON, u *clients.User, rec *clients.Record) *fieldErr {
+func user(j *userJSON, row []any, rec *clients.Record) *fieldErr {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
 	first, last, _ := strings.Cut(strings.TrimSpace(j.Fullname), " ")
-	u.FirstName, u.LastName = first, strings.TrimSpace(last)
-	u.Email, u.IsActive = j.Email, !j.Inactive
-	rec.User = u
+	row[usFirst], row[usLast] = schema.OrNull(first), schema.OrNull(strings.TrimSpace(last))
+	row[usEmail], row[usActive] = schema.OrNull(j.Email), !j.Inactive
 	return nil
 }

@@ -3,12 +3,14 @@ package toggl
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 const goodEntry = `{"id":1,"workspace_id":9,"project_id":3,"task_id":null,"user_id":2,"billable":true,"description":"n","start":"2026-01-02T23:30:00-02:00","stop":"2026-01-03T01:00:00-02:00","duration":5400,"tags":[],"at":"2026-01-03T03:00:00+00:00","server_deleted_at":null}`
@@ -88,13 +90,15 @@ func TestDecodeEntryFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := recs[0]
-	te := r.TimeEntry
+	te := schema.TimeEntries
 	// start 23:30 at -02:00 is 01:30 UTC on the 3rd: spent_date is the UTC day.
+	want := te.Row(schema.Values{
+		"spent_date": clients.Date{Year: 2026, Month: 1, Day: 3}, "hours": clients.Decimal("1.5"), "notes": "n",
+		"user_id": "2", "project_id": "3", "billable": true,
+	})
 	if r.ID != "1" || !r.Version.Equal(time.Date(2026, 1, 3, 3, 0, 0, 0, time.UTC)) || !r.FetchedAt.Equal(time.Unix(5, 0)) ||
-		string(r.Raw) != goodEntry || r.DeletedAt != nil || te.SpentDate != (clients.Date{Year: 2026, Month: 1, Day: 3}) ||
-		te.Hours != "1.5" || *te.Notes != "n" || te.UserID != "2" || te.ProjectID != "3" || te.TaskID != "" || te.ClientID != "" ||
-		!te.Billable || te.IsRunning || te.InvoiceID != "" {
-		t.Fatalf("record %+v %+v", r, te)
+		string(r.Raw) != goodEntry || r.DeletedAt != nil || !reflect.DeepEqual(r.Row, want) {
+		t.Fatalf("record %+v\nrow  %#v\nwant %#v", r, r.Row, want)
 	}
 
 	// A running timer: hours from start to the source's clock.
@@ -104,8 +108,8 @@ func TestDecodeEntryFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if te := recs[0].TimeEntry; !te.IsRunning || te.Hours != "0.75" {
-		t.Fatalf("running entry %+v", te)
+	if r := recs[0]; !te.Bool(r, "is_running") || te.Decimal(r, "hours") != "0.75" {
+		t.Fatalf("running entry %#v", r.Row)
 	}
 
 	// A deletion: a tombstone whose version is the later of at and
@@ -115,8 +119,8 @@ func TestDecodeEntryFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := time.Date(2026, 1, 3, 23, 0, 0, 0, time.UTC)
-	if r := recs[0]; r.DeletedAt == nil || !r.DeletedAt.Equal(want) || !r.Version.Equal(want) || r.TimeEntry == nil {
+	at := time.Date(2026, 1, 3, 23, 0, 0, 0, time.UTC)
+	if r := recs[0]; r.DeletedAt == nil || !r.DeletedAt.Equal(at) || !r.Version.Equal(at) || r.Row == nil {
 		t.Fatalf("deleted entry %+v", r)
 	}
 }
@@ -142,7 +146,7 @@ func FuzzDecodePage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, res string, body []byte) {
 		recs, err := d.decodePage(clients.Resource(res), 1, body, clock, clock)
 		if err != nil {
-			if _, perr := clients.ParseResource(res); perr == nil && len(err.Error()) > 1000 {
+			if _, ok := schema.Lookup(clients.Resource(res)); ok && len(err.Error()) > 1000 {
 				t.Fatalf("error too long: %d", len(err.Error()))
 			}
 			return
@@ -151,9 +155,9 @@ func FuzzDecodePage(f *testing.F) {
 			if r.ID == "" || r.Version.IsZero() || len(r.Raw) == 0 || r.Version.Location() != time.UTC {
 				t.Fatalf("incomplete record %+v", r)
 			}
-			if te := r.TimeEntry; te != nil {
-				if te.Hours == "" || strings.HasPrefix(string(te.Hours), "-") {
-					t.Fatalf("hours %q", te.Hours)
+			if r.Row != nil && res == string(clients.TimeEntries) {
+				if h := schema.TimeEntries.Decimal(r, "hours"); h == "" || strings.HasPrefix(string(h), "-") {
+					t.Fatalf("hours %q", h)
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Hours are exact decimal text, rounded half up to 6 decimals.
@@ -30,7 +31,8 @@ func ExampleNew() {
 	// The zero window is the first sync: the last 90 days via since.
 	_ = c.List(context.Background(), clients.TimeEntries, clients.Window{}, func(_ context.Context, p clients.Page) error {
 		for _, r := range p.Records {
-			fmt.Println(r.ID, r.TimeEntry.Hours, r.TimeEntry.UserID, r.TimeEntry.ProjectID)
+			te := schema.TimeEntries
+			fmt.Println(r.ID, te.Decimal(r, "hours"), te.Text(r, "user_id"), te.Text(r, "project_id"))
 		}
 		return nil
 	})

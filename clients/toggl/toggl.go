@@ -67,6 +67,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/pagewalk"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -135,7 +136,7 @@ type Params struct {
 	Contact, Version string
 	// RateLimit defaults to DefaultRateLimit.
 	RateLimit httpx.RateLimit
-	// Resources defaults to clients.AllResources.
+	// Resources defaults to every resource Toggl serves (Resources).
 	Resources []clients.Resource
 	// QuotaWindow is the 402 quota window (default DefaultQuotaWindow): a
 	// 402 waits until its next multiple on the source's clock.
@@ -214,7 +215,7 @@ func (p Params) withDefaults() Params {
 		p.RateLimit = DefaultRateLimit
 	}
 	if len(p.Resources) == 0 {
-		p.Resources = clients.AllResources
+		p.Resources = Resources
 	}
 	p.QuotaWindow = cmp.Or(p.QuotaWindow, DefaultQuotaWindow)
 	p.Contact = cmp.Or(p.Contact, DefaultContact)
@@ -239,7 +240,7 @@ func (p Params) Validate() error {
 	if err := httpx.CheckBaseURL(p.BaseURL); err != nil {
 		return fmt.Errorf("toggl source %s: %w", p.Name, err)
 	}
-	if err := clients.CheckResources(p.Resources); err != nil {
+	if err := schema.Check(p.Resources); err != nil {
 		return fmt.Errorf("toggl source %s: resources: %w", p.Name, err)
 	}
 	return nil
@@ -459,7 +460,7 @@ func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients
 	if keep != nil {
 		kept := recs[:0]
 		for _, rec := range recs {
-			if rec.TimeEntry == nil || keep(rec.TimeEntry.SpentDate) {
+			if rec.Row == nil || keep(schema.At[clients.Date](&rec, teSpentDate)) {
 				kept = append(kept, rec)
 			}
 		}

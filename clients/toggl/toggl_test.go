@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 func newFake(t *testing.T, o toggltest.Options) *toggltest.Server {
@@ -122,10 +124,13 @@ func TestEntriesNormalizedWithTombstonesAndRunningTimer(t *testing.T) {
 	}
 	recs := records(pages)
 	e1 := recs["1"]
-	if e1.TimeEntry == nil || e1.TimeEntry.Hours != "0.027778" || *e1.TimeEntry.Notes != "design \"v2\"" || e1.TimeEntry.UserID != "7" ||
-		e1.TimeEntry.ProjectID != "8" || e1.TimeEntry.TaskID != "9" || e1.TimeEntry.ClientID != "" || !e1.TimeEntry.Billable ||
-		e1.TimeEntry.SpentDate != clients.DateOf(stop.Add(-100*time.Second)) || e1.DeletedAt != nil {
-		t.Errorf("entry 1 = %+v %+v", e1, e1.TimeEntry)
+	te := schema.TimeEntries
+	want := te.Row(schema.Values{
+		"hours": clients.Decimal("0.027778"), "notes": "design \"v2\"", "user_id": "7", "project_id": "8", "task_id": "9",
+		"billable": true, "spent_date": clients.DateOf(stop.Add(-100 * time.Second)),
+	})
+	if !reflect.DeepEqual(e1.Row, want) || e1.DeletedAt != nil {
+		t.Errorf("entry 1 = %+v\nrow  %#v\nwant %#v", e1, e1.Row, want)
 	}
 	if !e1.Version.Equal(now.Add(-time.Minute)) || e1.Version.Location() != time.UTC {
 		t.Errorf("entry 1 version %v, want %v in UTC", e1.Version, now.Add(-time.Minute))
@@ -135,8 +140,9 @@ func TestEntriesNormalizedWithTombstonesAndRunningTimer(t *testing.T) {
 	}
 	// The running timer runs to the source's clock (90 min, give or take
 	// the second the request took).
-	if e2 := recs["2"].TimeEntry; e2 == nil || !e2.IsRunning || (e2.Hours != "1.5" && e2.Hours != "1.500278") || e2.Notes != nil || e2.ProjectID != "" {
-		t.Errorf("running entry = %+v", e2)
+	if e2 := recs["2"]; e2.Row == nil || !te.Bool(e2, "is_running") || (te.Decimal(e2, "hours") != "1.5" && te.Decimal(e2, "hours") != "1.500278") ||
+		!te.IsNull(e2, "notes") || te.Text(e2, "project_id") != "" {
+		t.Errorf("running entry = %#v", e2.Row)
 	}
 	e3 := recs["3"]
 	if e3.DeletedAt == nil || !e3.Version.Equal(*e3.DeletedAt) || !e3.DeletedAt.Equal(now) {
@@ -260,18 +266,23 @@ func TestWorkspaceResources(t *testing.T) {
 			t.Errorf("request %+v", rq)
 		}
 	}
-	if p := records(pages)["6"].Project; p == nil || p.Name != "P6" || !p.IsActive || !p.IsBillable || p.ClientID != "5" || p.Code != "" {
-		t.Errorf("project 6 = %+v", p)
+	want := schema.Projects.Row(schema.Values{"name": "P6", "is_active": true, "is_billable": true, "client_id": "5"})
+	if p := records(pages)["6"]; !reflect.DeepEqual(p.Row, want) {
+		t.Errorf("project 6 = %#v, want %#v", p.Row, want)
 	}
 	checks := []struct {
 		r  clients.Resource
 		ok func(clients.Record) bool
 	}{
-		{clients.Clients, func(r clients.Record) bool { return r.Client != nil && r.Client.Name == "ABC" && !r.Client.IsActive }},
-		{clients.Tasks, func(r clients.Record) bool { return r.Task != nil && r.Task.Name == "Design" && r.Task.IsActive }},
+		{clients.Clients, func(r clients.Record) bool {
+			return reflect.DeepEqual(r.Row, schema.Clients.Row(schema.Values{"name": "ABC", "is_active": false}))
+		}},
+		{clients.Tasks, func(r clients.Record) bool {
+			return reflect.DeepEqual(r.Row, schema.Tasks.Row(schema.Values{"name": "Design", "is_active": true}))
+		}},
 		{clients.Users, func(r clients.Record) bool {
-			u := r.User
-			return u != nil && u.FirstName == "Kim" && u.LastName == "van Allen" && u.Email == "kim@example.com" && u.IsActive
+			return reflect.DeepEqual(r.Row, schema.Users.Row(schema.Values{
+				"first_name": "Kim", "last_name": "van Allen", "email": "kim@example.com", "is_active": true}))
 		}},
 	}
 	for _, ck := range checks {
@@ -498,7 +509,7 @@ func TestParamsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Name() != "tg" || len(c.Resources()) != len(clients.AllResources) {
+	if c.Name() != "tg" || len(c.Resources()) != len(toggl.Resources) {
 		t.Errorf("Name %s Resources %v", c.Name(), c.Resources())
 	}
 	if toggl.DefaultRateLimit.Interval() < time.Second {

@@ -21,6 +21,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/verify"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // fakeOpts select a provider fake for one test.
@@ -198,7 +199,8 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 		entries: func() map[string]entryState {
 			out := map[string]entryState{}
 			for id, r := range ck.Live(clients.TimeEntries) {
-				out[id] = entryState{notes: deref(r.TimeEntry.Notes), spentDate: r.TimeEntry.SpentDate.String()}
+				te := schema.TimeEntries
+				out[id] = entryState{notes: deref(te.TextPtr(r, "notes")), spentDate: te.Date(r, "spent_date").String()}
 			}
 			return out
 		},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // TimeEntry is a stored time entry.
@@ -276,7 +277,7 @@ func (s *Server) Deleted(r clients.Resource) map[string]time.Time {
 }
 
 // Live returns r's live records as a correct client normalizes them: id
-// and typed fields (no Version, Raw or FetchedAt), keyed by id.
+// and row (no Version, Raw or FetchedAt), keyed by id.
 func (s *Server) Live(r clients.Resource) map[string]clients.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -284,38 +285,44 @@ func (s *Server) Live(r clients.Resource) map[string]clients.Record {
 	switch r {
 	case clients.TimeEntries:
 		for id, e := range s.st.entries.rows {
-			out[id] = clients.Record{ID: id, TimeEntry: expectEntry(e)}
+			out[id] = clients.Record{ID: id, Row: expectEntry(e)}
 		}
 	case clients.Projects:
 		for id, p := range s.st.projects.rows {
-			out[id] = clients.Record{ID: id, Project: &clients.Project{Name: p.Name, ClientID: p.ClientID, IsActive: !p.Archived, IsBillable: p.Billable}}
+			out[id] = clients.Record{ID: id, Row: schema.Projects.Row(schema.Values{
+				"name": p.Name, "client_id": p.ClientID, "is_active": !p.Archived, "is_billable": p.Billable})}
 		}
 	case clients.Clients:
 		for id, c := range s.st.clients.rows {
-			out[id] = clients.Record{ID: id, Client: &clients.Client{Name: c.Name, Currency: c.CurrencyCode, IsActive: !c.Archived}}
+			out[id] = clients.Record{ID: id, Row: schema.Clients.Row(schema.Values{
+				"name": c.Name, "currency": c.CurrencyCode, "is_active": !c.Archived})}
 		}
 	case clients.Users:
 		for id, u := range s.st.users.rows {
-			out[id] = clients.Record{ID: id, User: &clients.User{FirstName: u.Name, Email: u.Email, IsActive: u.Status == "ACTIVE"}}
+			out[id] = clients.Record{ID: id, Row: schema.Users.Row(schema.Values{
+				"first_name": u.Name, "email": u.Email, "is_active": u.Status == "ACTIVE"})}
 		}
 	case clients.Tasks:
 		for id, t := range s.st.tasks.rows {
-			out[id] = clients.Record{ID: id, Task: &clients.Task{Name: t.Name, IsActive: t.Status == "ACTIVE"}}
+			out[id] = clients.Record{ID: id, Row: schema.Tasks.Row(schema.Values{"name": t.Name, "is_active": t.Status == "ACTIVE"})}
 		}
 	}
 	return out
 }
 
-func expectEntry(e TimeEntry) *clients.TimeEntry {
-	te := &clients.TimeEntry{
-		SpentDate: clients.DateOf(e.Start.UTC()), Notes: e.Description, UserID: e.UserID,
-		ProjectID: e.ProjectID, TaskID: e.TaskID, ClientID: e.ClientID,
-		Billable: e.Billable, IsLocked: e.IsLocked, IsRunning: e.End == nil, Hours: "0",
+func expectEntry(e TimeEntry) []any {
+	v := schema.Values{
+		"spent_date": clients.DateOf(e.Start.UTC()), "user_id": e.UserID,
+		"project_id": e.ProjectID, "task_id": e.TaskID, "client_id": e.ClientID,
+		"billable": e.Billable, "is_locked": e.IsLocked, "is_running": e.End == nil, "hours": clients.Decimal("0"),
+	}
+	if e.Description != nil {
+		v["notes"] = *e.Description
 	}
 	if e.End != nil {
-		te.Hours = clients.Decimal(hoursText(e.End.Sub(e.Start)))
+		v["hours"] = clients.Decimal(hoursText(e.End.Sub(e.Start)))
 	}
-	return te
+	return schema.TimeEntries.Row(v)
 }
 
 // hoursText renders d in hours with up to six decimals, rounded half up.

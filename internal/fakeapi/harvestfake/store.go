@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // TimeEntry is a stored time entry. It is compact (names of the user,
@@ -328,42 +329,45 @@ func ids(n int64) string {
 }
 
 // Expected returns r's live records as a correct client normalizes them
-// (typed fields and version; no Raw, no FetchedAt), keyed by id.
+// (row and version; no Raw, no FetchedAt), keyed by id.
 func (st State) Expected(r clients.Resource) map[string]clients.Record {
 	out := map[string]clients.Record{}
+	add := func(id int64, updated time.Time, t *schema.Table, v schema.Values) {
+		out[ids(id)] = clients.Record{ID: ids(id), Version: updated.UTC(), Row: t.Row(v)}
+	}
 	switch r {
 	case clients.TimeEntries:
 		for _, e := range st.TimeEntries {
-			out[ids(e.ID)] = clients.Record{ID: ids(e.ID), Version: e.UpdatedAt.UTC(), TimeEntry: &clients.TimeEntry{
-				SpentDate: e.SpentDate, Hours: clients.Decimal(e.Hours), Notes: e.Notes,
-				UserID: ids(e.UserID), ProjectID: ids(e.ProjectID), TaskID: ids(e.TaskID), ClientID: ids(e.ClientID),
-				Billable: e.Billable, IsLocked: e.IsLocked, IsClosed: e.IsClosed, IsBilled: e.IsBilled,
-				IsRunning: e.IsRunning, InvoiceID: ids(e.InvoiceID),
-			}}
+			v := schema.Values{
+				"spent_date": e.SpentDate, "hours": clients.Decimal(e.Hours),
+				"user_id": ids(e.UserID), "project_id": ids(e.ProjectID), "task_id": ids(e.TaskID), "client_id": ids(e.ClientID),
+				"billable": e.Billable, "is_locked": e.IsLocked, "is_closed": e.IsClosed, "is_billed": e.IsBilled,
+				"is_running": e.IsRunning, "invoice_id": ids(e.InvoiceID),
+			}
+			if e.Notes != nil {
+				v["notes"] = *e.Notes
+			}
+			add(e.ID, e.UpdatedAt, schema.TimeEntries, v)
 		}
 	case clients.Projects:
 		for _, p := range st.Projects {
-			out[ids(p.ID)] = clients.Record{ID: ids(p.ID), Version: p.UpdatedAt.UTC(), Project: &clients.Project{
-				Name: p.Name, Code: p.Code, ClientID: ids(p.ClientID), IsActive: p.IsActive, IsBillable: p.IsBillable,
-			}}
+			add(p.ID, p.UpdatedAt, schema.Projects, schema.Values{
+				"name": p.Name, "code": p.Code, "client_id": ids(p.ClientID), "is_active": p.IsActive, "is_billable": p.IsBillable,
+			})
 		}
 	case clients.Clients:
 		for _, c := range st.Clients {
-			out[ids(c.ID)] = clients.Record{ID: ids(c.ID), Version: c.UpdatedAt.UTC(), Client: &clients.Client{
-				Name: c.Name, Currency: c.Currency, IsActive: c.IsActive,
-			}}
+			add(c.ID, c.UpdatedAt, schema.Clients, schema.Values{"name": c.Name, "currency": c.Currency, "is_active": c.IsActive})
 		}
 	case clients.Users:
 		for _, u := range st.Users {
-			out[ids(u.ID)] = clients.Record{ID: ids(u.ID), Version: u.UpdatedAt.UTC(), User: &clients.User{
-				FirstName: u.FirstName, LastName: u.LastName, Email: u.Email, IsActive: u.IsActive,
-			}}
+			add(u.ID, u.UpdatedAt, schema.Users, schema.Values{
+				"first_name": u.FirstName, "last_name": u.LastName, "email": u.Email, "is_active": u.IsActive,
+			})
 		}
 	case clients.Tasks:
 		for _, t := range st.Tasks {
-			out[ids(t.ID)] = clients.Record{ID: ids(t.ID), Version: t.UpdatedAt.UTC(), Task: &clients.Task{
-				Name: t.Name, IsActive: t.IsActive,
-			}}
+			add(t.ID, t.UpdatedAt, schema.Tasks, schema.Values{"name": t.Name, "is_active": t.IsActive})
 		}
 	}
 	return out
