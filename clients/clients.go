@@ -12,6 +12,9 @@ import (
 )
 
 // Resource names a mirrored collection; it is also the name of its table.
+// Resources are declared in package schema; the constants below name the
+// first five for convenience (a new resource needs none: use its
+// declaration's Name).
 type Resource string
 
 const (
@@ -22,28 +25,23 @@ const (
 	Tasks       Resource = "tasks"
 )
 
-// AllResources lists every resource in the order a full pass takes them:
-// reference data first, so entries never point at ids a reader cannot join.
+// AllResources lists every resource in pass order.
+//
+// Deprecated: the resources are declared in package schema; use
+// schema.Resources() (or schema.All()). This copy stays only until the
+// last fakes stop using it; a schema test keeps it equal to the registry.
 var AllResources = []Resource{Clients, Users, Projects, Tasks, TimeEntries}
 
 // ParseResource validates a resource name given by a user.
+//
+// Deprecated: use schema.Parse, which knows every declared resource.
 func ParseResource(s string) (Resource, error) {
 	for _, r := range AllResources {
 		if string(r) == s {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("unknown resource %q (want one of time_entries, projects, clients, users, tasks)", s)
-}
-
-// CheckResources refuses a resource name that is not one of AllResources.
-func CheckResources(rs []Resource) error {
-	for _, r := range rs {
-		if _, err := ParseResource(string(r)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return "", fmt.Errorf("unknown resource %q (want one of clients, users, projects, tasks, time_entries)", s)
 }
 
 // Window selects what a List call returns. Exactly one of the two forms is

@@ -29,6 +29,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/internal/verify"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // binary is the tidemark binary built once by TestMain.
@@ -282,7 +283,7 @@ func compare(t *testing.T, pool *pgxpool.Pool, tr *simulated.Tracker, src string
 	t.Helper()
 	truth := tr.Truth()
 	var reps []verify.Report
-	for _, r := range clients.AllResources {
+	for _, r := range schema.Resources() {
 		rep, err := verify.Compare(context.Background(), pool, src, r, truth.Versions(r), time.Time{})
 		if err != nil {
 			return nil, err
