@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -98,7 +99,7 @@ func neutral(c schema.Column) any {
 	case schema.Bigint:
 		return int64(0)
 	case schema.JSONB:
-		return "{}"
+		return json.RawMessage("{}")
 	}
 	return nil // not reached: the registry refuses other NOT NULL types without VersionDay
 }
@@ -187,13 +188,13 @@ func (c *column) value(v any) (any, string) {
 		if !ok {
 			break
 		}
-		if !json.Valid(j) {
-			return nil, "not JSON"
+		if !json.Valid(j) || !utf8.Valid(j) {
+			return nil, "not JSON (or not UTF-8)"
 		}
 		if bytes.Contains(j, []byte(`\u0000`)) {
 			return nil, `holds a \u0000 escape, which jsonb cannot store`
 		}
-		return string(j), ""
+		return v, ""
 	}
 	return nil, fmt.Sprintf("want a %s for %s, got %T", c.typ.GoType(), c.typ, v)
 }
