@@ -137,7 +137,7 @@ func TestHarvestClientListsEverything(t *testing.T) {
 			tr := newTracker(t, simulated.Params{Seed: 3, Users: 10, Days: 90, Anchor: anchor, NoRateLimit: true, Cursor: cursor})
 			c := client(t, tr)
 			truth := tr.Truth()
-			for _, r := range clients.AllResources {
+			for _, r := range harvest.Resources {
 				got := list(t, c, r, clients.Window{})
 				want := truth.Expected(r)
 				if len(got) != len(want) || len(got) == 0 {

@@ -284,8 +284,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		fakeapi.WriteJSON(w, http.StatusForbidden, `"Incorrect username and/or password"`)
 		return
 	}
-	res, err := clients.ParseResource(parts[2])
-	if err != nil || res == clients.TimeEntries {
+	res := clients.Resource(parts[2])
+	if _, ok := s.tables[res]; !ok || res == clients.TimeEntries {
 		fakeapi.WriteJSON(w, http.StatusNotFound, `"Not Found"`)
 		return
 	}

@@ -296,12 +296,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, ok := strings.CutPrefix(r.URL.Path, dialect.Base+"/")
-	if !ok || r.Method != http.MethodGet {
-		fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
-		return
-	}
-	resource, err := clients.ParseResource(res)
-	if err != nil {
+	resource := clients.Resource(res)
+	if _, served := s.tables.by[resource]; !ok || !served || r.Method != http.MethodGet {
 		fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
 		return
 	}
