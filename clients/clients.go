@@ -7,7 +7,6 @@ package clients
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -24,25 +23,6 @@ const (
 	Users       Resource = "users"
 	Tasks       Resource = "tasks"
 )
-
-// AllResources lists every resource in pass order.
-//
-// Deprecated: the resources are declared in package schema; use
-// schema.Resources() (or schema.All()). This copy stays only until the
-// last fakes stop using it; a schema test keeps it equal to the registry.
-var AllResources = []Resource{Clients, Users, Projects, Tasks, TimeEntries}
-
-// ParseResource validates a resource name given by a user.
-//
-// Deprecated: use schema.Parse, which knows every declared resource.
-func ParseResource(s string) (Resource, error) {
-	for _, r := range AllResources {
-		if string(r) == s {
-			return r, nil
-		}
-	}
-	return "", fmt.Errorf("unknown resource %q (want one of clients, users, projects, tasks, time_entries)", s)
-}
 
 // Window selects what a List call returns. Exactly one of the two forms is
 // used: UpdatedSince (incremental; the zero time means "everything"), or a

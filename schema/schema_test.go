@@ -25,10 +25,6 @@ func TestPassOrder(t *testing.T) {
 			t.Errorf("All()[%d] = %s, want %s", i, tb.Name, want[i])
 		}
 	}
-	// The deprecated list in clients must not drift while it lives.
-	if !slices.Equal(clients.AllResources, want) {
-		t.Errorf("clients.AllResources = %v drifted from the registry %v", clients.AllResources, want)
-	}
 }
 
 func TestParse(t *testing.T) {
