@@ -139,11 +139,11 @@ func newCursorsCmd(g *globals) *cobra.Command {
 }
 
 func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]cursorJSON, error) {
-	sts, err := cursor.New(a.pool).List(ctx, only)
+	sts, err := cursor.New(a.Pool).List(ctx, only)
 	if err != nil {
 		return nil, err
 	}
-	waits, err := cursor.New(a.pool).Waits(ctx, only)
+	waits, err := cursor.New(a.Pool).Waits(ctx, only)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 			waitOf[w.Source] = w
 		}
 	}
-	passes, err := cursor.New(a.pool).PassStates(ctx, only)
+	passes, err := cursor.New(a.Pool).PassStates(ctx, only)
 	if err != nil {
 		return nil, err
 	}
@@ -201,8 +201,8 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 		out = append(out, row)
 	}
 	// Configured sources first, every resource shown even before its first run.
-	for i := range a.cfg.Sources {
-		sc := &a.cfg.Sources[i]
+	for i := range a.Config.Sources {
+		sc := &a.Config.Sources[i]
 		if only != "" && sc.Name != only {
 			continue
 		}
@@ -299,7 +299,7 @@ func confirm(g *globals, yes bool, in io.Reader, question string) error {
 // lockPasses holds the source's pass lease while an operator moves its
 // cursor, so that a pass in flight cannot advance over the change.
 func lockPasses(ctx context.Context, a *app, source string) (*lease.Lease, func(), error) {
-	l := lease.New(a.dbURL)
+	l := lease.New(a.DBURL)
 	held, err := l.TryAcquire(ctx, poller.PassLease(source))
 	if errors.Is(err, lease.ErrBusy) {
 		l.Close()
@@ -349,7 +349,7 @@ func newCursorCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer release()
-			prev, err := cursor.New(a.pool).Set(cmd.Context(), cursor.SetParams{Source: sf.source, Resource: resource, To: t,
+			prev, err := cursor.New(a.Pool).Set(cmd.Context(), cursor.SetParams{Source: sf.source, Resource: resource, To: t,
 				Actor: actor(), Fence: fenceOf(held)})
 			if err != nil {
 				return err
@@ -378,7 +378,7 @@ func newCursorCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			sc, _ := a.cfg.Source(rf.source)
+			sc, _ := a.Config.Source(rf.source)
 			rs := sc.Resources
 			if rresource != "" {
 				if _, err := schema.Parse(rresource); err != nil {
@@ -395,7 +395,7 @@ func newCursorCmd(g *globals) *cobra.Command {
 			}
 			defer release()
 			for _, r := range rs {
-				prev, err := cursor.New(a.pool).Reset(cmd.Context(), cursor.ResetParams{Source: rf.source, Resource: r,
+				prev, err := cursor.New(a.Pool).Reset(cmd.Context(), cursor.ResetParams{Source: rf.source, Resource: r,
 					Actor: actor(), Fence: fenceOf(held)})
 				if err != nil {
 					return err
@@ -426,7 +426,7 @@ func newRunsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			runs, err := cursor.New(a.pool).Runs(cmd.Context(), cursor.RunsParams{Source: f.source, Resource: resource, Limit: limit})
+			runs, err := cursor.New(a.Pool).Runs(cmd.Context(), cursor.RunsParams{Source: f.source, Resource: resource, Limit: limit})
 			if err != nil {
 				return err
 			}

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidemarkhq/tidemark/configs"
+	tmapp "github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
-	"github.com/tidemarkhq/tidemark/internal/metrics"
 	"github.com/tidemarkhq/tidemark/internal/pgcluster"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 	"github.com/tidemarkhq/tidemark/migrations"
@@ -84,11 +84,11 @@ func runDemo(ctx context.Context, g *globals, every time.Duration, sigs <-chan o
 	if err != nil {
 		return err
 	}
-	a := &app{g: g, cfg: cfg, dbURL: dbURL, log: log}
-	a.metrics = metrics.New()
-	if err := a.connect(ctx); err != nil {
+	ta, err := tmapp.Open(ctx, cfg, dbURL, version, log)
+	if err != nil {
 		return err
 	}
+	a := &app{App: ta, g: g}
 	defer a.Close()
 	listen := cfg.Listen
 	if l, err := net.Listen("tcp", listen); err != nil {
@@ -99,7 +99,7 @@ func runDemo(ctx context.Context, g *globals, every time.Duration, sigs <-chan o
 	}
 	fmt.Fprintf(g.stdout, "Running the daemon with configs/simulated.yaml. Ctrl-C to stop.\n\n")
 
-	return runDaemon(ctx, a, listen, sigs, func(p *poller.Poller) {
+	return a.RunDaemon(ctx, listen, sigs, exitFailed, func(p *poller.Poller) {
 		go func() {
 			t := time.NewTicker(every)
 			defer t.Stop()
@@ -130,7 +130,7 @@ func printDemoStatus(ctx context.Context, g *globals, a *app) {
 			hw[r.Source+"/"+r.Resource] = *r.HighWater
 		}
 	}
-	for name, tr := range a.simulated {
+	for name, tr := range a.Simulated {
 		truth := tr.Truth()
 		for _, r := range schema.Resources() {
 			key := name + "/" + string(r)
@@ -139,7 +139,7 @@ func printDemoStatus(ctx context.Context, g *globals, a *app) {
 				fmt.Fprintf(&b, "%-24s waiting for the first pass\n", key)
 				continue
 			}
-			rep, err := verify.Compare(ctx, a.pool, name, r, truth.Versions(r), asOf)
+			rep, err := verify.Compare(ctx, a.Pool, name, r, truth.Versions(r), asOf)
 			if err != nil {
 				fmt.Fprintf(&b, "%-24s %v\n", key, err)
 				continue

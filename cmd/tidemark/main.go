@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	tmapp "github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 )
 
@@ -53,11 +54,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func exitCode(err error) int {
 	var ue usageError
+	var ae tmapp.UsageError
 	var ce *config.Error
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &ue), errors.As(err, &ce):
+	case errors.As(err, &ue), errors.As(err, &ae), errors.As(err, &ce):
 		return exitUsage
 	default:
 		return exitFailed

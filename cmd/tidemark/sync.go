@@ -50,7 +50,7 @@ func newSyncCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			p, err := a.poller(cmd.Context(), f.source)
+			p, err := a.Poller(cmd.Context(), f.source)
 			if err != nil {
 				return err
 			}
@@ -110,7 +110,7 @@ func newBackfillCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			p, err := a.poller(cmd.Context(), f.source)
+			p, err := a.Poller(cmd.Context(), f.source)
 			if err != nil {
 				return err
 			}
@@ -166,7 +166,7 @@ func newBackfillCmd(g *globals) *cobra.Command {
 // followQueued queues a backfill for the daemon that owns the source and
 // follows its progress until it ends.
 func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp poller.BackfillParams) error {
-	sc, err := a.cfg.Source(bp.Source)
+	sc, err := a.Config.Source(bp.Source)
 	if err != nil {
 		return err
 	}
@@ -174,14 +174,14 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 		return usagef("source %s does not mirror %s (its resources: %s)", bp.Source, bp.Resource, strings.Join(sc.Resources, ", "))
 	}
 	wd := cmp.Or(bp.WindowDays, sc.Backfill.WindowDays)
-	store := cursor.New(a.pool)
+	store := cursor.New(a.Pool)
 	b, err := store.QueueBackfill(ctx, cursor.BackfillParams{Source: bp.Source, Resource: string(bp.Resource),
 		From: bp.From, To: bp.To, WindowDays: wd})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(g.stderr, "a daemon owns source %s: backfill %d is queued for it (one rate budget per source); following its progress\n", bp.Source, b.ID)
-	a.log.Info().Str("source", bp.Source).Str("resource", string(bp.Resource)).Int64("backfill_id", b.ID).Msg("backfill queued for the daemon that owns the source")
+	a.Log.Info().Str("source", bp.Source).Str("resource", string(bp.Resource)).Int64("backfill_id", b.ID).Msg("backfill queued for the daemon that owns the source")
 	start, last, lastStatus := time.Now(), -1, ""
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -199,7 +199,7 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 			bp.Progress(poller.BackfillProgress{Backfill: cur, WindowsDone: cur.WindowsDone, WindowsTotal: cur.WindowsTotal,
 				Records: cur.Records, Elapsed: time.Since(start)})
 		} else if cur.WindowsDone != last {
-			a.log.Info().Int64("backfill_id", b.ID).Str("status", cur.Status).Int("windows_done", cur.WindowsDone).
+			a.Log.Info().Int64("backfill_id", b.ID).Str("status", cur.Status).Int("windows_done", cur.WindowsDone).
 				Int("windows_total", cur.WindowsTotal).Int64("records", cur.Records).Msg("backfill progress")
 		}
 		last = cur.WindowsDone

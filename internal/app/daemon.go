@@ -1,0 +1,98 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/poller"
+)
+
+// ShutdownGrace bounds a graceful stop (DESIGN.md: exit 0 within 30 s).
+const ShutdownGrace = 25 * time.Second
+
+// RunDaemon runs the daemon until a signal arrives on sigs; a second signal
+// exits the process at once with exitNow. started, when set, is called once
+// the daemon runs (the demo prints its dashboard from there).
+func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signal, exitNow int, started func(*poller.Poller)) error {
+	p, err := a.Poller(ctx, "")
+	if err != nil {
+		return err
+	}
+	var scheds []poller.Schedule
+	for _, s := range a.Config.Sources {
+		scheds = append(scheds, poller.Schedule{Source: s.Name, Incremental: s.Schedule, Reconcile: s.Reconcile.Schedule})
+	}
+	d, err := poller.NewDaemon(p, config.CronParser, scheds)
+	if err != nil {
+		return UsageError{err}
+	}
+	if listen != "" {
+		srv, err := a.ServeOps(listen)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
+	d.Start(ctx, true)
+	a.Log.Info().Int("sources", len(scheds)).Str("version", a.Version).Msg("daemon started")
+	if started != nil {
+		started(p)
+	}
+
+	<-sigs
+	a.Log.Info().Dur("grace", ShutdownGrace).Msg("stopping: no new passes; the page in hand commits or rolls back (signal again to exit at once)")
+	go func() {
+		<-sigs
+		a.Log.Warn().Msg("second signal: exiting at once")
+		os.Exit(exitNow)
+	}()
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	if err := d.Stop(sctx); err != nil {
+		// DESIGN.md: SIGTERM exits 0 within 30 s. A page still in hand (e.g.
+		// waiting on a lock) is rolled back when the process exits, which is
+		// the "roll back" half of the promise; the next pass re-applies it.
+		a.Log.Warn().Err(err).Msg("passes still running at the shutdown deadline: exiting; their open transactions roll back")
+		a.Abandoned = true
+		return nil
+	}
+	a.Log.Info().Msg("stopped")
+	return nil
+}
+
+// ServeOps serves /healthz, /readyz and /metrics on listen.
+func (a *App) ServeOps(listen string) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := a.Pool.Ping(ctx); err != nil {
+			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}))
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, Usagef("listen %s: %v", listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.Log.Error().Err(err).Msg("ops server stopped")
+		}
+	}()
+	a.Log.Info().Str("listen", l.Addr().String()).Msg("serving /healthz, /readyz, /metrics")
+	return srv, nil
+}
