@@ -204,27 +204,29 @@ func TestMalformedPages(t *testing.T) {
 
 func TestLateKeepsTheOrderOfARecordsWrites(t *testing.T) {
 	t.Parallel()
-	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	clk := fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
 	got := map[string]string{}
-	apply := func(k, v string) { got[k] = v }
-	l := fakeapi.Late[string, string]{Delays: fakeapi.Delays{Delay: time.Minute, Every: 2}}
-	if d := l.Next(); d != 0 {
-		t.Fatalf("1st write late by %v, want 0 (Every 2)", d)
+	l := fakeapi.Late[string, string]{
+		Delays: fakeapi.Delays{Delay: time.Minute, Every: 2},
+		Now:    clk.Now,
+		Apply:  func(k, v string) { got[k] = v },
 	}
-	if d := l.Next(); d != time.Minute {
-		t.Fatalf("2nd write late by %v, want a minute", d)
+	l.Lock()
+	l.Write("a", clk.Now(), "a0") // 1st write: visible at once (Every 2)
+	l.Write("a", clk.Now(), "a1") // 2nd: late
+	l.Write("a", clk.Now(), "a2") // 3rd: quick, but after a1
+	l.Write("b", clk.Now(), "b1") // 4th: late
+	l.Write("c", clk.Now(), "c1") // 5th: quick
+	v, ok := l.Last("a")
+	l.Unlock()
+	if got["a"] != "a0" || got["b"] != "" || got["c"] != "c1" || l.Pending() != 3 {
+		t.Fatalf("before the delay: %v, %d waiting", got, l.Pending())
 	}
-	l.Add("a", t0.Add(time.Minute), "a1", t0, apply) // late
-	l.Add("a", time.Time{}, "a2", t0, apply)         // quick, but after a1
-	l.Add("b", time.Time{}, "b1", t0, apply)         // quick
-	if got["a"] != "" || got["b"] != "b1" || l.Len() != 2 {
-		t.Fatalf("before the delay: %v, %d waiting", got, l.Len())
-	}
-	if v, ok := l.Last("a"); !ok || v != "a2" {
+	if !ok || v != "a2" {
 		t.Fatalf("Last(a) = %q %v", v, ok)
 	}
-	l.Flush(t0.Add(time.Minute), apply)
-	if got["a"] != "a2" || l.Len() != 0 {
-		t.Fatalf("after the delay: %v, %d waiting", got, l.Len())
+	clk.Advance(time.Minute)
+	if l.Pending() != 0 || got["a"] != "a2" || got["b"] != "b1" {
+		t.Fatalf("after the delay: %v, %d waiting", got, l.Pending())
 	}
 }

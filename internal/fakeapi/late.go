@@ -1,15 +1,33 @@
 package fakeapi
 
-import "time"
+import (
+	"sync"
+	"time"
 
-// Late holds writes until they become visible, as a replica lagging behind
-// or a long transaction would: a write waits until its time, and a later
-// write of the same key (a record) waits for an earlier one, so that the
-// writes of a record become visible in the order they were made. The
-// dialect's store owns it under its own lock and applies what comes due.
+	"github.com/tidemarkhq/tidemark/clients"
+)
+
+// Late is a fake store's lock and its writes not yet visible, as a replica
+// lagging behind or a long transaction would hold them back: a write waits
+// until its time, and a later write of the same key (a record) waits for an
+// earlier one, so that the writes of a record become visible in the order
+// they were made. Lock applies every write that is due, so whatever the
+// store reads under it is what listings serve now.
 type Late[K comparable, V any] struct {
 	Delays
+	// Now is the source's clock; Apply makes a write visible in the store.
+	// Both are called with the lock held.
+	Now   func() time.Time
+	Apply func(K, V)
+
+	mu  sync.Mutex
 	ops []lateOp[K, V]
+}
+
+// Key names a record, the usual key of a Late.
+type Key[ID comparable] struct {
+	Resource clients.Resource
+	ID       ID
 }
 
 // Delays decides which writes are late and by how much.
@@ -42,18 +60,39 @@ func (d *Delays) Next() time.Duration {
 	return 0
 }
 
-// Add queues val for key, visible from at (zero: at once unless an
-// earlier write of key still waits), and applies what is due by now.
-func (l *Late[K, V]) Add(key K, at time.Time, val V, now time.Time, apply func(K, V)) {
-	l.ops = append(l.ops, lateOp[K, V]{at, key, val})
-	l.Flush(now, apply)
+// Lock locks the store, with every write due by now applied.
+func (l *Late[K, V]) Lock() {
+	l.mu.Lock()
+	l.flush()
 }
 
-// Flush applies the writes due by now, in the order they were made.
-func (l *Late[K, V]) Flush(now time.Time, apply func(K, V)) {
+// Unlock unlocks the store.
+func (l *Late[K, V]) Unlock() { l.mu.Unlock() }
+
+// Pending returns how many writes are not yet visible.
+func (l *Late[K, V]) Pending() int {
+	l.Lock()
+	defer l.Unlock()
+	return len(l.ops)
+}
+
+// Write queues val for key, made at at: visible at once when Delays.Next
+// lets it through (unless an earlier write of key still waits), else Delay
+// after at. It applies what is due. Call it with the lock held.
+func (l *Late[K, V]) Write(key K, at time.Time, val V) {
+	var visible time.Time
+	if d := l.Next(); d > 0 {
+		visible = at.Add(d)
+	}
+	l.ops = append(l.ops, lateOp[K, V]{visible, key, val})
+	l.flush()
+}
+
+func (l *Late[K, V]) flush() {
 	if len(l.ops) == 0 {
 		return
 	}
+	now := l.Now()
 	keep := l.ops[:0]
 	blocked := map[K]bool{}
 	for _, op := range l.ops {
@@ -62,16 +101,14 @@ func (l *Late[K, V]) Flush(now time.Time, apply func(K, V)) {
 			keep = append(keep, op)
 			continue
 		}
-		apply(op.key, op.val)
+		l.Apply(op.key, op.val)
 	}
 	clear(l.ops[len(keep):])
 	l.ops = keep
 }
 
-// Len returns how many writes wait.
-func (l *Late[K, V]) Len() int { return len(l.ops) }
-
-// Last returns the latest waiting write of key.
+// Last returns the latest waiting write of key. Call it with the lock
+// held.
 func (l *Late[K, V]) Last(key K) (V, bool) {
 	for i := len(l.ops) - 1; i >= 0; i-- {
 		if l.ops[i].key == key {

@@ -225,13 +225,7 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 			}
 			es = append(es, e)
 		}
-		// Newest start first, as Clockify lists.
-		slices.SortFunc(es, func(a, b TimeEntry) int {
-			if c := b.Start.Compare(a.Start); c != 0 {
-				return c
-			}
-			return strings.Compare(b.ID, a.ID)
-		})
+		fakeapi.NewestFirst(es, func(e *TimeEntry) (time.Time, string) { return e.Start, e.ID })
 		for _, e := range es {
 			elems = append(elems, s.renderEntry(e))
 		}

@@ -27,7 +27,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -92,14 +91,8 @@ type Server struct {
 	*fakeapi.Kit
 	opts Options
 
-	mu     sync.Mutex
-	tables map[clients.Resource]records // deleted records too
-	late   fakeapi.Late[recordKey, any] // writes not yet visible
-}
-
-type recordKey struct {
-	res clients.Resource
-	id  int64
+	late   fakeapi.Late[fakeapi.Key[int64], any] // the store's lock; writes not yet visible
+	tables map[clients.Resource]records          // deleted records too
 }
 
 var dialect = fakeapi.Dialect{
@@ -125,11 +118,12 @@ func New(o Options) *Server {
 		o.Zone = time.UTC
 	}
 	s := &Server{opts: o, tables: newTables()}
-	s.late.Delay, s.late.Every = o.VisibilityDelay, o.LateEvery
+	s.late.Delay, s.late.Every, s.late.Apply = o.VisibilityDelay, o.LateEvery, s.apply
 	s.Kit = fakeapi.New(dialect, fakeapi.Config{
 		Clock: o.Clock, Skew: o.Skew, Bucket: o.Bucket, RetryAfter: o.RetryAfter,
 		Quota: o.Quota, QuotaWindow: o.QuotaWindow,
 	}, s.route)
+	s.late.Now = s.Now
 	return s
 }
 
@@ -164,8 +158,8 @@ func (s *Server) PutUser(u User) { s.put(clients.Users, u) }
 
 // put stores v now, or queues it until its `at` + VisibilityDelay (Late).
 func (s *Server) put(r clients.Resource, v any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.late.Lock()
+	defer s.late.Unlock()
 	_, at, del := s.tables[r].stamps(v)
 	if at.IsZero() {
 		at = s.stamp()
@@ -175,23 +169,17 @@ func (s *Server) put(r clients.Resource, v any) {
 }
 
 // write queues v (even when visible at once: it must not overtake an
-// earlier write of the same record), late by the delay Late picks.
+// earlier write of the same record), late as Late decides.
 func (s *Server) write(r clients.Resource, v any, at time.Time) {
-	var visible time.Time
-	if d := s.late.Next(); d > 0 {
-		visible = at.Add(d)
-	}
 	id, _, _ := s.tables[r].stamps(v)
-	s.late.Add(recordKey{r, id}, visible, v, s.Now(), s.apply)
+	s.late.Write(fakeapi.Key[int64]{Resource: r, ID: id}, at, v)
 }
 
-func (s *Server) apply(k recordKey, v any) { s.tables[k.res].put(v) }
-
-func (s *Server) flush() { s.late.Flush(s.Now(), s.apply) }
+func (s *Server) apply(k fakeapi.Key[int64], v any) { s.tables[k.Resource].put(v) }
 
 // latest returns r's id as last written, visible or not yet.
 func (s *Server) latest(r clients.Resource, id int64) (any, bool) {
-	if v, ok := s.late.Last(recordKey{r, id}); ok {
+	if v, ok := s.late.Last(fakeapi.Key[int64]{Resource: r, ID: id}); ok {
 		return v, true
 	}
 	return s.tables[r].get(id)
@@ -200,9 +188,8 @@ func (s *Server) latest(r clients.Resource, id int64) (any, bool) {
 // Delete marks a record deleted at the source's now (server_deleted_at, and
 // `at` moves too). It reports whether a live record had the id.
 func (s *Server) Delete(r clients.Resource, id int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
+	s.late.Lock()
+	defer s.late.Unlock()
 	v, ok := s.latest(r, id)
 	if !ok {
 		return false
@@ -218,38 +205,29 @@ func (s *Server) Delete(r clients.Resource, id int64) bool {
 // TimeEntry returns an entry (deleted ones too) as last written, visible
 // or not yet (VisibilityDelay).
 func (s *Server) TimeEntry(id int64) (TimeEntry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
-	v, ok := s.latest(clients.TimeEntries, id)
-	if !ok {
-		return TimeEntry{}, false
-	}
-	return v.(TimeEntry), true
+	s.late.Lock()
+	defer s.late.Unlock()
+	v, _ := s.latest(clients.TimeEntries, id)
+	e, ok := v.(TimeEntry)
+	return e, ok
 }
 
 // Pending returns how many writes are not yet visible (VisibilityDelay).
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
-	return s.late.Len()
-}
+func (s *Server) Pending() int { return s.late.Pending() }
 
 // State returns a snapshot of the store as listings serve it now (writes
 // not yet visible excluded).
 func (s *Server) State() State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
+	s.late.Lock()
+	defer s.late.Unlock()
 	return newState(s.tables)
 }
 
 // SetForbidUsers switches the 403 on the users list.
 func (s *Server) SetForbidUsers(v bool) {
-	s.mu.Lock()
+	s.late.Lock()
 	s.opts.ForbidUsers = v
-	s.mu.Unlock()
+	s.late.Unlock()
 }
 
 // ---- HTTP ------------------------------------------------------------------
@@ -335,9 +313,8 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) {
 		fakeapi.WriteJSON(w, http.StatusBadRequest, string(bad))
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
+	s.late.Lock()
+	defer s.late.Unlock()
 	var out []TimeEntry
 	for _, e := range rows[TimeEntry](s.tables[clients.TimeEntries]) {
 		switch {
@@ -352,13 +329,7 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) {
 		}
 		out = append(out, e)
 	}
-	// Newest start first, as Toggl lists them.
-	slices.SortFunc(out, func(a, b TimeEntry) int {
-		if c := b.Start.Compare(a.Start); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
+	fakeapi.NewestFirst(out, func(e *TimeEntry) (time.Time, int64) { return e.Start, e.ID })
 	if c := s.opts.EntryCap; c > 0 && len(out) > c {
 		out = out[:c]
 	}
@@ -404,9 +375,8 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 		fakeapi.WriteJSON(w, http.StatusBadRequest, string(bad))
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
+	s.late.Lock()
+	defer s.late.Unlock()
 	type item struct {
 		id  int64
 		obj map[string]any
@@ -490,7 +460,7 @@ func (s *Server) entryJSON(e TimeEntry) map[string]any {
 }
 
 // writeList renders a bare JSON array, page `page` of res, breaking it
-// as asked by Malform. Called with s.mu held.
+// as asked by Malform. Called with the store locked.
 func (s *Server) writeList(w http.ResponseWriter, res clients.Resource, page int, objs []map[string]any) {
 	mal := s.Malformed(string(res), page)
 	if len(objs) > 0 {

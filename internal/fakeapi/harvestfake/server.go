@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -68,11 +67,6 @@ type write struct {
 	deletedAt time.Time
 }
 
-type recordKey struct {
-	res clients.Resource
-	id  int64
-}
-
 type listKey struct {
 	res   clients.Resource
 	query string
@@ -91,11 +85,10 @@ type Server struct {
 	*fakeapi.Kit
 	opts Options
 
-	mu      sync.Mutex
+	late    fakeapi.Late[fakeapi.Key[int64], write] // the store's lock; writes not yet visible
 	tables  *tables
 	deleted map[clients.Resource]map[int64]time.Time // when, on the source clock
 	gen     uint64
-	late    fakeapi.Late[recordKey, write]
 	cache   map[listKey]listCache
 }
 
@@ -121,11 +114,12 @@ func New(o Options) *Server {
 		o.RateLimit = httpx.RateLimit{}
 	}
 	s := &Server{opts: o, tables: newTables(), deleted: map[clients.Resource]map[int64]time.Time{}, cache: map[listKey]listCache{}}
-	s.late.Delay = o.VisibilityDelay
+	s.late.Delay, s.late.Apply = o.VisibilityDelay, s.apply
 	s.Kit = fakeapi.New(dialect, fakeapi.Config{
 		Clock: o.Clock, Skew: o.Skew, Window: o.RateLimit, WindowRetryAfter: true,
 		FaultRate: o.FaultRate, RateLimitRate: o.RateLimitRate, Seed: o.Seed,
 	}, s.route)
+	s.late.Now = s.Now
 	return s
 }
 
@@ -155,8 +149,8 @@ func (s *Server) PutUser(u User) { s.put(clients.Users, u) }
 func (s *Server) PutTask(t Task) { s.put(clients.Tasks, t) }
 
 func (s *Server) put(r clients.Resource, v any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.late.Lock()
+	defer s.late.Unlock()
 	t := s.tables.by[r]
 	id, created, updated := t.stamps(v)
 	if updated.IsZero() {
@@ -174,8 +168,8 @@ func (s *Server) put(r clients.Resource, v any) {
 // LoadTimeEntries bulk-inserts entries (no visibility delay): the fast path
 // for generating large histories.
 func (s *Server) LoadTimeEntries(es []TimeEntry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.late.Lock()
+	defer s.late.Unlock()
 	s.tables.entries.load(es)
 	s.gen++
 }
@@ -183,8 +177,8 @@ func (s *Server) LoadTimeEntries(es []TimeEntry) {
 // Delete removes a record; it vanishes from every listing (Harvest reports
 // no deletions). It reports whether the id existed.
 func (s *Server) Delete(r clients.Resource, id int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.late.Lock()
+	defer s.late.Unlock()
 	if _, ok := s.getLocked(r, id); !ok {
 		return false
 	}
@@ -196,28 +190,25 @@ func (s *Server) Delete(r clients.Resource, id int64) bool {
 // TimeEntry returns an entry's latest state (including writes not yet
 // visible).
 func (s *Server) TimeEntry(id int64) (TimeEntry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.getLocked(clients.TimeEntries, id)
-	if !ok {
-		return TimeEntry{}, false
-	}
-	return v.(TimeEntry), true
+	s.late.Lock()
+	defer s.late.Unlock()
+	v, _ := s.getLocked(clients.TimeEntries, id)
+	e, ok := v.(TimeEntry)
+	return e, ok
 }
 
 // Get returns any resource's latest state (TimeEntry, Project, Client, User
 // or Task).
 func (s *Server) Get(r clients.Resource, id int64) (any, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.late.Lock()
+	defer s.late.Unlock()
 	return s.getLocked(r, id)
 }
 
 // IDs returns r's visible ids in listing order.
 func (s *Server) IDs(r clients.Resource) []int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
+	s.late.Lock()
+	defer s.late.Unlock()
 	t := s.tables.by[r]
 	out := make([]int64, 0, t.len())
 	for _, p := range t.listing() {
@@ -228,30 +219,23 @@ func (s *Server) IDs(r clients.Resource) []int64 {
 
 // Count returns the number of visible records of r.
 func (s *Server) Count(r clients.Resource) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
+	s.late.Lock()
+	defer s.late.Unlock()
 	return s.tables.by[r].len()
 }
 
 // State returns what the fake serves now (writes not yet visible excluded).
 func (s *Server) State() State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
+	s.late.Lock()
+	defer s.late.Unlock()
 	return newState(s.tables, s.deleted)
 }
 
 // Pending returns how many writes are not yet visible.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
-	return s.late.Len()
-}
+func (s *Server) Pending() int { return s.late.Pending() }
 
 func (s *Server) getLocked(r clients.Resource, id int64) (any, bool) {
-	if w, ok := s.late.Last(recordKey{r, id}); ok {
+	if w, ok := s.late.Last(fakeapi.Key[int64]{Resource: r, ID: id}); ok {
 		return w.val, w.val != nil
 	}
 	return s.tables.by[r].get(id)
@@ -259,28 +243,21 @@ func (s *Server) getLocked(r clients.Resource, id int64) (any, bool) {
 
 // enqueue makes w, stamped at, visible at once or VisibilityDelay later.
 func (s *Server) enqueue(r clients.Resource, id int64, at time.Time, w write) {
-	var visible time.Time
-	if d := s.late.Next(); d > 0 {
-		visible = at.Add(d)
-	}
-	s.late.Add(recordKey{r, id}, visible, w, s.Now(), s.apply)
+	s.late.Write(fakeapi.Key[int64]{Resource: r, ID: id}, at, w)
 }
 
-// flush applies the writes whose time has come, in the order they were made.
-func (s *Server) flush() { s.late.Flush(s.Now(), s.apply) }
-
-func (s *Server) apply(k recordKey, w write) {
+func (s *Server) apply(k fakeapi.Key[int64], w write) {
 	s.gen++
 	if w.val != nil {
-		delete(s.deleted[k.res], k.id)
-		s.tables.by[k.res].put(w.val)
+		delete(s.deleted[k.Resource], k.ID)
+		s.tables.by[k.Resource].put(w.val)
 		return
 	}
-	if s.tables.by[k.res].del(k.id) {
-		if s.deleted[k.res] == nil {
-			s.deleted[k.res] = map[int64]time.Time{}
+	if s.tables.by[k.Resource].del(k.ID) {
+		if s.deleted[k.Resource] == nil {
+			s.deleted[k.Resource] = map[int64]time.Time{}
 		}
-		s.deleted[k.res][k.id] = w.deletedAt.UTC()
+		s.deleted[k.Resource][k.ID] = w.deletedAt.UTC()
 	}
 }
 
@@ -354,9 +331,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 		}
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
+	s.late.Lock()
+	defer s.late.Unlock()
 	pos := s.filtered(res, f)
 	total := len(pos)
 	totalPages := max((total+perPage-1)/perPage, 1)
@@ -536,9 +512,8 @@ func (s *Server) filtered(res clients.Resource, f filter) []int32 {
 // TimeEntriesWhere returns the visible entries for which match is true (in
 // listing order). match must not call the Server.
 func (s *Server) TimeEntriesWhere(match func(*TimeEntry) bool) []TimeEntry {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.flush()
+	s.late.Lock()
+	defer s.late.Unlock()
 	var out []TimeEntry
 	t := s.tables.entries
 	for _, p := range t.order {
