@@ -389,16 +389,3 @@ func (c *EntryChurn[ID]) touchProject(t ProjectToucher[ID]) {
 	t.TouchProject(c.projects[c.s.Rand.IntN(len(c.projects))], c.s.Rev())
 	c.counts.Projects++
 }
-
-// NewestFirst orders time entries as Toggl and Clockify list them: by
-// start, newest first, then by id, highest first.
-func NewestFirst[T any, ID cmp.Ordered](es []T, key func(*T) (start time.Time, id ID)) {
-	slices.SortFunc(es, func(a, b T) int {
-		sa, ia := key(&a)
-		sb, ib := key(&b)
-		if c := sb.Compare(sa); c != 0 {
-			return c
-		}
-		return cmp.Compare(ib, ia)
-	})
-}

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -242,4 +243,17 @@ func Arrival(r *http.Request) time.Time {
 		return p.SourceAt
 	}
 	return time.Time{}
+}
+
+// NewestFirst orders time entries as Toggl and Clockify list them: by
+// start, newest first, then by id, highest first.
+func NewestFirst[T any, ID cmp.Ordered](es []T, key func(*T) (start time.Time, id ID)) {
+	slices.SortFunc(es, func(a, b T) int {
+		sa, ia := key(&a)
+		sb, ib := key(&b)
+		if c := sb.Compare(sa); c != 0 {
+			return c
+		}
+		return cmp.Compare(ib, ia)
+	})
 }
