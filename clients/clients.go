@@ -53,6 +53,10 @@ type Record struct {
 	// Toggl at). Order between two states of one id is (Version, FetchedAt).
 	Version   time.Time
 	FetchedAt time.Time
+	// CreatedAt is the source's creation stamp when it sends one (Harvest
+	// created_at), zero otherwise. It is not stored: a page walk uses it to
+	// tell a record created during the walk from one merely edited.
+	CreatedAt time.Time
 	// DeletedAt is set when the source reports the record as deleted (Toggl
 	// server_deleted_at, Clockify's deletion feed): the write is a tombstone.
 	DeletedAt *time.Time

@@ -14,7 +14,8 @@ import (
 // entryJSON holds a time entry's fields as read from the body: text cut
 // from the page's one string copy, "" when absent or null.
 type entryJSON struct {
-	id, updatedAt, spentDate, hours        string
+	id, updatedAt, createdAt, spentDate    string
+	hours                                  string
 	user, project, task, client, invoice   string // ref ids
 	notes                                  string
 	hasNotes                               bool // notes present and not null
@@ -23,7 +24,7 @@ type entryJSON struct {
 }
 
 var (
-	entryKeys = []string{"id", "updated_at", "spent_date", "hours", "notes", "user", "project", "task", "client",
+	entryKeys = []string{"id", "updated_at", "created_at", "spent_date", "hours", "notes", "user", "project", "task", "client",
 		"invoice", "billable", "is_locked", "is_closed", "is_billed", "is_running"}
 	refKeys = []string{"id"}
 )
@@ -174,6 +175,8 @@ func (e *entryJSON) read(s *scanner, text string) *fieldErr {
 			fe = s.num(text, &e.id, "id")
 		case "updated_at":
 			fe = s.strField(text, &e.updatedAt, "updated_at")
+		case "created_at":
+			fe = s.strField(text, &e.createdAt, "created_at")
 		case "spent_date":
 			fe = s.strField(text, &e.spentDate, "spent_date")
 		case "hours":
@@ -368,6 +371,8 @@ func (e *entryJSON) fill(row []any, rec *clients.Record) *fieldErr {
 		return &fieldErr{"updated_at", fmt.Sprintf("want RFC 3339, got %q", e.updatedAt)}
 	}
 	rec.Version = v
+	// Only for page walks: a stamp that does not parse is no error.
+	rec.CreatedAt, _ = parseStamp(e.createdAt)
 	if e.spentDate == "" {
 		return &fieldErr{"spent_date", "missing"}
 	}

@@ -256,8 +256,11 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 		if f.err == nil {
 			step, f.err = walker.Page(ctx, walkPage(recs, env, c.perPage, resp.Date))
 			f.last = step == pagewalk.Done
-			if step == pagewalk.Again {
+			switch step {
+			case pagewalk.Again:
 				next, seen = first, map[string]bool{}
+			case pagewalk.Back:
+				next, seen = pageURL(first, walker.BackTo()), map[string]bool{}
 			}
 		}
 		if f.err != nil {
@@ -277,6 +280,18 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 	}
 }
 
+// pageURL is the listing's URL for page n (Harvest's page-style links).
+func pageURL(first string, n int) string {
+	u, err := url.Parse(first)
+	if err != nil {
+		return first
+	}
+	q := u.Query()
+	q.Set("page", strconv.Itoa(n))
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // walkPage describes a page for the page walk. links.next with cursor= is
 // keyset pagination (some Harvest endpoints moved to it): it cannot skip.
 func walkPage(recs []clients.Record, env envelope, perPage int, clock time.Time) pagewalk.Page {
@@ -284,10 +299,18 @@ func walkPage(recs []clients.Record, env envelope, perPage int, clock time.Time)
 		IDs: make([]string, len(recs)), Total: env.totalEntries, TotalPages: env.totalPages,
 		Size: perPage, More: env.next != "", Clock: clock,
 	}
+	p.CreatedKnown = true
+	p.Versions = make([]time.Time, len(recs))
 	for i := range recs {
 		p.IDs[i] = recs[i].ID
+		p.Versions[i] = recs[i].Version
 		if v := recs[i].Version; v.After(p.Newest) {
 			p.Newest = v
+		}
+		if c := recs[i].CreatedAt; c.IsZero() {
+			p.CreatedKnown = false
+		} else if c.After(p.Created) {
+			p.Created = c
 		}
 	}
 	if u, err := url.Parse(env.next); err == nil && u.Query().Has("cursor") {

@@ -174,8 +174,11 @@ func TestNormalizationMatchesTruth(t *testing.T) {
 				if !strings.HasPrefix(string(rec.Raw), `{"id":`+rec.ID) || !strings.HasSuffix(string(rec.Raw), "}") {
 					t.Errorf("%s %s: Raw = %s", r, rec.ID, rec.Raw)
 				}
+				if rec.CreatedAt.IsZero() || rec.CreatedAt.After(rec.Version) {
+					t.Errorf("%s %s: CreatedAt %s (version %s)", r, rec.ID, rec.CreatedAt, rec.Version)
+				}
 				got := rec
-				got.Raw, got.FetchedAt = nil, time.Time{}
+				got.Raw, got.FetchedAt, got.CreatedAt = nil, time.Time{}, time.Time{}
 				if !reflect.DeepEqual(got, exp) {
 					t.Errorf("%s %s:\n got %+v %#v\nwant %+v %#v", r, rec.ID, got, got.Row, exp, exp.Row)
 				}

@@ -12,7 +12,7 @@ import (
 // refFields holds the fields of projects, clients, users and tasks as read
 // from the body ("" when absent or null).
 type refFields struct {
-	id, updatedAt                                    string
+	id, updatedAt, createdAt                         string
 	name, code, currency, firstName, lastName, email string
 	client                                           string // project's client id
 	isActive, isBillable                             bool
@@ -28,10 +28,10 @@ type refResource struct {
 }
 
 var refResources = map[clients.Resource]refResource{
-	clients.Projects: {schema.Projects, []string{"id", "updated_at", "name", "code", "client", "is_active", "is_billable"}, setProject},
-	clients.Clients:  {schema.Clients, []string{"id", "updated_at", "name", "currency", "is_active"}, setClient},
-	clients.Users:    {schema.Users, []string{"id", "updated_at", "first_name", "last_name", "email", "is_active"}, setUser},
-	clients.Tasks:    {schema.Tasks, []string{"id", "updated_at", "name", "is_active"}, setTask},
+	clients.Projects: {schema.Projects, []string{"id", "updated_at", "created_at", "name", "code", "client", "is_active", "is_billable"}, setProject},
+	clients.Clients:  {schema.Clients, []string{"id", "updated_at", "created_at", "name", "currency", "is_active"}, setClient},
+	clients.Users:    {schema.Users, []string{"id", "updated_at", "created_at", "first_name", "last_name", "email", "is_active"}, setUser},
+	clients.Tasks:    {schema.Tasks, []string{"id", "updated_at", "created_at", "name", "is_active"}, setTask},
 }
 
 func (f *refFields) read(s *scanner, text string, keys []string) *fieldErr {
@@ -51,6 +51,8 @@ func (f *refFields) read(s *scanner, text string, keys []string) *fieldErr {
 			fe = s.num(text, &f.id, "id")
 		case "updated_at":
 			fe = s.strField(text, &f.updatedAt, "updated_at")
+		case "created_at":
+			fe = s.strField(text, &f.createdAt, "created_at")
 		case "name":
 			fe = s.strField(text, &f.name, "name")
 		case "first_name":
@@ -104,6 +106,8 @@ func (f *refFields) fill(rec *clients.Record) *fieldErr {
 		return &fieldErr{"updated_at", fmt.Sprintf("want RFC 3339, got %q", f.updatedAt)}
 	}
 	rec.Version = v
+	// Only for page walks: a stamp that does not parse is no error.
+	rec.CreatedAt, _ = parseStamp(f.createdAt)
 	return nil
 }
 

@@ -10,10 +10,18 @@
 //     taken as it is.
 //   - A walk of one page is one atomic response: it is taken as it is, so an
 //     idle pass still costs one request.
-//   - A walk with an envelope total is taken when nothing says it shifted:
-//     the total did not change, no id came twice, no page before the last
-//     was short, no record changed after the walk began, and the ids served
-//     add up to the total.
+//   - A walk with an envelope total is watched page by page. When the total
+//     changes between two pages (a record was created or deleted while the
+//     walk was between them), the page before is read again: whatever a
+//     deletion moved up past the boundary is now at its end. That costs two
+//     requests, not a walk, so a long first sync of a busy account (new
+//     entries arrive at the top all the time) still finishes. The walk is
+//     walked again from the first page when a record shows it moved from a
+//     page already served to a later one (served again on a later page), or
+//     was created during the walk on a page not yet served (which may mask a
+//     deletion: the total stays the same), or changed during the walk when
+//     the provider sends no creation stamp, or when the pages do not add up
+//     to the total, or a page before the last was short.
 //   - A walk of several pages without a total (bare arrays) cannot show a
 //     deletion, so it is taken only when a second walk serves the very same
 //     ids in the same order.
@@ -60,6 +68,16 @@ type Page struct {
 	// are the source's own stamps on the same clock: a record changed after
 	// the walk began may have moved within the list.
 	Clock, Newest time.Time
+	// Created is the newest creation stamp on the page, and CreatedKnown
+	// says every record on it had one. With it, a record edited in place
+	// during the walk (which moves nothing) is told from one created during
+	// it, and only the latter makes the walk start again.
+	Created      time.Time
+	CreatedKnown bool
+	// Versions, when set, are the records' versions, in the order of IDs:
+	// a record changed during the walk that was served on an earlier page
+	// moved down past what was read.
+	Versions []time.Time
 }
 
 // Step is what to do after a page.
@@ -72,6 +90,8 @@ const (
 	Done
 	// Again: walk again from the first page.
 	Again
+	// Back: read page BackTo() again and go on from there.
+	Back
 )
 
 // Walker follows the walks of one listing. It is not safe for concurrent use.
@@ -86,7 +106,9 @@ type Walker struct {
 
 	seed  maphash.Seed
 	walks int
-	cur   walk
+	// rewinds counts the pages read again after a change of the total.
+	rewinds int
+	cur     walk
 	// prev is the fingerprint of the last whole walk without a total.
 	prev *print
 	// changed is the newest version that already made a walk start again:
@@ -101,12 +123,16 @@ type print struct {
 
 type walk struct {
 	pages, served     int
-	total, totalPages int // from the first page
+	pos, maxPos       int   // page number of the latest page, and the furthest reached
+	sizes             []int // records on each page number, as last read
+	backTo            int   // set by a rewind: the page number read next
+	total, totalPages int   // from the first page
 	totalChanged      bool
 	numbered          bool // a page-number link was followed
 	start             time.Time
 	seq               maphash.Hash
 	last, this        map[uint64]struct{} // id hashes of the previous and current page
+	bloom             bloom               // ids served on every page read so far (walks with a total)
 	reason            string
 }
 
@@ -115,6 +141,12 @@ func New(what string) *Walker { return &Walker{What: what} }
 
 // Walks returns how many walks have begun.
 func (w *Walker) Walks() int { return w.walks }
+
+// BackTo is the page number to read after a Back step.
+func (w *Walker) BackTo() int { return w.cur.backTo }
+
+// Rewinds returns how many pages were read again after a change of total.
+func (w *Walker) Rewinds() int { return w.rewinds }
 
 func (w *Walker) begin() {
 	if w.walks == 0 {
@@ -144,43 +176,103 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 	}
 	c := &w.cur
 	c.pages++
+	if c.backTo > 0 {
+		c.pos, c.backTo = c.backTo, 0
+	} else {
+		c.pos++
+	}
+	fresh := c.pos > c.maxPos // a page number not read before in this walk
+	c.maxPos = max(c.maxPos, c.pos)
+	for len(c.sizes) < c.pos {
+		c.sizes = append(c.sizes, 0)
+	}
+	c.sizes[c.pos-1] = len(p.IDs)
 	c.served += len(p.IDs)
+	if p.Total >= 0 && c.bloom.bits == nil {
+		c.bloom = newBloom(p.Total)
+	}
+	// A total that changed since the last page explains ids served again
+	// here (a record created above them pushed them down): the page before
+	// is read again below, and this check waits for that.
+	shifted := c.pages > 1 && p.Total != c.total
 	clear(c.this)
-	for _, id := range p.IDs {
+	for i, id := range p.IDs {
 		k := maphash.String(w.seed, id)
-		if _, dup := c.last[k]; dup {
+		if shifted && p.Total >= 0 {
+			// checked on the pages read again
+		} else if _, dup := c.last[k]; dup {
 			c.flag("id %s served on two pages", id)
 		} else if _, dup := c.this[k]; dup {
 			c.flag("id %s served twice on one page", id)
+		} else if fresh && i < len(p.Versions) && !c.start.IsZero() && !p.Versions[i].Before(c.start) && c.bloom.has(k) {
+			// Changed during the walk and served on an earlier page: it
+			// moved from a page already read to a later one, and whatever
+			// it left behind moved up past a boundary. (Only changed
+			// records are looked up, so the filter's rare false positive
+			// costs a needless walk at most once in a long while.)
+			c.flag("id %s moved down the list during the walk", id)
+		}
+		if !shifted {
+			// A shifted page is read again in the new order; its ids as
+			// served now may sit a page further down later.
+			c.bloom.add(k)
 		}
 		c.this[k] = struct{}{}
 		c.seq.WriteString(id)
 		c.seq.WriteByte(0)
 	}
 	c.last, c.this = c.this, c.last
+	totalChanged := false
 	if c.pages == 1 {
 		c.total, c.totalPages, c.start = p.Total, p.TotalPages, p.Clock
 	} else if p.Total != c.total {
+		totalChanged = true
 		c.totalChanged = true
-		c.flag("the total went from %d to %d", c.total, p.Total)
 		c.total, c.totalPages = p.Total, p.TotalPages
 	}
 	// Page 1 shows what changed before it; from page 2 on, a change in the
 	// same second as page 1 may already be a change made during the walk.
-	if c.pages > 1 && !c.start.IsZero() && !p.Newest.Before(c.start) && p.Newest.After(w.changed) {
-		if c.reason == "" {
-			w.changed = p.Newest
+	if c.pages > 1 && !c.start.IsZero() {
+		stamp, what := p.Newest, "changed"
+		if p.CreatedKnown {
+			// An edit in place moves nothing; a record created on a page
+			// not yet read may mask a deletion (the total stays the same).
+			stamp, what = p.Created, "was created"
+			if !fresh {
+				stamp = time.Time{}
+			}
 		}
-		c.flag("a record changed after the walk began (version %s)", p.Newest.UTC().Format(time.RFC3339))
+		if !stamp.Before(c.start) && stamp.After(w.changed) {
+			if c.reason == "" {
+				w.changed = stamp
+			}
+			c.flag("a record %s after the walk began (%s)", what, stamp.UTC().Format(time.RFC3339))
+		}
+	}
+	if p.More && !p.Keyset {
+		c.numbered = true
+	}
+	if totalChanged && c.numbered && c.reason == "" && c.pos > 1 {
+		// A record was created or deleted between the last two pages:
+		// whatever a deletion moved up past the boundary is now at the end
+		// of the page before. Read it again (and this one after it).
+		if w.rewinds < max(4, c.totalPages) {
+			w.rewinds++
+			c.backTo = c.pos - 1
+			clear(c.last)
+			zerolog.Ctx(ctx).Info().Str("listing", w.What).Int("page", c.backTo).Int("total", c.total).
+				Msg("listing shifted while walking; reading the page before again")
+			return Back, nil
+		}
+		c.flag("the total kept changing (now %d)", c.total)
 	}
 	if p.More {
 		if !p.Keyset {
-			c.numbered = true
 			if p.Size > 0 && len(p.IDs) < p.Size {
-				c.flag("page %d held %d of %d records but was not the last", c.pages, len(p.IDs), p.Size)
+				c.flag("page %d held %d of %d records but was not the last", c.pos, len(p.IDs), p.Size)
 			}
 		}
-		if w.MaxPages > 0 && c.pages >= w.MaxPages {
+		if w.MaxPages > 0 && c.pos >= w.MaxPages {
 			return 0, fmt.Errorf("%s: %w: more than %d pages", w.What, clients.ErrCapped, w.MaxPages)
 		}
 		if c.reason != "" && c.numbered {
@@ -190,15 +282,15 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 	}
 
 	// The walk ended here.
-	if c.total >= 0 && !c.totalChanged && c.totalPages > c.pages {
-		return 0, fmt.Errorf("%s: %w: the provider stopped at page %d of the %d its envelope announced", w.What, clients.ErrCapped, c.pages, c.totalPages)
+	if c.total >= 0 && !c.totalChanged && c.totalPages > c.pos {
+		return 0, fmt.Errorf("%s: %w: the provider stopped at page %d of the %d its envelope announced", w.What, clients.ErrCapped, c.pos, c.totalPages)
 	}
 	if !c.numbered {
 		return Done, nil // one page, or cursors only: nothing can have been skipped
 	}
 	if c.total >= 0 {
-		if c.served != c.total {
-			c.flag("%d records served, the total says %d", c.served, c.total)
+		if n := sum(c.sizes[:c.pos]); n != c.total {
+			c.flag("%d records on the pages, the total says %d", n, c.total)
 		}
 		if c.reason != "" {
 			return w.again(ctx, c.reason, true)
@@ -212,9 +304,9 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 	if w.prev != nil && *w.prev == *fp {
 		return Done, nil
 	}
-	shifted := w.prev != nil
+	differs := w.prev != nil
 	w.prev = fp
-	if shifted {
+	if differs {
 		return w.again(ctx, "the ids served differ from the previous walk's", true)
 	}
 	// A deletion would leave no trace in one walk: confirm with another.
@@ -258,6 +350,55 @@ func (w *Walker) Numbered(ctx context.Context, first int, get func(ctx context.C
 			return nil
 		case step == Again:
 			n = first - 1
+		case step == Back:
+			n = first + w.BackTo() - 2
 		}
 	}
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// bloom is a Bloom filter of id hashes: 24 bits and 12 probes an id, about
+// one false positive in 75,000 look-ups, 3 MB for a million ids.
+type bloom struct{ bits []uint64 }
+
+const bloomProbes = 12
+
+func newBloom(n int) bloom {
+	words := max(16, (n+n/4)*24/64+1) // room for a quarter more than the total
+	return bloom{bits: make([]uint64, words)}
+}
+
+// probe returns the i-th bit position of k (double hashing).
+func (b *bloom) probe(k uint64, i int) uint64 {
+	h1, h2 := k, (k>>32|k<<32)|1
+	return (h1 + uint64(i)*h2) % uint64(len(b.bits)*64)
+}
+
+func (b *bloom) add(k uint64) {
+	if b.bits == nil {
+		return
+	}
+	for i := range bloomProbes {
+		x := b.probe(k, i)
+		b.bits[x/64] |= 1 << (x % 64)
+	}
+}
+
+func (b *bloom) has(k uint64) bool {
+	if b.bits == nil {
+		return false
+	}
+	for i := range bloomProbes {
+		if x := b.probe(k, i); b.bits[x/64]&(1<<(x%64)) == 0 {
+			return false
+		}
+	}
+	return true
 }

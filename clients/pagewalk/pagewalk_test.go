@@ -95,7 +95,9 @@ func TestTotalsShiftIsWalkedAgainAndCappedWhenItNeverStops(t *testing.T) {
 	if _, reqs, err := walkAll(t, w, page); err != nil || reqs != 3 {
 		t.Fatalf("err %v, %d requests", err, reqs)
 	}
-	// A deletion before page 2 on every walk: capped after three walks.
+	// A deletion before every request for page 2: each costs a rewind (page
+	// 1 and 2 again) until the rewinds are spent (4), then whole walks, and
+	// after three walks the listing is capped: 10 + 2 + 2 requests.
 	w = New("x")
 	_, reqs, err := walkAll(t, w, func(n int) Page {
 		if n == 2 {
@@ -103,8 +105,77 @@ func TestTotalsShiftIsWalkedAgainAndCappedWhenItNeverStops(t *testing.T) {
 		}
 		return page(n)
 	})
-	if !errors.Is(err, clients.ErrCapped) || w.Walks() != 3 || reqs != 6 {
-		t.Fatalf("err %v, %d walks, %d requests", err, w.Walks(), reqs)
+	if !errors.Is(err, clients.ErrCapped) || w.Walks() != 3 || w.Rewinds() != 4 || reqs != 14 {
+		t.Fatalf("err %v, %d walks, %d rewinds, %d requests", err, w.Walks(), w.Rewinds(), reqs)
+	}
+}
+
+// A live list sorted newest first, with a total: what a long first sync of a
+// busy account sees. Records created at the top while the walk is between
+// pages, and records deleted from pages already read, cost two requests
+// each (the page before is read again), not a walk; edits in place cost
+// nothing when the provider sends creation stamps. Nothing is lost.
+func TestChurnDuringALongWalkCostsRewindsNotWalks(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	type rec struct {
+		id      string
+		created time.Time
+	}
+	var live []rec // newest first
+	for i := 0; i < 200; i++ {
+		live = append(live, rec{id: fmt.Sprint(1000 - i), created: start.Add(-time.Hour)})
+	}
+	next := 2000
+	clock := start
+	const size = 10
+	page := func(n int) Page {
+		lo := min((n-1)*size, len(live))
+		hi := min(lo+size, len(live))
+		p := Page{Total: len(live), TotalPages: (len(live) + size - 1) / size, Size: size,
+			More: hi < len(live), Clock: clock, CreatedKnown: true, Newest: clock}
+		for _, r := range live[lo:hi] {
+			p.IDs = append(p.IDs, r.id)
+			p.Versions = append(p.Versions, clock) // every record "edited" now: edits in place cost nothing
+			if r.created.After(p.Created) {
+				p.Created = r.created
+			}
+		}
+		return p
+	}
+	w := New("x")
+	reqs := 0
+	seen := map[string]bool{}
+	events := 0
+	err := w.Numbered(t.Context(), 1, func(_ context.Context, n int) (Page, error) {
+		reqs++
+		clock = clock.Add(time.Second)
+		switch {
+		case reqs%5 == 0: // a new entry at the top
+			live = append([]rec{{id: fmt.Sprint(next), created: clock}}, live...)
+			next++
+			events++
+		case reqs%7 == 0 && n > 2: // a deletion on a page already read
+			live = append(live[:3], live[4:]...)
+			events++
+		}
+		p := page(n)
+		for _, id := range p.IDs {
+			seen[id] = true
+		}
+		return p, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range live {
+		// Records created during the walk (at the top, on pages already
+		// read) are the next pass's: their versions are after the cap.
+		if !seen[r.id] && r.created.Before(start) {
+			t.Errorf("%s lost", r.id)
+		}
+	}
+	if w.Walks() != 1 || reqs > 20+2*events+2 {
+		t.Fatalf("%d walks, %d requests for 20 pages and %d changes", w.Walks(), reqs, events)
 	}
 }
 

@@ -145,7 +145,7 @@ func TestHarvestClientListsEverything(t *testing.T) {
 				}
 				for id, w := range want {
 					g := got[id]
-					g.Raw, g.FetchedAt = nil, time.Time{}
+					g.Raw, g.FetchedAt, g.CreatedAt = nil, time.Time{}, time.Time{}
 					if !reflect.DeepEqual(g, w) {
 						t.Fatalf("%s %s: got %+v want %+v", r, id, g, w)
 					}
