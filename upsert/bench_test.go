@@ -96,26 +96,10 @@ func BenchmarkApply(b *testing.B) {
 	}
 
 	b.Run("copy_plain_new", func(b *testing.B) {
-		measure(b, pool, fresh, func(tx pgx.Tx, recs []clients.Record) error {
-			_, err := tx.CopyFrom(ctx, pgx.Identifier{"bench_plain"}, plainColumns, pgx.CopyFromSlice(len(recs), func(i int) ([]any, error) {
-				return plainRow(recs[i])
-			}))
-			return err
-		})
+		measure(b, pool, fresh, plainCopy)
 	})
 	b.Run("row_by_row_new", func(b *testing.B) {
-		measure(b, pool, fresh, func(tx pgx.Tx, recs []clients.Record) error {
-			for i := range recs {
-				args, err := plainRow(recs[i])
-				if err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, rowByRowSQL, args...); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		measure(b, pool, fresh, rowByRow)
 	})
 	b.Run("apply_new", func(b *testing.B) {
 		measure(b, pool, fresh, applyWrite(all(benchPage)))
@@ -182,6 +166,28 @@ const benchPlainDDL = `CREATE TABLE bench_plain (
 var plainColumns = []string{"source", "id", "spent_date", "hours", "notes", "user_id", "project_id", "task_id",
 	"client_id", "billable", "is_locked", "is_closed", "is_billed", "is_running", "invoice_id",
 	"updated_at", "fetched_at", "content_hash", "raw", "deleted_at"}
+
+// plainCopy is the baseline: a COPY into a table with only its primary key.
+func plainCopy(tx pgx.Tx, recs []clients.Record) error {
+	_, err := tx.CopyFrom(context.Background(), pgx.Identifier{"bench_plain"}, plainColumns, pgx.CopyFromSlice(len(recs), func(i int) ([]any, error) {
+		return plainRow(recs[i])
+	}))
+	return err
+}
+
+// rowByRow is the naive alternative: one INSERT … ON CONFLICT per record.
+func rowByRow(tx pgx.Tx, recs []clients.Record) error {
+	for i := range recs {
+		args, err := plainRow(recs[i])
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(context.Background(), rowByRowSQL, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // plainRow is what a plain COPY would send: the same values Apply writes,
 // computed the same way (typed columns, content hash).
@@ -351,24 +357,6 @@ func BenchmarkInterleaved(b *testing.B) {
 		a.d += time.Since(start)
 		a.wal += walSince(b, pool, lsn)
 		a.rows += len(recs)
-	}
-	plainCopy := func(tx pgx.Tx, recs []clients.Record) error {
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"bench_plain"}, plainColumns, pgx.CopyFromSlice(len(recs), func(i int) ([]any, error) {
-			return plainRow(recs[i])
-		}))
-		return err
-	}
-	rowByRow := func(tx pgx.Tx, recs []clients.Record) error {
-		for i := range recs {
-			args, err := plainRow(recs[i])
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, rowByRowSQL, args...); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
 	apply := func(tx pgx.Tx, recs []clients.Record) error {
 		_, err := Apply(ctx, tx, testSource, clients.TimeEntries, recs)

@@ -49,6 +49,49 @@ func with(rec clients.Record, name string, v any) clients.Record {
 // notes returns a time entry record's notes ("" when NULL).
 func notes(rec clients.Record) string { return schema.TimeEntries.Text(rec, "notes") }
 
+// deletion is rec's deletion as Harvest's fake reports it; typed keeps its
+// fields.
+func deletion(rec clients.Record, typed bool) clients.Record {
+	return markDeleted(rec, typed, `,"server_deleted_at":"x"}`)
+}
+
+// markDeleted turns rec into its deletion at its version, with tail closing
+// the raw object so the deletion's content differs from every live one.
+func markDeleted(rec clients.Record, typed bool, tail string) clients.Record {
+	d := rec.Version
+	rec.DeletedAt = &d
+	rec.Raw = append(rec.Raw[:len(rec.Raw)-1:len(rec.Raw)-1], tail...)
+	if !typed {
+		rec.Row = nil
+	}
+	return rec
+}
+
+func onDay(rec clients.Record, day int) clients.Record {
+	return with(rec, "spent_date", clients.Date{Year: 2026, Month: 3, Day: day})
+}
+
+func tombstone(t *testing.T, pool *pgxpool.Pool, p TombstoneParams) (int64, error) {
+	t.Helper()
+	var n int64
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		var err error
+		n, err = TombstoneMissing(context.Background(), tx, p)
+		return err
+	})
+	return n, err
+}
+
+func deletedIDs(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var s string
+	err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(id, ',' ORDER BY id), '') FROM time_entries WHERE deleted_at IS NOT NULL`).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // harvestJSON renders a realistic (~700 byte) Harvest time entry.
 func harvestJSON(id int64, version time.Time, notes, hours string) []byte {
 	return fmt.Appendf(nil, `{"id":%d,"spent_date":"2026-02-27","hours":%s,"hours_without_timer":%s,"rounded_hours":%s,"notes":%q,"is_locked":false,"locked_reason":null,"is_closed":false,"is_billed":false,"timer_started_at":null,"started_time":null,"ended_time":null,"is_running":false,"billable":true,"budgeted":true,"billable_rate":100.0,"cost_rate":50.0,"created_at":"2026-02-27T16:05:44Z","updated_at":%q,"user":{"id":1782959,"name":"Kim Allen"},"client":{"id":5735776,"name":"123 Industries","currency":"EUR"},"project":{"id":14307913,"name":"Marketing Website","code":"MW"},"task":{"id":8083365,"name":"Graphic Design"},"user_assignment":{"id":125068553,"is_project_manager":true,"is_active":true,"budget":null,"hourly_rate":100.0},"task_assignment":{"id":155502709,"billable":true,"is_active":true,"hourly_rate":100.0,"budget":null},"external_reference":null,"invoice":null}`,

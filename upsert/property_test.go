@@ -66,97 +66,130 @@ func TestConcurrentAppliersConverge(t *testing.T) {
 			all = append(all, h...)
 			last[h[len(h)-1].ID] = h[len(h)-1]
 		}
-		for _, i := range rapid.SliceOfN(rapid.IntRange(0, len(all)-1), 0, len(all)).Draw(rt, "duplicates") {
-			all = append(all, all[i])
-		}
-		order := make([]int, len(all))
-		for i := range order {
-			order[i] = i
-		}
-		shuffled := make([]clients.Record, len(all))
-		for i, j := range rapid.Permutation(order).Draw(rt, "order") {
-			shuffled[i] = all[j]
-		}
-		all = shuffled
+		all = redeliverShuffled(rt, all)
 		appliers := rapid.IntRange(2, 4).Draw(rt, "appliers")
-		work := make([][][]clients.Record, appliers)
-		for rest := all; len(rest) > 0; {
-			n := rapid.IntRange(1, len(rest)).Draw(rt, "page")
-			a := rapid.IntRange(0, appliers-1).Draw(rt, "applier")
-			work[a] = append(work[a], rest[:n])
-			rest = rest[n:]
+		total := applyConcurrently(rt, pool, deal(rt, all, appliers, len(all)), true)
+		if total.Total() != int64(len(all)) || total.Inserted != int64(nIDs) || total.Ties > total.Updated {
+			rt.Fatalf("counts %+v for %d records of %d ids", total, len(all), nIDs)
 		}
+		checkConverged(rt, pool, last, nIDs)
+	})
+}
 
-		stop := make(chan struct{})
-		sampled := make(chan error, 1)
-		go func() { sampled <- sample(ctx, pool, stop) }()
-		var wg sync.WaitGroup
-		counts := make([]Counts, appliers)
-		errs := make([]error, appliers)
-		for a := range appliers {
-			wg.Go(func() {
+// redeliverShuffled returns all with random re-deliveries added, in random
+// order.
+func redeliverShuffled(rt *rapid.T, all []clients.Record) []clients.Record {
+	for _, i := range rapid.SliceOfN(rapid.IntRange(0, len(all)-1), 0, len(all)).Draw(rt, "duplicates") {
+		all = append(all, all[i])
+	}
+	order := make([]int, len(all))
+	for i := range order {
+		order[i] = i
+	}
+	shuffled := make([]clients.Record, len(all))
+	for i, j := range rapid.Permutation(order).Draw(rt, "order") {
+		shuffled[i] = all[j]
+	}
+	return shuffled
+}
+
+// deal cuts recs into pages of at most maxPage records and hands each to a
+// random one of appliers.
+func deal(rt *rapid.T, recs []clients.Record, appliers, maxPage int) [][][]clients.Record {
+	work := make([][][]clients.Record, appliers)
+	for rest := recs; len(rest) > 0; {
+		n := rapid.IntRange(1, min(len(rest), maxPage)).Draw(rt, "page")
+		a := rapid.IntRange(0, appliers-1).Draw(rt, "applier")
+		work[a] = append(work[a], rest[:n])
+		rest = rest[n:]
+	}
+	return work
+}
+
+// applyConcurrently runs one goroutine per applier, each page in its own
+// transaction, while a sampler watches every row go only forward, and
+// returns the summed counts. With holdConn each applier keeps one
+// connection for all its pages.
+func applyConcurrently(rt *rapid.T, pool *pgxpool.Pool, work [][][]clients.Record, holdConn bool) Counts {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	sampled := make(chan error, 1)
+	go func() { sampled <- sample(ctx, pool, stop) }()
+	var wg sync.WaitGroup
+	counts := make([]Counts, len(work))
+	errs := make([]error, len(work))
+	for a := range work {
+		wg.Go(func() {
+			var db interface {
+				Begin(context.Context) (pgx.Tx, error)
+			} = pool
+			if holdConn {
 				conn, err := pool.Acquire(ctx)
 				if err != nil {
 					errs[a] = err
 					return
 				}
 				defer conn.Release()
-				for _, page := range work[a] {
-					err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-						c, err := Apply(ctx, tx, testSource, clients.TimeEntries, page)
-						if err == nil && c.Total() != int64(len(page)) {
-							err = fmt.Errorf("page of %d counted %+v", len(page), c)
-						}
-						counts[a].Add(c)
-						return err
-					})
-					if err != nil {
-						errs[a] = err
-						return
+				db = conn
+			}
+			for _, page := range work[a] {
+				err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+					c, err := Apply(ctx, tx, testSource, clients.TimeEntries, page)
+					if err == nil && c.Total() != int64(len(page)) {
+						err = fmt.Errorf("page of %d counted %+v", len(page), c)
 					}
+					counts[a].Add(c)
+					return err
+				})
+				if err != nil {
+					errs[a] = err
+					return
 				}
-			})
-		}
-		wg.Wait()
-		close(stop)
-		if err := <-sampled; err != nil {
-			rt.Fatal(err)
-		}
-		var total Counts
-		for a := range appliers {
-			if errs[a] != nil {
-				rt.Fatalf("applier %d: %v", a, errs[a])
 			}
-			total.Add(counts[a])
-		}
-		if total.Total() != int64(len(all)) || total.Inserted != int64(nIDs) || total.Ties > total.Updated {
-			rt.Fatalf("counts %+v for %d records of %d ids", total, len(all), nIDs)
-		}
-		rows, err := pool.Query(ctx, `SELECT id, updated_at, content_hash, deleted_at FROM time_entries`)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		n := 0
-		var id string
-		var v time.Time
-		var h []byte
-		var del *time.Time
-		_, err = pgx.ForEachRow(rows, []any{&id, &v, &h, &del}, func() error {
-			n++
-			want := last[id]
-			wh, _ := ContentHash(want.Raw)
-			if !v.Equal(want.Version) || !bytes.Equal(h, wh[:]) || (del == nil) != (want.DeletedAt == nil) {
-				return fmt.Errorf("id %s at version %v deleted %v, want version %v deleted %v (%s)", id, v, del, want.Version, want.DeletedAt, want.Raw)
-			}
-			return nil
 		})
-		if err != nil {
-			rt.Fatal(err)
+	}
+	wg.Wait()
+	close(stop)
+	if err := <-sampled; err != nil {
+		rt.Fatal(err)
+	}
+	var total Counts
+	for a := range work {
+		if errs[a] != nil {
+			rt.Fatalf("applier %d: %v", a, errs[a])
 		}
-		if n != nIDs {
-			rt.Fatalf("%d rows, want %d", n, nIDs)
+		total.Add(counts[a])
+	}
+	return total
+}
+
+// checkConverged: exactly nIDs rows, each at the version, content and
+// deletion of last's record for its id.
+func checkConverged(rt *rapid.T, pool *pgxpool.Pool, last map[string]clients.Record, nIDs int) {
+	rows, err := pool.Query(context.Background(), `SELECT id, updated_at, content_hash, deleted_at FROM time_entries`)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	n := 0
+	var id string
+	var v time.Time
+	var h []byte
+	var del *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &v, &h, &del}, func() error {
+		n++
+		want := last[id]
+		wh, _ := ContentHash(want.Raw)
+		if !v.Equal(want.Version) || !bytes.Equal(h, wh[:]) || (del == nil) != (want.DeletedAt == nil) {
+			return fmt.Errorf("id %s at version %v deleted %v, want version %v deleted %v (%s)", id, v, del, want.Version, want.DeletedAt, want.Raw)
 		}
+		return nil
 	})
+	if err != nil {
+		rt.Fatal(err)
+	}
+	if n != nIDs {
+		rt.Fatalf("%d rows, want %d", n, nIDs)
+	}
 }
 
 type seen struct{ v, f, first time.Time }

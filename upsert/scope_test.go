@@ -1,7 +1,6 @@
 package upsert
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -37,61 +36,13 @@ func TestTombstoneScopedToUsers(t *testing.T) {
 			Seen: []string{"1"}, AsOf: asOf, Max: max, Scope: clients.Scope{UserIDs: users}}
 	}
 
-	t.Run("one user", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.DB(t)
-		applyTx(t, pool, seed)
+	runTombstoneCases(t, seed, []tombstoneCase{
 		// The ceiling counts only A's two missing rows, not B's and C's.
-		n, err := tombstone(t, pool, params([]string{a}, 2))
-		if err != nil || n != 2 {
-			t.Fatalf("TombstoneMissing = %d, %v; want 2", n, err)
-		}
-		if got := deletedIDs(t, pool); got != "2,3" {
-			t.Fatalf("deleted ids = %s, want 2,3 (only user A's missing rows)", got)
-		}
-	})
-
-	t.Run("two users", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.DB(t)
-		applyTx(t, pool, seed)
-		n, err := tombstone(t, pool, params([]string{a, c}, 0))
-		if err != nil || n != 3 || deletedIDs(t, pool) != "2,3,7" {
-			t.Fatalf("TombstoneMissing = %d, %v, deleted %s; want 3 (2,3,7)", n, err, deletedIDs(t, pool))
-		}
-	})
-
-	t.Run("ceiling counts only rows in scope", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.DB(t)
-		applyTx(t, pool, seed)
-		n, err := tombstone(t, pool, params([]string{b}, 1))
-		if !errors.Is(err, ErrTooManyTombstones) || n != 0 || !strings.Contains(err.Error(), "2 rows") {
-			t.Fatalf("TombstoneMissing = %d, %v; want ErrTooManyTombstones for 2 rows", n, err)
-		}
-		if got := deletedIDs(t, pool); got != "" {
-			t.Fatalf("deleted ids = %s after a refusal, want none", got)
-		}
-	})
-
-	t.Run("no users listed", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.DB(t)
-		applyTx(t, pool, seed)
-		n, err := tombstone(t, pool, params([]string{}, 1))
-		if err != nil || n != 0 || deletedIDs(t, pool) != "" {
-			t.Fatalf("TombstoneMissing = %d, %v, deleted %s; want nothing", n, err, deletedIDs(t, pool))
-		}
-	})
-
-	t.Run("unscoped", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.DB(t)
-		applyTx(t, pool, seed)
-		n, err := tombstone(t, pool, params(nil, 0))
-		if err != nil || n != 5 || deletedIDs(t, pool) != "2,3,5,6,7" {
-			t.Fatalf("TombstoneMissing = %d, %v, deleted %s; want 5 (2,3,5,6,7)", n, err, deletedIDs(t, pool))
-		}
+		{name: "one user", params: params([]string{a}, 2), n: 2, deleted: "2,3"},
+		{name: "two users", params: params([]string{a, c}, 0), n: 3, deleted: "2,3,7"},
+		{name: "ceiling counts only rows in scope", params: params([]string{b}, 1), refused: []string{"2 rows"}},
+		{name: "no users listed", params: params([]string{}, 1)},
+		{name: "unscoped", params: params(nil, 0), n: 5, deleted: "2,3,5,6,7"},
 	})
 
 	t.Run("a user scope on a table without user_id", func(t *testing.T) {

@@ -1,28 +1,14 @@
 package upsert
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
-
-func deletion(rec clients.Record, typed bool) clients.Record {
-	d := rec.Version
-	rec.DeletedAt = &d
-	rec.Raw = append(rec.Raw[:len(rec.Raw)-1:len(rec.Raw)-1], `,"server_deleted_at":"x"}`...)
-	if !typed {
-		rec.Row = nil
-	}
-	return rec
-}
 
 func TestDeletionRecord(t *testing.T) {
 	t.Parallel()
@@ -80,29 +66,40 @@ func TestDeletionOfUnknownID(t *testing.T) {
 	}
 }
 
-func onDay(rec clients.Record, day int) clients.Record {
-	return with(rec, "spent_date", clients.Date{Year: 2026, Month: 3, Day: day})
+// tombstoneCase is one TombstoneMissing call on freshly seeded rows.
+type tombstoneCase struct {
+	name    string
+	params  TombstoneParams
+	n       int64
+	deleted string   // ids marked, in order
+	refused []string // when set: ErrTooManyTombstones, whose message holds each
 }
 
-func tombstone(t *testing.T, pool *pgxpool.Pool, p TombstoneParams) (int64, error) {
+func runTombstoneCases(t *testing.T, seed []clients.Record, cases []tombstoneCase) {
 	t.Helper()
-	var n int64
-	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		var err error
-		n, err = TombstoneMissing(context.Background(), tx, p)
-		return err
-	})
-	return n, err
-}
-
-func deletedIDs(t *testing.T, pool *pgxpool.Pool) string {
-	t.Helper()
-	var s string
-	err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(id, ',' ORDER BY id), '') FROM time_entries WHERE deleted_at IS NOT NULL`).Scan(&s)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.DB(t)
+			applyTx(t, pool, seed)
+			n, err := tombstone(t, pool, tc.params)
+			if tc.refused != nil {
+				if !errors.Is(err, ErrTooManyTombstones) || n != 0 {
+					t.Fatalf("TombstoneMissing = %d, %v; want ErrTooManyTombstones", n, err)
+				}
+				for _, want := range tc.refused {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+			} else if err != nil || n != tc.n {
+				t.Fatalf("TombstoneMissing = %d, %v; want %d", n, err, tc.n)
+			}
+			if got := deletedIDs(t, pool); got != tc.deleted {
+				t.Fatalf("deleted ids = %q, want %q", got, tc.deleted)
+			}
+		})
 	}
-	return s
 }
 
 func TestTombstoneMissing(t *testing.T) {
@@ -161,30 +158,9 @@ func TestTombstoneMissing(t *testing.T) {
 		}
 	})
 
-	t.Run("no range", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.DB(t)
-		applyTx(t, pool, seed)
-		n, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.TimeEntries, Seen: []string{"1", "2"}, AsOf: asOf})
-		if err != nil || n != 3 || deletedIDs(t, pool) != "3,4,6" {
-			t.Fatalf("TombstoneMissing = %d, %v, deleted %s; want 3 (3,4,6)", n, err, deletedIDs(t, pool))
-		}
-	})
-
-	t.Run("ceiling refuses and writes nothing", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.DB(t)
-		applyTx(t, pool, seed)
-		n, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.TimeEntries, Seen: nil, AsOf: asOf, Max: 4})
-		if !errors.Is(err, ErrTooManyTombstones) || n != 0 {
-			t.Fatalf("TombstoneMissing = %d, %v; want ErrTooManyTombstones", n, err)
-		}
-		if !strings.Contains(err.Error(), "5 rows") || !strings.Contains(err.Error(), "ceiling is 4") {
-			t.Errorf("error %q does not say how many and the ceiling", err)
-		}
-		if got := deletedIDs(t, pool); got != "" {
-			t.Fatalf("deleted ids = %s after a refusal, want none", got)
-		}
+	runTombstoneCases(t, seed, []tombstoneCase{
+		{name: "no range", params: TombstoneParams{Source: testSource, Resource: clients.TimeEntries, Seen: []string{"1", "2"}, AsOf: asOf}, n: 3, deleted: "3,4,6"},
+		{name: "ceiling refuses and writes nothing", params: TombstoneParams{Source: testSource, Resource: clients.TimeEntries, Seen: nil, AsOf: asOf, Max: 4}, refused: []string{"5 rows", "ceiling is 4"}},
 	})
 
 	t.Run("range only for time entries", func(t *testing.T) {

@@ -5,11 +5,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"pgregory.net/rapid"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -36,13 +34,7 @@ func unstamped(id int64, version, fetched time.Time, rev string) clients.Record 
 // deletion (so it differs from every live content), and it carries no
 // version either.
 func unstampedDeletion(rec clients.Record, typed bool) clients.Record {
-	d := rec.Version
-	rec.DeletedAt = &d
-	rec.Raw = append(rec.Raw[:len(rec.Raw)-1:len(rec.Raw)-1], `,"deleted":true}`...)
-	if !typed {
-		rec.Row = nil
-	}
-	return rec
+	return markDeleted(rec, typed, `,"deleted":true}`)
 }
 
 // TestSameContentNewerVersion is issue 9, finding 7: A@v1, then A@v3 (the
@@ -228,88 +220,12 @@ func TestVersionOrderConverges(t *testing.T) {
 				}
 			}
 		}
-		for _, i := range rapid.SliceOfN(rapid.IntRange(0, len(all)-1), 0, len(all)).Draw(rt, "duplicates") {
-			all = append(all, all[i])
-		}
-		order := make([]int, len(all))
-		for i := range order {
-			order[i] = i
-		}
-		shuffled := make([]clients.Record, len(all))
-		for i, j := range rapid.Permutation(order).Draw(rt, "order") {
-			shuffled[i] = all[j]
-		}
+		all = redeliverShuffled(rt, all)
 		appliers := rapid.IntRange(1, 3).Draw(rt, "appliers")
-		work := make([][][]clients.Record, appliers)
-		for rest := shuffled; len(rest) > 0; {
-			n := rapid.IntRange(1, min(len(rest), 4)).Draw(rt, "page")
-			a := rapid.IntRange(0, appliers-1).Draw(rt, "applier")
-			work[a] = append(work[a], rest[:n])
-			rest = rest[n:]
-		}
-
-		stop := make(chan struct{})
-		sampled := make(chan error, 1)
-		go func() { sampled <- sample(ctx, pool, stop) }()
-		var wg sync.WaitGroup
-		counts := make([]Counts, appliers)
-		errs := make([]error, appliers)
-		for a := range appliers {
-			wg.Go(func() {
-				for _, page := range work[a] {
-					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-						c, err := Apply(ctx, tx, testSource, clients.TimeEntries, page)
-						if err == nil && c.Total() != int64(len(page)) {
-							err = fmt.Errorf("page of %d counted %+v", len(page), c)
-						}
-						counts[a].Add(c)
-						return err
-					})
-					if err != nil {
-						errs[a] = err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(stop)
-		if err := <-sampled; err != nil {
-			rt.Fatal(err)
-		}
-		var total Counts
-		for a := range appliers {
-			if errs[a] != nil {
-				rt.Fatalf("applier %d: %v", a, errs[a])
-			}
-			total.Add(counts[a])
-		}
+		total := applyConcurrently(rt, pool, deal(rt, all, appliers, 4), false)
 		if total.Total() != int64(len(all)) || total.Inserted != int64(nIDs) {
 			rt.Fatalf("counts %+v for %d records of %d ids", total, len(all), nIDs)
 		}
-		rows, err := pool.Query(ctx, `SELECT id, updated_at, content_hash, deleted_at FROM time_entries`)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		n := 0
-		var id string
-		var v time.Time
-		var h []byte
-		var del *time.Time
-		_, err = pgx.ForEachRow(rows, []any{&id, &v, &h, &del}, func() error {
-			n++
-			want := last[id]
-			wh, _ := ContentHash(want.Raw)
-			if !v.Equal(want.Version) || !bytes.Equal(h, wh[:]) || (del == nil) != (want.DeletedAt == nil) {
-				return fmt.Errorf("id %s at version %v deleted %v, want version %v deleted %v (%s)", id, v, del, want.Version, want.DeletedAt, want.Raw)
-			}
-			return nil
-		})
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if n != nIDs {
-			rt.Fatalf("%d rows, want %d", n, nIDs)
-		}
+		checkConverged(rt, pool, last, nIDs)
 	})
 }
