@@ -203,16 +203,19 @@ func plainRow(rec clients.Record) ([]any, error) {
 	return append(vals, rec.Version, rec.FetchedAt, h[:], rec.Raw, nil), nil
 }
 
-// rowByRowSQL is the naive mechanism: one guarded upsert per record.
-const rowByRowSQL = `INSERT INTO time_entries AS t (source, id, spent_date, hours, notes, user_id, project_id, task_id,
-    client_id, billable, is_locked, is_closed, is_billed, is_running, invoice_id, updated_at, fetched_at, content_hash, raw, deleted_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
-ON CONFLICT (source, id) DO UPDATE SET spent_date = EXCLUDED.spent_date, hours = EXCLUDED.hours, notes = EXCLUDED.notes,
+// benchOnConflict is the guarded write both alternatives end with.
+const benchOnConflict = `ON CONFLICT (source, id) DO UPDATE SET spent_date = EXCLUDED.spent_date, hours = EXCLUDED.hours, notes = EXCLUDED.notes,
     user_id = EXCLUDED.user_id, project_id = EXCLUDED.project_id, task_id = EXCLUDED.task_id, client_id = EXCLUDED.client_id,
     billable = EXCLUDED.billable, is_locked = EXCLUDED.is_locked, is_closed = EXCLUDED.is_closed, is_billed = EXCLUDED.is_billed,
     is_running = EXCLUDED.is_running, invoice_id = EXCLUDED.invoice_id, updated_at = EXCLUDED.updated_at,
     fetched_at = EXCLUDED.fetched_at, content_hash = EXCLUDED.content_hash, raw = EXCLUDED.raw, deleted_at = EXCLUDED.deleted_at
 WHERE (t.updated_at, t.fetched_at) < (EXCLUDED.updated_at, EXCLUDED.fetched_at) AND t.content_hash <> EXCLUDED.content_hash`
+
+// rowByRowSQL is the naive mechanism: one guarded upsert per record.
+const rowByRowSQL = `INSERT INTO time_entries AS t (source, id, spent_date, hours, notes, user_id, project_id, task_id,
+    client_id, billable, is_locked, is_closed, is_billed, is_running, invoice_id, updated_at, fetched_at, content_hash, raw, deleted_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+` + benchOnConflict
 
 // The alternatives measured to choose the mechanism (BENCHMARKS.md). They
 // share Apply's validation and hashing, and differ in how rows reach the
@@ -285,12 +288,7 @@ FROM unnest($2::text[], $3::date[], $4::numeric[], $5::text[], $6::text[], $7::t
     $11::bool[], $12::bool[], $13::bool[], $14::bool[], $15::text[], $16::timestamptz[], $17::timestamptz[], $18::bytea[], $19::text[])
     AS u(id, spent_date, hours, notes, user_id, project_id, task_id, client_id, billable, is_locked, is_closed, is_billed,
          is_running, invoice_id, updated_at, fetched_at, content_hash, raw)
-ON CONFLICT (source, id) DO UPDATE SET spent_date = EXCLUDED.spent_date, hours = EXCLUDED.hours, notes = EXCLUDED.notes,
-    user_id = EXCLUDED.user_id, project_id = EXCLUDED.project_id, task_id = EXCLUDED.task_id, client_id = EXCLUDED.client_id,
-    billable = EXCLUDED.billable, is_locked = EXCLUDED.is_locked, is_closed = EXCLUDED.is_closed, is_billed = EXCLUDED.is_billed,
-    is_running = EXCLUDED.is_running, invoice_id = EXCLUDED.invoice_id, updated_at = EXCLUDED.updated_at,
-    fetched_at = EXCLUDED.fetched_at, content_hash = EXCLUDED.content_hash, raw = EXCLUDED.raw, deleted_at = EXCLUDED.deleted_at
-WHERE (t.updated_at, t.fetched_at) < (EXCLUDED.updated_at, EXCLUDED.fetched_at) AND t.content_hash <> EXCLUDED.content_hash`
+` + benchOnConflict
 
 // BenchmarkMechanisms compares Apply's mechanism with the alternatives above
 // on new and on unchanged pages, measured next to each other, since the

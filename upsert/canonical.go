@@ -379,20 +379,14 @@ func (c *canonicalizer) number() error {
 	case i < len(s) && s[i] == '0':
 		i++
 	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i = skipDigits(s, i)
 	default:
 		c.pos = i
 		return c.errf("invalid number")
 	}
 	if i < len(s) && s[i] == '.' {
-		i++
-		d := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == d {
+		d := i + 1
+		if i = skipDigits(s, d); i == d {
 			c.pos = i
 			return c.errf("invalid number: no digits after .")
 		}
@@ -403,14 +397,19 @@ func (c *canonicalizer) number() error {
 			i++
 		}
 		d := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i = skipDigits(s, d); i == d {
 			c.pos = i
 			return c.errf("invalid number: no digits in exponent")
 		}
 	}
 	c.pos = i
 	return nil
+}
+
+// skipDigits returns the index of the first non-digit of s at or after i.
+func skipDigits(s []byte, i int) int {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }

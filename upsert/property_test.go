@@ -52,12 +52,7 @@ func history(rt *rapid.T, id int64) []clients.Record {
 // and never sees a row go back to an older (updated_at, fetched_at).
 func TestConcurrentAppliersConverge(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.DB(t)
-	ctx := context.Background()
-	rapid.Check(t, func(rt *rapid.T) {
-		if _, err := pool.Exec(ctx, `TRUNCATE time_entries`); err != nil {
-			rt.Fatal(err)
-		}
+	checkOnEmptyTable(t, func(rt *rapid.T, pool *pgxpool.Pool) {
 		nIDs := rapid.IntRange(1, 12).Draw(rt, "ids")
 		var all []clients.Record
 		last := map[string]clients.Record{}
@@ -73,6 +68,19 @@ func TestConcurrentAppliersConverge(t *testing.T) {
 			rt.Fatalf("counts %+v for %d records of %d ids", total, len(all), nIDs)
 		}
 		checkConverged(rt, pool, last, nIDs)
+	})
+}
+
+// checkOnEmptyTable runs a rapid property against one database whose
+// time_entries is emptied before each draw.
+func checkOnEmptyTable(t *testing.T, prop func(rt *rapid.T, pool *pgxpool.Pool)) {
+	t.Helper()
+	pool := pgtest.DB(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		if _, err := pool.Exec(context.Background(), `TRUNCATE time_entries`); err != nil {
+			rt.Fatal(err)
+		}
+		prop(rt, pool)
 	})
 }
 

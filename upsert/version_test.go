@@ -2,12 +2,12 @@ package upsert
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"pgregory.net/rapid"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -202,12 +202,7 @@ func unstampedHistory(rt *rapid.T) []delivery {
 // to an older (updated_at, fetched_at).
 func TestVersionOrderConverges(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.DB(t)
-	ctx := context.Background()
-	rapid.Check(t, func(rt *rapid.T) {
-		if _, err := pool.Exec(ctx, `TRUNCATE time_entries`); err != nil {
-			rt.Fatal(err)
-		}
+	checkOnEmptyTable(t, func(rt *rapid.T, pool *pgxpool.Pool) {
 		nIDs := rapid.IntRange(1, 8).Draw(rt, "ids")
 		var all []clients.Record
 		last := map[string]clients.Record{}
