@@ -421,7 +421,7 @@ func (c *Client) clock(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	if resp.Date.IsZero() {
-		return time.Time{}, c.dec.errf(string(clients.TimeEntries), 0, "Date header", "missing on GET /user: the source's clock is needed to place feed windows", nil)
+		return time.Time{}, c.dec.Errf(string(clients.TimeEntries), 0, "Date header", "missing on GET /user: the source's clock is needed to place feed windows", nil)
 	}
 	return resp.Date, nil
 }
@@ -468,14 +468,14 @@ func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q 
 		return nil, 0, err
 	}
 	if resp.Date.IsZero() {
-		return nil, 0, c.dec.errf(string(r), l.page, "Date header", "missing: listed records are versioned by the source's clock", nil)
+		return nil, 0, c.dec.Errf(string(r), l.page, "Date header", "missing: listed records are versioned by the source's clock", nil)
 	}
 	recs, err := c.dec.decodeList(r, l.page, resp.Body, resp.Date, resp.ReceivedAt)
 	if err != nil {
 		return nil, 0, err
 	}
 	if len(recs) > c.pageSize {
-		return nil, 0, c.dec.errf(string(r), l.page, "(page)", fmt.Sprintf("%d records on a page of %d", len(recs), c.pageSize), nil)
+		return nil, 0, c.dec.Errf(string(r), l.page, "(page)", fmt.Sprintf("%d records on a page of %d", len(recs), c.pageSize), nil)
 	}
 	c.log.Debug().Str("resource", string(r)).Int("page", l.page).Int("records", len(recs)).Msg("page fetched")
 	if err := l.fn(ctx, clients.Page{Resource: r, Number: l.page, SourceTime: resp.Date, Records: recs}); err != nil {
@@ -655,7 +655,7 @@ func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, listedT
 			return nil, 0, err
 		}
 		if n > c.feedLimit {
-			return nil, 0, c.dec.errf(string(clients.TimeEntries), l.page, "(page)", fmt.Sprintf("%d changes on a page of limit %d", n, c.feedLimit), nil)
+			return nil, 0, c.dec.Errf(string(clients.TimeEntries), l.page, "(page)", fmt.Sprintf("%d changes on a page of limit %d", n, c.feedLimit), nil)
 		}
 		c.log.Debug().Str("feed", string(k)).Int("page", l.page).Int("records", len(recs)).
 			Time("start", start).Time("end", end).Msg("feed page fetched")

@@ -3,7 +3,6 @@ package clockify
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -36,25 +36,11 @@ func (k feedKind) stampField() string {
 }
 
 // decoder normalizes pages of one source.
-type decoder struct {
-	source string
-	// errf builds decode errors; it redacts the client's secrets.
-	errf func(resource string, page int, field, what string, body []byte) *httpx.Error
-}
+type decoder struct{ decode.Errors }
 
 func newDecoder(source string, hc *httpx.Client) decoder {
-	d := decoder{source: source}
-	if hc != nil {
-		d.errf = hc.DecodeError
-	} else {
-		d.errf = func(resource string, page int, field, what string, body []byte) *httpx.Error {
-			return httpx.DecodeError(source, resource, page, field, what, body)
-		}
-	}
-	return d
+	return decoder{decode.NewErrors(source, hc)}
 }
-
-type fieldErr struct{ field, what string }
 
 // validID accepts Clockify's ids (24 hex digits) and, leniently, any short
 // token of letters, digits, '-' and '_': ids are kept as they are, and they
@@ -76,49 +62,31 @@ func validID(s string) bool {
 // With envelope, {"response":[...]} is accepted too (the change feed).
 func (d decoder) elements(r clients.Resource, page int, body []byte, envelope bool) ([]json.RawMessage, error) {
 	var elems []json.RawMessage
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if envelope && len(trimmed) > 0 && trimmed[0] == '{' {
+	if envelope && decode.FirstByte(body) == '{' {
 		var env struct {
 			Response *[]json.RawMessage `json:"response"`
 		}
 		if err := json.Unmarshal(body, &env); err != nil {
-			field, what := describe(err)
-			return nil, d.errf(string(r), page, cmpStr(field, "(page)"), what, body)
+			field, what := decode.Describe(err)
+			return nil, d.Page(r, page, field, what, body)
 		}
 		if env.Response == nil {
-			return nil, d.errf(string(r), page, "response", "missing: want an array of changes", body)
+			return nil, d.Errf(string(r), page, "response", "missing: want an array of changes", body)
 		}
 		elems = *env.Response
 	} else if err := json.Unmarshal(body, &elems); err != nil {
-		field, what := describe(err)
+		field, what := decode.Describe(err)
 		if field == "" && strings.HasPrefix(what, "want an object") {
 			what = "want an array" + strings.TrimPrefix(what, "want an object")
 		}
-		return nil, d.errf(string(r), page, cmpStr(field, "(page)"), what, body)
+		return nil, d.Page(r, page, field, what, body)
 	}
 	for i, e := range elems {
-		if t := bytes.TrimLeft(e, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-			return nil, d.errf(string(r), page, fmt.Sprintf("%s[%d]", r, i), "want an object, got "+kindOf(t), e)
+		if decode.FirstByte(e) != '{' {
+			return nil, d.Elem(r, page, i, decode.Field("", "want an object, got "+decode.KindOf(e)), e)
 		}
 	}
 	return elems, nil
-}
-
-func kindOf(b []byte) string {
-	if len(b) == 0 {
-		return "nothing"
-	}
-	switch b[0] {
-	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 'n':
-		return "null"
-	case 't', 'f':
-		return "boolean"
-	}
-	return "number"
 }
 
 // decodeList normalizes a listing page: every record gets version (the
@@ -133,59 +101,43 @@ func (d decoder) decodeList(r clients.Resource, page int, body []byte, version, 
 		rec := &recs[i]
 		rec.Raw, rec.Version, rec.FetchedAt = raw, version.UTC(), fetched
 		if fe := fill(r, raw, rec); fe != nil {
-			return nil, d.fieldError(r, page, fmt.Sprintf("%s[%d]", r, i), fe, raw)
+			return nil, d.Elem(r, page, i, fe, raw)
 		}
 	}
 	return recs, nil
 }
 
-func (d decoder) fieldError(r clients.Resource, page int, prefix string, fe *fieldErr, raw []byte) error {
-	field := prefix
-	if fe.field != "" {
-		field += "." + fe.field
-	}
-	return d.errf(string(r), page, field, fe.what, raw)
-}
-
 // fill decodes one record of r into rec's typed fields and id.
-func fill(r clients.Resource, raw []byte, rec *clients.Record) *fieldErr {
+func fill(r clients.Resource, raw []byte, rec *clients.Record) *decode.FieldError {
 	switch r {
 	case clients.TimeEntries:
 		return fillEntry(raw, rec)
 	case clients.Projects:
 		var j projectJSON
-		if fe := unmarshal(raw, &j); fe != nil {
+		if fe := decode.Unmarshal(raw, &j); fe != nil {
 			return fe
 		}
 		return j.fill(rec)
 	case clients.Clients:
 		var j clientJSON
-		if fe := unmarshal(raw, &j); fe != nil {
+		if fe := decode.Unmarshal(raw, &j); fe != nil {
 			return fe
 		}
 		return j.fill(rec)
 	case clients.Users:
 		var j userJSON
-		if fe := unmarshal(raw, &j); fe != nil {
+		if fe := decode.Unmarshal(raw, &j); fe != nil {
 			return fe
 		}
 		return j.fill(rec)
 	case clients.Tasks:
 		var j taskJSON
-		if fe := unmarshal(raw, &j); fe != nil {
+		if fe := decode.Unmarshal(raw, &j); fe != nil {
 			return fe
 		}
 		return j.fill(rec)
 	}
-	return &fieldErr{"", "unknown resource " + string(r)}
-}
-
-func unmarshal(raw []byte, v any) *fieldErr {
-	if err := json.Unmarshal(raw, v); err != nil {
-		field, what := describe(err)
-		return &fieldErr{field, what}
-	}
-	return nil
+	return decode.Field("", "unknown resource "+string(r))
 }
 
 // decodeIDs reads only the ids of a listing page (users for the per-user
@@ -200,12 +152,12 @@ func (d decoder) decodeIDs(r clients.Resource, page int, body []byte) ([]string,
 		var j struct {
 			ID *string `json:"id"`
 		}
-		fe := unmarshal(raw, &j)
+		fe := decode.Unmarshal(raw, &j)
 		if fe == nil {
 			ids[i], fe = reqID(j.ID, "id")
 		}
 		if fe != nil {
-			return nil, d.fieldError(r, page, fmt.Sprintf("%s[%d]", r, i), fe, raw)
+			return nil, d.Elem(r, page, i, fe, raw)
 		}
 	}
 	return ids, nil
@@ -229,17 +181,16 @@ func (d decoder) decodeFeed(k feedKind, page int, body []byte, fetched time.Time
 	}
 	recs := make([]clients.Record, len(elems))
 	for i, raw := range elems {
-		prefix := fmt.Sprintf("%s[%d]", r, i)
 		if fe := fillChange(k, raw, &recs[i], fetched); fe != nil {
-			return nil, 0, d.fieldError(r, page, prefix, fe, raw)
+			return nil, 0, d.Elem(r, page, i, fe, raw)
 		}
 	}
 	return recs, len(elems), nil
 }
 
-func fillChange(k feedKind, raw []byte, rec *clients.Record, fetched time.Time) *fieldErr {
+func fillChange(k feedKind, raw []byte, rec *clients.Record, fetched time.Time) *decode.FieldError {
 	var j changeJSON
-	if fe := unmarshal(raw, &j); fe != nil {
+	if fe := decode.Unmarshal(raw, &j); fe != nil {
 		return fe
 	}
 	var st *string
@@ -271,7 +222,7 @@ func fillChange(k feedKind, raw []byte, rec *clients.Record, fetched time.Time) 
 	doc := bytes.TrimSpace(j.Document)
 	hasDoc := len(doc) > 0 && doc[0] == '{'
 	if len(doc) > 0 && !hasDoc && string(doc) != "null" {
-		return &fieldErr{"document", "want an object, got " + kindOf(doc)}
+		return decode.Field("document", "want an object, got "+decode.KindOf(doc))
 	}
 	if k == feedDeleted {
 		// A tombstone: the whole change document is kept as Raw.
@@ -282,8 +233,8 @@ func fillChange(k feedKind, raw []byte, rec *clients.Record, fetched time.Time) 
 			var dj struct {
 				ID *string `json:"id"`
 			}
-			if fe := unmarshal(doc, &dj); fe != nil {
-				return &fieldErr{"document." + fe.field, fe.what}
+			if fe := decode.Unmarshal(doc, &dj); fe != nil {
+				return decode.Under("document", fe)
 			}
 			id = dj.ID
 		}
@@ -295,14 +246,14 @@ func fillChange(k feedKind, raw []byte, rec *clients.Record, fetched time.Time) 
 		return fe
 	}
 	if !hasDoc {
-		return &fieldErr{"document", "missing: a " + string(k) + " change must carry the time entry"}
+		return decode.Field("document", "missing: a "+string(k)+" change must carry the time entry")
 	}
 	rec.Raw = doc
 	if fe := fillEntry(doc, rec); fe != nil {
-		return &fieldErr{"document." + fe.field, fe.what}
+		return decode.Under("document", fe)
 	}
 	if j.ID != nil && *j.ID != rec.ID {
-		return &fieldErr{"id", fmt.Sprintf("%q differs from document.id %q", *j.ID, rec.ID)}
+		return decode.Field("id", fmt.Sprintf("%q differs from document.id %q", *j.ID, rec.ID))
 	}
 	return nil
 }
@@ -330,12 +281,12 @@ type entryJSON struct {
 // timeInterval.start; hours come from timeInterval.duration (or end −
 // start when the duration is null on a stopped entry); a running entry
 // (end null) has hours 0 and is_running.
-func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
+func fillEntry(raw []byte, rec *clients.Record) *decode.FieldError {
 	var j entryJSON
-	if fe := unmarshal(raw, &j); fe != nil {
+	if fe := decode.Unmarshal(raw, &j); fe != nil {
 		return fe
 	}
-	var fe *fieldErr
+	var fe *decode.FieldError
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
@@ -362,7 +313,7 @@ func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
 	}
 	ti := j.TimeInterval
 	if ti == nil {
-		return &fieldErr{"timeInterval", "missing"}
+		return decode.Missing("timeInterval")
 	}
 	start, fe := reqTime(ti.Start, "timeInterval.start")
 	if fe != nil {
@@ -375,7 +326,7 @@ func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
 	case ti.Duration != nil:
 		h, err := hours(*ti.Duration)
 		if err != nil {
-			return &fieldErr{"timeInterval.duration", err.Error()}
+			return decode.Field("timeInterval.duration", err.Error())
 		}
 		hoursText = h
 		if _, fe := reqTime(ti.End, "timeInterval.end"); fe != nil {
@@ -387,10 +338,10 @@ func fillEntry(raw []byte, rec *clients.Record) *fieldErr {
 			return fe
 		}
 		if end.Before(start) {
-			return &fieldErr{"timeInterval.end", "before timeInterval.start"}
+			return decode.Field("timeInterval.end", "before timeInterval.start")
 		}
 		if end.Sub(start) > maxSeconds*time.Second {
-			return &fieldErr{"timeInterval.end", "too far after timeInterval.start"}
+			return decode.Field("timeInterval.end", "too far after timeInterval.start")
 		}
 		hoursText = hoursOf(int64(end.Sub(start)))
 	}
@@ -423,8 +374,8 @@ type projectJSON struct {
 	Billable bool    `json:"billable"`
 }
 
-func (j *projectJSON) fill(rec *clients.Record) *fieldErr {
-	var fe *fieldErr
+func (j *projectJSON) fill(rec *clients.Record) *decode.FieldError {
+	var fe *decode.FieldError
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
@@ -443,8 +394,8 @@ type clientJSON struct {
 	Archived     bool    `json:"archived"`
 }
 
-func (j *clientJSON) fill(rec *clients.Record) *fieldErr {
-	var fe *fieldErr
+func (j *clientJSON) fill(rec *clients.Record) *decode.FieldError {
+	var fe *decode.FieldError
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
@@ -465,8 +416,8 @@ type userJSON struct {
 
 // fill puts Clockify's single name into FirstName: splitting a name into
 // first and last is not something to guess.
-func (j *userJSON) fill(rec *clients.Record) *fieldErr {
-	var fe *fieldErr
+func (j *userJSON) fill(rec *clients.Record) *decode.FieldError {
+	var fe *decode.FieldError
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
@@ -484,8 +435,8 @@ type taskJSON struct {
 	Status string  `json:"status"`
 }
 
-func (j *taskJSON) fill(rec *clients.Record) *fieldErr {
-	var fe *fieldErr
+func (j *taskJSON) fill(rec *clients.Record) *decode.FieldError {
+	var fe *decode.FieldError
 	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
 		return fe
 	}
@@ -493,67 +444,32 @@ func (j *taskJSON) fill(rec *clients.Record) *fieldErr {
 	return nil
 }
 
-func reqID(s *string, field string) (string, *fieldErr) {
+func reqID(s *string, field string) (string, *decode.FieldError) {
 	if s == nil || *s == "" {
-		return "", &fieldErr{field, "missing"}
+		return "", decode.Missing(field)
 	}
 	return optID(s, field)
 }
 
-func optID(s *string, field string) (string, *fieldErr) {
+func optID(s *string, field string) (string, *decode.FieldError) {
 	if s == nil || *s == "" {
 		return "", nil
 	}
 	if !validID(*s) {
-		return "", &fieldErr{field, fmt.Sprintf("want a Clockify id, got %q", *s)}
+		return "", decode.Field(field, fmt.Sprintf("want a Clockify id, got %q", *s))
 	}
 	return *s, nil
 }
 
-func reqTime(s *string, field string) (time.Time, *fieldErr) {
+func reqTime(s *string, field string) (time.Time, *decode.FieldError) {
 	if s == nil || *s == "" {
-		return time.Time{}, &fieldErr{field, "missing"}
+		return time.Time{}, decode.Missing(field)
 	}
 	t, err := time.Parse(time.RFC3339, *s)
 	if err != nil {
-		return time.Time{}, &fieldErr{field, fmt.Sprintf("want yyyy-MM-ddThh:mm:ssZ, got %q", *s)}
+		return time.Time{}, decode.Field(field, fmt.Sprintf("want yyyy-MM-ddThh:mm:ssZ, got %q", *s))
 	}
 	return t.UTC(), nil
-}
-
-// describe turns an encoding/json error into a field path and a phrase.
-func describe(err error) (field, what string) {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return "", fmt.Sprintf("want an object, got %s", te.Value)
-		}
-		return te.Field, fmt.Sprintf("want %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
-	case errors.As(err, &se):
-		return "", fmt.Sprintf("not JSON (%s at byte %d)", se.Error(), se.Offset)
-	}
-	return "", err.Error()
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "bool":
-		return "boolean"
-	case "ptr", "struct", "map":
-		return "object"
-	case "slice":
-		return "array"
-	}
-	return k
-}
-
-func cmpStr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // HoursPrecision is the number of decimals hours are rounded to (half up).

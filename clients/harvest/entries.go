@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -108,7 +109,7 @@ type entrySink struct {
 	recs    []clients.Record
 	rows    []any // te.Width() values per record
 	// err is the first bad record's, at index errAt.
-	err   *fieldErr
+	err   *decode.FieldError
 	errAt int
 }
 
@@ -150,25 +151,18 @@ func (k *entrySink) records() []clients.Record {
 	return k.recs
 }
 
-func (d decoder) recordErr(r clients.Resource, page, i int, fe *fieldErr, raw []byte) error {
-	if fe.field == "" {
-		return d.errf(string(r), page, fmt.Sprintf("%s[%d]", r, i), fe.what, raw)
-	}
-	return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, fe.field), fe.what, raw)
-}
-
 // read reads one entry at the scanner's cursor. Like encoding/json, null
 // leaves a field as it was and the first wrong-typed field is the error.
-func (e *entryJSON) read(s *scanner, text string) *fieldErr {
+func (e *entryJSON) read(s *scanner, text string) *decode.FieldError {
 	switch k := s.peek(); k {
 	case kNull:
 		_, _, _ = s.literal()
 		return nil
 	case kObject:
 	default:
-		return &fieldErr{"", "want an object, got " + k.String()}
+		return decode.Field("", "want an object, got "+k.String())
 	}
-	var fe *fieldErr
+	var fe *decode.FieldError
 	err := s.object(func(key []byte) error {
 		switch canon(key, entryKeys) {
 		case "id":
@@ -215,7 +209,7 @@ func (e *entryJSON) read(s *scanner, text string) *fieldErr {
 	case fe != nil:
 		return fe
 	case err != nil:
-		return &fieldErr{"", "not JSON"}
+		return decode.Field("", "not JSON")
 	}
 	return nil
 }
@@ -239,10 +233,10 @@ func (s *scanner) text(text string) (string, error) {
 
 // syntaxFE is returned by the field readers on a syntax error, which the
 // envelope scan has already ruled out.
-var syntaxFE = &fieldErr{"", "not JSON"}
+var syntaxFE = decode.Field("", "not JSON")
 
 // num reads a json.Number field: a number, or a string holding one.
-func (s *scanner) num(text string, dst *string, field string) *fieldErr {
+func (s *scanner) num(text string, dst *string, field string) *decode.FieldError {
 	switch k := s.peek(); k {
 	case kNumber:
 		lo, hi, err := s.number()
@@ -256,14 +250,14 @@ func (s *scanner) num(text string, dst *string, field string) *fieldErr {
 			return syntaxFE
 		}
 		if !isNumber(v) {
-			return &fieldErr{field, fmt.Sprintf("invalid number literal %q", v)}
+			return decode.Field(field, fmt.Sprintf("invalid number literal %q", v))
 		}
 		*dst = v
 	case kNull:
 		_, _, _ = s.literal()
 	default:
 		// encoding/json's words: a json.Number is of string kind.
-		return &fieldErr{field, "want string, got " + k.String()}
+		return decode.Field(field, "want string, got "+k.String())
 	}
 	return nil
 }
@@ -277,7 +271,7 @@ func isNumber(v string) bool {
 	return err == nil && hi == len(v)
 }
 
-func (s *scanner) strField(text string, dst *string, field string) *fieldErr {
+func (s *scanner) strField(text string, dst *string, field string) *decode.FieldError {
 	switch k := s.peek(); k {
 	case kString:
 		v, err := s.text(text)
@@ -288,12 +282,12 @@ func (s *scanner) strField(text string, dst *string, field string) *fieldErr {
 	case kNull:
 		_, _, _ = s.literal()
 	default:
-		return &fieldErr{field, "want string, got " + k.String()}
+		return decode.Field(field, "want string, got "+k.String())
 	}
 	return nil
 }
 
-func (s *scanner) optStr(text string, dst *string, set *bool, field string) *fieldErr {
+func (s *scanner) optStr(text string, dst *string, set *bool, field string) *decode.FieldError {
 	switch k := s.peek(); k {
 	case kString:
 		v, err := s.text(text)
@@ -305,12 +299,12 @@ func (s *scanner) optStr(text string, dst *string, set *bool, field string) *fie
 		_, _, _ = s.literal()
 		*dst, *set = "", false
 	default:
-		return &fieldErr{field, "want string, got " + k.String()}
+		return decode.Field(field, "want string, got "+k.String())
 	}
 	return nil
 }
 
-func (s *scanner) boolean(dst *bool, field string) *fieldErr {
+func (s *scanner) boolean(dst *bool, field string) *decode.FieldError {
 	switch k := s.peek(); k {
 	case kBool:
 		_, v, _ := s.literal()
@@ -318,16 +312,16 @@ func (s *scanner) boolean(dst *bool, field string) *fieldErr {
 	case kNull:
 		_, _, _ = s.literal()
 	default:
-		return &fieldErr{field, "want boolean, got " + k.String()}
+		return decode.Field(field, "want boolean, got "+k.String())
 	}
 	return nil
 }
 
 // ref reads a {"id": …} object; other keys are skipped.
-func (s *scanner) ref(text string, dst *string, field, idField string) *fieldErr {
+func (s *scanner) ref(text string, dst *string, field, idField string) *decode.FieldError {
 	switch k := s.peek(); k {
 	case kObject:
-		var fe *fieldErr
+		var fe *decode.FieldError
 		err := s.object(func(key []byte) error {
 			if canon(key, refKeys) == "" {
 				return s.skip()
@@ -346,7 +340,7 @@ func (s *scanner) ref(text string, dst *string, field, idField string) *fieldErr
 	case kNull:
 		_, _, _ = s.literal()
 	default:
-		return &fieldErr{field, "want object, got " + k.String()}
+		return decode.Field(field, "want object, got "+k.String())
 	}
 	return nil
 }
@@ -354,34 +348,34 @@ func (s *scanner) ref(text string, dst *string, field, idField string) *fieldErr
 // fill validates the fields and sets the record's id and version and the
 // row's values, as timeEntry does for the encoding/json path (kept in the
 // tests as the reference). row is the record's, linked by records.
-func (e *entryJSON) fill(row []any, rec *clients.Record) *fieldErr {
+func (e *entryJSON) fill(row []any, rec *clients.Record) *decode.FieldError {
 	s, ok := id(e.id)
 	if !ok {
 		if e.id == "" {
-			return &fieldErr{"id", "missing"}
+			return decode.Missing("id")
 		}
-		return &fieldErr{"id", fmt.Sprintf("want an integer id, got %q", e.id)}
+		return decode.Field("id", fmt.Sprintf("want an integer id, got %q", e.id))
 	}
 	rec.ID = strings.Clone(s)
 	if e.updatedAt == "" {
-		return &fieldErr{"updated_at", "missing"}
+		return decode.Missing("updated_at")
 	}
 	v, ok := parseStamp(e.updatedAt)
 	if !ok {
-		return &fieldErr{"updated_at", fmt.Sprintf("want RFC 3339, got %q", e.updatedAt)}
+		return decode.Field("updated_at", fmt.Sprintf("want RFC 3339, got %q", e.updatedAt))
 	}
 	rec.Version = v
 	// Only for page walks: a stamp that does not parse is no error.
 	rec.CreatedAt, _ = parseStamp(e.createdAt)
 	if e.spentDate == "" {
-		return &fieldErr{"spent_date", "missing"}
+		return decode.Missing("spent_date")
 	}
 	day, ok := parseDay(e.spentDate)
 	if !ok {
-		return &fieldErr{"spent_date", fmt.Sprintf("want YYYY-MM-DD, got %q", e.spentDate)}
+		return decode.Field("spent_date", fmt.Sprintf("want YYYY-MM-DD, got %q", e.spentDate))
 	}
 	if !validDecimal(e.hours) {
-		return &fieldErr{"hours", "missing or not a number"}
+		return decode.Field("hours", "missing or not a number")
 	}
 	user, fe := reqRef(e.user, "user.id")
 	if fe != nil {

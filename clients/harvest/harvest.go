@@ -248,9 +248,9 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 		var step pagewalk.Step
 		if link != "" {
 			if next, err = c.resolveNext(link); err != nil {
-				f.err = c.dec.errf(string(r), page, "links.next", err.Error(), nil)
+				f.err = c.dec.Errf(string(r), page, "links.next", err.Error(), nil)
 			} else if seen[next] {
-				f.err = c.dec.errf(string(r), page, "links.next", "points back at a page already listed", nil)
+				f.err = c.dec.Errf(string(r), page, "links.next", "points back at a page already listed", nil)
 			}
 		}
 		if f.err == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -52,46 +53,21 @@ type taskJSON struct {
 	IsActive bool   `json:"is_active"`
 }
 
-// decodeAll decodes each raw record into J and lets fill set the row of
-// the table t.
-func decodeAll[J any](d decoder, r clients.Resource, t *schema.Table, page int, raws [][]byte, recs []clients.Record,
-	fetched time.Time, fill func(*J, []any, *clients.Record) *fieldErr,
-) error {
-	for i, raw := range raws {
-		var j J
-		if err := json.Unmarshal(raw, &j); err != nil {
-			field, what := describe(err)
-			if field == "" {
-				return d.errf(string(r), page, fmt.Sprintf("%s[%d]", r, i), what, raw)
-			}
-			return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, field), what, raw)
-		}
-		rec := &recs[i]
-		rec.Raw = raw
-		rec.FetchedAt = fetched
-		rec.Row = make([]any, t.Width())
-		if fe := fill(&j, rec.Row, rec); fe != nil {
-			return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, fe.field), fe.what, raw)
-		}
-	}
-	return nil
-}
-
-func (c *common) fill(rec *clients.Record) *fieldErr {
+func (c *common) fill(rec *clients.Record) *decode.FieldError {
 	s, ok := id(string(c.ID))
 	if !ok {
 		if c.ID == "" {
-			return &fieldErr{"id", "missing"}
+			return decode.Missing("id")
 		}
-		return &fieldErr{"id", fmt.Sprintf("want an integer id, got %q", string(c.ID))}
+		return decode.Field("id", fmt.Sprintf("want an integer id, got %q", string(c.ID)))
 	}
 	rec.ID = s
 	if c.UpdatedAt == "" {
-		return &fieldErr{"updated_at", "missing"}
+		return decode.Missing("updated_at")
 	}
 	t, err := time.Parse(time.RFC3339, c.UpdatedAt)
 	if err != nil {
-		return &fieldErr{"updated_at", fmt.Sprintf("want RFC 3339, got %q", c.UpdatedAt)}
+		return decode.Field("updated_at", fmt.Sprintf("want RFC 3339, got %q", c.UpdatedAt))
 	}
 	rec.Version = t.UTC()
 	return nil
@@ -104,7 +80,7 @@ func deref(p *string) string {
 	return *p
 }
 
-func project(j *projectJSON, row []any, rec *clients.Record) *fieldErr {
+func project(j *projectJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -118,7 +94,7 @@ func project(j *projectJSON, row []any, rec *clients.Record) *fieldErr {
 	return nil
 }
 
-func client(j *clientJSON, row []any, rec *clients.Record) *fieldErr {
+func client(j *clientJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -127,7 +103,7 @@ func client(j *clientJSON, row []any, rec *clients.Record) *fieldErr {
 	return nil
 }
 
-func user(j *userJSON, row []any, rec *clients.Record) *fieldErr {
+func user(j *userJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -137,7 +113,7 @@ func user(j *userJSON, row []any, rec *clients.Record) *fieldErr {
 	return nil
 }
 
-func task(j *taskJSON, row []any, rec *clients.Record) *fieldErr {
+func task(j *taskJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -162,19 +138,19 @@ type timeEntryJSON struct {
 	IsRunning bool        `json:"is_running"`
 }
 
-func timeEntry(j *timeEntryJSON, row []any, rec *clients.Record) *fieldErr {
+func timeEntry(j *timeEntryJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
 	if j.SpentDate == "" {
-		return &fieldErr{"spent_date", "missing"}
+		return decode.Missing("spent_date")
 	}
 	d, err := clients.ParseDate(j.SpentDate)
 	if err != nil {
-		return &fieldErr{"spent_date", fmt.Sprintf("want YYYY-MM-DD, got %q", j.SpentDate)}
+		return decode.Field("spent_date", fmt.Sprintf("want YYYY-MM-DD, got %q", j.SpentDate))
 	}
 	if !validDecimal(string(j.Hours)) {
-		return &fieldErr{"hours", "missing or not a number"}
+		return decode.Field("hours", "missing or not a number")
 	}
 	user, fe := reqRef(string(j.User.ID), "user.id")
 	if fe != nil {
@@ -278,22 +254,18 @@ func oraclePage(r clients.Resource, body []byte) ([]clients.Record, bool) {
 	if !ok || json.Unmarshal(raw, &arr) != nil || arr == nil {
 		return nil, false
 	}
-	raws := make([][]byte, len(arr))
-	for i := range arr {
-		raws[i] = arr[i]
-	}
-	recs := make([]clients.Record, len(raws))
+	recs := make([]clients.Record, len(arr))
 	d := newDecoder("acme", nil)
 	var err error
 	switch r {
 	case clients.Projects:
-		err = decodeAll(d, r, schema.Projects, 1, raws, recs, time.Time{}, project)
+		err = decode.Objects(d.Errors, r, schema.Projects, 1, arr, recs, time.Time{}, project)
 	case clients.Clients:
-		err = decodeAll(d, r, schema.Clients, 1, raws, recs, time.Time{}, client)
+		err = decode.Objects(d.Errors, r, schema.Clients, 1, arr, recs, time.Time{}, client)
 	case clients.Users:
-		err = decodeAll(d, r, schema.Users, 1, raws, recs, time.Time{}, user)
+		err = decode.Objects(d.Errors, r, schema.Users, 1, arr, recs, time.Time{}, user)
 	case clients.Tasks:
-		err = decodeAll(d, r, schema.Tasks, 1, raws, recs, time.Time{}, task)
+		err = decode.Objects(d.Errors, r, schema.Tasks, 1, arr, recs, time.Time{}, task)
 	default:
 		return nil, false
 	}

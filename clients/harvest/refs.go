@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -24,7 +25,7 @@ type refFields struct {
 type refResource struct {
 	table *schema.Table
 	keys  []string
-	set   func(f *refFields, row []any) *fieldErr
+	set   func(f *refFields, row []any) *decode.FieldError
 }
 
 var refResources = map[clients.Resource]refResource{
@@ -34,16 +35,16 @@ var refResources = map[clients.Resource]refResource{
 	clients.Tasks:    {schema.Tasks, []string{"id", "updated_at", "created_at", "name", "is_active"}, setTask},
 }
 
-func (f *refFields) read(s *scanner, text string, keys []string) *fieldErr {
+func (f *refFields) read(s *scanner, text string, keys []string) *decode.FieldError {
 	switch k := s.peek(); k {
 	case kNull:
 		_, _, _ = s.literal()
 		return nil
 	case kObject:
 	default:
-		return &fieldErr{"", "want an object, got " + k.String()}
+		return decode.Field("", "want an object, got "+k.String())
 	}
-	var fe *fieldErr
+	var fe *decode.FieldError
 	var set bool // presence of a nullable text; null leaves ""
 	err := s.object(func(key []byte) error {
 		switch canon(key, keys) {
@@ -89,21 +90,21 @@ func (f *refFields) read(s *scanner, text string, keys []string) *fieldErr {
 }
 
 // fill checks id and version, as for every resource.
-func (f *refFields) fill(rec *clients.Record) *fieldErr {
+func (f *refFields) fill(rec *clients.Record) *decode.FieldError {
 	s, ok := id(f.id)
 	if !ok {
 		if f.id == "" {
-			return &fieldErr{"id", "missing"}
+			return decode.Missing("id")
 		}
-		return &fieldErr{"id", fmt.Sprintf("want an integer id, got %q", f.id)}
+		return decode.Field("id", fmt.Sprintf("want an integer id, got %q", f.id))
 	}
 	rec.ID = strings.Clone(s)
 	if f.updatedAt == "" {
-		return &fieldErr{"updated_at", "missing"}
+		return decode.Missing("updated_at")
 	}
 	v, ok := parseStamp(f.updatedAt)
 	if !ok {
-		return &fieldErr{"updated_at", fmt.Sprintf("want RFC 3339, got %q", f.updatedAt)}
+		return decode.Field("updated_at", fmt.Sprintf("want RFC 3339, got %q", f.updatedAt))
 	}
 	rec.Version = v
 	// Only for page walks: a stamp that does not parse is no error.
@@ -120,7 +121,7 @@ type refSink struct {
 	fetched time.Time
 	recs    []clients.Record
 	rows    []any // table.Width() values per record
-	err     *fieldErr
+	err     *decode.FieldError
 	errAt   int
 }
 
@@ -152,7 +153,7 @@ func (k *refSink) elem(s *scanner, i, lo int) bool {
 	return true
 }
 
-func (k *refSink) failed() (*fieldErr, int) { return k.err, k.errAt }
+func (k *refSink) failed() (*decode.FieldError, int) { return k.err, k.errAt }
 
 func (k *refSink) records() []clients.Record {
 	w := k.table.Width()
@@ -173,7 +174,7 @@ var (
 	taName, taActive         = schema.Tasks.Index("name"), schema.Tasks.Index("is_active")
 )
 
-func setProject(f *refFields, row []any) *fieldErr {
+func setProject(f *refFields, row []any) *decode.FieldError {
 	client, fe := optRef(f.client, "client.id")
 	if fe != nil {
 		return fe
@@ -183,18 +184,18 @@ func setProject(f *refFields, row []any) *fieldErr {
 	return nil
 }
 
-func setClient(f *refFields, row []any) *fieldErr {
+func setClient(f *refFields, row []any) *decode.FieldError {
 	row[clName], row[clCurrency], row[clActive] = f.name, schema.OrNull(f.currency), f.isActive
 	return nil
 }
 
-func setUser(f *refFields, row []any) *fieldErr {
+func setUser(f *refFields, row []any) *decode.FieldError {
 	row[usFirst], row[usLast], row[usEmail] = schema.OrNull(f.firstName), schema.OrNull(f.lastName), schema.OrNull(f.email)
 	row[usActive] = f.isActive
 	return nil
 }
 
-func setTask(f *refFields, row []any) *fieldErr {
+func setTask(f *refFields, row []any) *decode.FieldError {
 	row[taName], row[taActive] = f.name, f.isActive
 	return nil
 }
@@ -202,11 +203,11 @@ func setTask(f *refFields, row []any) *fieldErr {
 // pageSink is an elemSink that also hands over its records or its error.
 type pageSink interface {
 	elemSink
-	failed() (*fieldErr, int)
+	failed() (*decode.FieldError, int)
 	records() []clients.Record
 }
 
-func (k *entrySink) failed() (*fieldErr, int) { return k.err, k.errAt }
+func (k *entrySink) failed() (*decode.FieldError, int) { return k.err, k.errAt }
 
 // sinkFor returns the decoder of r's records, nil for an unknown resource.
 func sinkFor(r clients.Resource, body []byte, fetched time.Time) pageSink {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -370,7 +371,7 @@ type envelope struct {
 	totalEntries, totalPages int
 	// typeErr is the first value of the wrong type, in document order, as
 	// encoding/json would report it (it still checks the whole body first).
-	typeErr *fieldErr
+	typeErr *decode.FieldError
 }
 
 var nextKeys = []string{"next"}
@@ -388,7 +389,7 @@ func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, err
 	names := []string{key, "links", "total_entries", "total_pages"}
 	typeErr := func(field string, want string, got kind) {
 		if env.typeErr == nil {
-			env.typeErr = &fieldErr{field, fmt.Sprintf("want %s, got %s", want, got)}
+			env.typeErr = decode.Field(field, fmt.Sprintf("want %s, got %s", want, got))
 		}
 	}
 	s := scanner{b: body}
@@ -470,7 +471,7 @@ func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, err
 		if err := s.skip(); err != nil {
 			return env, err
 		}
-		env.typeErr = &fieldErr{"", fmt.Sprintf("want an object, got %s", k)}
+		env.typeErr = decode.Field("", fmt.Sprintf("want an object, got %s", k))
 	}
 	s.ws()
 	if s.i != len(body) {

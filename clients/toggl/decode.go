@@ -1,9 +1,7 @@
 package toggl
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -61,25 +60,11 @@ type userJSON struct {
 }
 
 // decoder normalizes pages of one source.
-type decoder struct {
-	source string
-	// errf builds decode errors; it redacts the client's secrets.
-	errf func(resource string, page int, field, what string, body []byte) *httpx.Error
-}
+type decoder struct{ decode.Errors }
 
 func newDecoder(source string, hc *httpx.Client) decoder {
-	d := decoder{source: source}
-	if hc != nil {
-		d.errf = hc.DecodeError
-	} else {
-		d.errf = func(resource string, page int, field, what string, body []byte) *httpx.Error {
-			return httpx.DecodeError(source, resource, page, field, what, body)
-		}
-	}
-	return d
+	return decoder{decode.NewErrors(source, hc)}
 }
-
-type fieldErr struct{ field, what string }
 
 // decodePage parses one list response (a bare JSON array, Toggl's only
 // shape) into normalized records. Records' Raw are slices of body. clock is
@@ -88,122 +73,37 @@ type fieldErr struct{ field, what string }
 func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched, clock time.Time) ([]clients.Record, error) {
 	var raws []json.RawMessage
 	if err := json.Unmarshal(body, &raws); err != nil {
-		field, what := describe(err)
-		if field == "" {
-			field = "(page)"
+		field, what := decode.Describe(err)
+		if t := decode.FirstByte(body); t != '[' && t != 0 && json.Valid(body) {
+			what = "want an array of records, got " + decode.KindOf(body)
 		}
-		if t := firstByte(body); t != '[' && t != 0 && json.Valid(body) {
-			what = "want an array of records, got " + kindOf(t)
-		}
-		return nil, d.errf(string(r), page, field, what, body)
+		return nil, d.Page(r, page, field, what, body)
 	}
 	if raws == nil {
-		return nil, d.errf(string(r), page, "(page)", "want an array of records, got null", body)
+		return nil, d.Page(r, page, "", "want an array of records, got null", body)
 	}
 	recs := make([]clients.Record, len(raws))
 	var err error
 	switch r {
 	case clients.TimeEntries:
-		err = decodeAll(d, r, schema.TimeEntries, page, raws, recs, fetched, func(j *entryJSON, row []any, rec *clients.Record) *fieldErr {
+		err = decode.Objects(d.Errors, r, schema.TimeEntries, page, raws, recs, fetched, func(j *entryJSON, row []any, rec *clients.Record) *decode.FieldError {
 			return entry(j, row, rec, clock)
 		})
 	case clients.Projects:
-		err = decodeAll(d, r, schema.Projects, page, raws, recs, fetched, project)
+		err = decode.Objects(d.Errors, r, schema.Projects, page, raws, recs, fetched, project)
 	case clients.Clients:
-		err = decodeAll(d, r, schema.Clients, page, raws, recs, fetched, client)
+		err = decode.Objects(d.Errors, r, schema.Clients, page, raws, recs, fetched, client)
 	case clients.Users:
-		err = decodeAll(d, r, schema.Users, page, raws, recs, fetched, user)
+		err = decode.Objects(d.Errors, r, schema.Users, page, raws, recs, fetched, user)
 	case clients.Tasks:
-		err = decodeAll(d, r, schema.Tasks, page, raws, recs, fetched, task)
+		err = decode.Objects(d.Errors, r, schema.Tasks, page, raws, recs, fetched, task)
 	default:
-		return nil, fmt.Errorf("%s: resource %s: %w", d.source, r, clients.ErrUnsupported)
+		return nil, fmt.Errorf("%s: resource %s: %w", d.Source, r, clients.ErrUnsupported)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return recs, nil
-}
-
-func firstByte(b []byte) byte {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	if len(b) == 0 {
-		return 0
-	}
-	return b[0]
-}
-
-func kindOf(c byte) string {
-	switch c {
-	case '{':
-		return "object"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
-
-// decodeAll decodes each raw record into J and lets fill set the row of
-// the table t. The rows of a page share one block of values.
-func decodeAll[J any](d decoder, r clients.Resource, t *schema.Table, page int, raws []json.RawMessage, recs []clients.Record,
-	fetched time.Time, fill func(*J, []any, *clients.Record) *fieldErr,
-) error {
-	w := t.Width()
-	rows := make([]any, len(raws)*w)
-	for i, raw := range raws {
-		var j J
-		if t := firstByte(raw); t != '{' {
-			return d.errf(string(r), page, fmt.Sprintf("%s[%d]", r, i), "want an object, got "+kindOf(t), raw)
-		}
-		if err := json.Unmarshal(raw, &j); err != nil {
-			field, what := describe(err)
-			if field == "" {
-				return d.errf(string(r), page, fmt.Sprintf("%s[%d]", r, i), what, raw)
-			}
-			return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, field), what, raw)
-		}
-		rec := &recs[i]
-		rec.Raw = raw
-		rec.FetchedAt = fetched
-		rec.Row = rows[i*w : (i+1)*w : (i+1)*w]
-		if fe := fill(&j, rec.Row, rec); fe != nil {
-			return d.errf(string(r), page, fmt.Sprintf("%s[%d].%s", r, i, fe.field), fe.what, raw)
-		}
-	}
-	return nil
-}
-
-// describe turns an encoding/json error into a field path and a phrase.
-func describe(err error) (field, what string) {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return "", fmt.Sprintf("want an object, got %s", te.Value)
-		}
-		// Embedded structs show up in the path by their Go name.
-		field := strings.ReplaceAll(te.Field, "common.", "")
-		return field, fmt.Sprintf("want %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
-	case errors.As(err, &se):
-		return "", fmt.Sprintf("not JSON (%s at byte %d)", se.Error(), se.Offset)
-	}
-	return "", err.Error()
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "bool":
-		return "boolean"
-	case "ptr", "struct":
-		return "object"
-	case "slice":
-		return "array"
-	}
-	return k // string (json.Number is a string kind: a number)
 }
 
 // id validates a Toggl integer id and returns it as decimal text.
@@ -222,35 +122,35 @@ func id(s string) (string, bool) {
 	return s, true
 }
 
-func optID(v json.Number, field string) (string, *fieldErr) {
+func optID(v json.Number, field string) (string, *decode.FieldError) {
 	if v == "" {
 		return "", nil
 	}
 	s, ok := id(string(v))
 	if !ok {
-		return "", &fieldErr{field, fmt.Sprintf("want an integer id, got %q", string(v))}
+		return "", decode.Field(field, fmt.Sprintf("want an integer id, got %q", string(v)))
 	}
 	return s, nil
 }
 
-func reqID(v json.Number, field string) (string, *fieldErr) {
+func reqID(v json.Number, field string) (string, *decode.FieldError) {
 	if v == "" {
-		return "", &fieldErr{field, "missing"}
+		return "", decode.Missing(field)
 	}
 	return optID(v, field)
 }
 
 // parseStamp parses an RFC 3339 stamp with any offset into UTC.
-func parseStamp(p *string, field string, required bool) (time.Time, *fieldErr) {
+func parseStamp(p *string, field string, required bool) (time.Time, *decode.FieldError) {
 	if p == nil || *p == "" {
 		if required {
-			return time.Time{}, &fieldErr{field, "missing"}
+			return time.Time{}, decode.Missing(field)
 		}
 		return time.Time{}, nil
 	}
 	t, err := time.Parse(time.RFC3339, *p)
 	if err != nil {
-		return time.Time{}, &fieldErr{field, fmt.Sprintf("want RFC 3339, got %q", *p)}
+		return time.Time{}, decode.Field(field, fmt.Sprintf("want RFC 3339, got %q", *p))
 	}
 	return t.UTC(), nil
 }
@@ -258,7 +158,7 @@ func parseStamp(p *string, field string, required bool) (time.Time, *fieldErr) {
 // fill sets the id, the version (at; a deletion stamp later than at wins,
 // so that a tombstone is never older than the last live state) and
 // DeletedAt.
-func (c *common) fill(rec *clients.Record) *fieldErr {
+func (c *common) fill(rec *clients.Record) *decode.FieldError {
 	s, fe := reqID(c.ID, "id")
 	if fe != nil {
 		return fe
@@ -297,7 +197,7 @@ var (
 	usActive                      = schema.Users.Index("is_active")
 )
 
-func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time) *fieldErr {
+func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -306,11 +206,11 @@ func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time) *field
 		return fe
 	}
 	if j.Duration == "" {
-		return &fieldErr{"duration", "missing"}
+		return decode.Missing("duration")
 	}
 	secs, err := strconv.ParseInt(string(j.Duration), 10, 64)
 	if err != nil {
-		return &fieldErr{"duration", fmt.Sprintf("want whole seconds, got %q", string(j.Duration))}
+		return decode.Field("duration", fmt.Sprintf("want whole seconds, got %q", string(j.Duration)))
 	}
 	running := secs < 0
 	if running {
@@ -365,7 +265,7 @@ func Hours(secs int64) clients.Decimal {
 	return clients.Decimal(s)
 }
 
-func project(j *projectJSON, row []any, rec *clients.Record) *fieldErr {
+func project(j *projectJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -378,7 +278,7 @@ func project(j *projectJSON, row []any, rec *clients.Record) *fieldErr {
 	return nil
 }
 
-func client(j *clientJSON, row []any, rec *clients.Record) *fieldErr {
+func client(j *clientJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -386,7 +286,7 @@ func client(j *clientJSON, row []any, rec *clients.Record) *fieldErr {
 	return nil
 }
 
-func task(j *taskJSON, row []any, rec *clients.Record) *fieldErr {
+func task(j *taskJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -395,7 +295,7 @@ func task(j *taskJSON, row []any, rec *clients.Record) *fieldErr {
 }
 
 // user splits fullname at its first space into first and last name.
-func user(j *userJSON, row []any, rec *clients.Record) *fieldErr {
+func user(j *userJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
