@@ -87,7 +87,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
-	"github.com/tidemarkhq/tidemark/clients/pagewalk"
+	"github.com/tidemarkhq/tidemark/clients/provider/listing"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -352,11 +352,8 @@ func (c *Client) Resources() []clients.Resource { return slices.Clone(c.resource
 // entries accept a spent-date window; the other resources are listed whole
 // whatever UpdatedSince says (Clockify has no filter for them).
 func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
-	if !slices.Contains(c.resources, r) {
-		return fmt.Errorf("%s: resource %s not configured: %w", c.name, r, clients.ErrUnsupported)
-	}
-	if w.ByDate() && r != clients.TimeEntries {
-		return fmt.Errorf("%s: %s by spent date: %w", c.name, r, clients.ErrUnsupported)
+	if err := listing.Check(c.name, c.resources, r, w); err != nil {
+		return err
 	}
 	l := &lister{c: c, fn: fn}
 	switch r {
@@ -430,26 +427,10 @@ func (c *Client) clock(ctx context.Context) (time.Time, error) {
 // yyyy-MM-ddThh:mm:ssZ.
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
 
-// walk walks a page-numbered listing of bare arrays from page first until a
-// short page, under pagewalk: a walk of several pages is confirmed by a
-// second one and walked again if it shifted. get fetches page n, hands its
-// records on, and returns their ids and how many elements the page held.
-func (l *lister) walk(ctx context.Context, what string, first, size, maxPages int, get func(ctx context.Context, page int) ([]string, int, error)) error {
-	w := pagewalk.New(what)
-	w.MaxPages = maxPages
-	return w.Numbered(ctx, first, func(ctx context.Context, page int) (pagewalk.Page, error) {
-		ids, n, err := get(ctx, page)
-		if err != nil {
-			return pagewalk.Page{}, err
-		}
-		return pagewalk.Page{IDs: ids, Total: -1, TotalPages: -1, Size: size, More: n >= size}, nil
-	})
-}
-
 // plain lists a workspace collection whole, versioned by each page's clock.
 func (l *lister) plain(ctx context.Context, r clients.Resource, path string, extra url.Values) error {
 	c := l.c
-	return l.walk(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
+	return listing.UntilShort(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
 		q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}}
 		for k, v := range extra {
 			q[k] = v
@@ -481,15 +462,7 @@ func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q 
 	if err := l.fn(ctx, clients.Page{Resource: r, Number: l.page, SourceTime: resp.Date, Records: recs}); err != nil {
 		return nil, 0, err
 	}
-	return recordIDs(recs), len(recs), nil
-}
-
-func recordIDs(recs []clients.Record) []string {
-	ids := make([]string, len(recs))
-	for i := range recs {
-		ids[i] = recs[i].ID
-	}
-	return ids
+	return listing.IDs(recs), len(recs), nil
 }
 
 // ids walks a listing for its ids only (users, projects): the union of
@@ -498,7 +471,7 @@ func (l *lister) ids(ctx context.Context, r clients.Resource, path string, extra
 	c := l.c
 	var ids []string
 	seen := map[string]bool{}
-	err := l.walk(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
+	err := listing.UntilShort(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
 		q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}}
 		for k, v := range extra {
 			q[k] = v
@@ -540,7 +513,7 @@ func (l *lister) entries(ctx context.Context, start, end time.Time) error {
 	}
 	for _, uid := range users {
 		path := c.path("user", uid, "time-entries")
-		err := l.walk(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
+		err := listing.UntilShort(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
 			q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}, "start": {stamp(start)}}
 			if !end.IsZero() {
 				q.Set("end", stamp(end))
@@ -640,7 +613,7 @@ func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, listedT
 	c := l.c
 	path := c.path("entities", string(k))
 	what := fmt.Sprintf("feed %s %s..%s", k, stamp(start), stamp(end))
-	return l.walk(ctx, what, 0, c.feedLimit, 0, func(ctx context.Context, fp int) ([]string, int, error) {
+	return listing.UntilShort(ctx, what, 0, c.feedLimit, 0, func(ctx context.Context, fp int) ([]string, int, error) {
 		l.page++
 		q := url.Values{
 			"type": {"TIME_ENTRY"}, "start": {stamp(start)}, "end": {stamp(end)},
@@ -662,6 +635,6 @@ func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, listedT
 		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: listedTo, Records: recs}); err != nil {
 			return nil, 0, err
 		}
-		return recordIDs(recs), n, nil
+		return listing.IDs(recs), n, nil
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/pagewalk"
+	"github.com/tidemarkhq/tidemark/clients/provider/listing"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -169,63 +170,19 @@ func (c *Client) Resources() []clients.Resource { return slices.Clone(c.resource
 // for the next page may already have been sent (under the rate limiter); it
 // is cancelled and its page dropped.
 func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
-	if !slices.Contains(c.resources, r) {
-		return fmt.Errorf("%s: resource %s not configured: %w", c.name, r, clients.ErrUnsupported)
+	if err := listing.Check(c.name, c.resources, r, w); err != nil {
+		return err
 	}
-	if w.ByDate() && r != clients.TimeEntries {
-		return fmt.Errorf("%s: %s by spent date: %w", c.name, r, clients.ErrUnsupported)
-	}
-	fctx, cancel := context.WithCancel(ctx)
-	// Unbuffered: the fetcher holds at most one page while fn has another.
-	pages := make(chan fetchedPage)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.fetch(fctx, r, w, pages)
-	}()
-	defer func() {
-		cancel()
-		<-done // no request outlives List
-	}()
-	for {
-		f, ok := <-pages
-		if !ok {
-			// The fetcher stopped without a last page: the context ended.
-			return ctx.Err()
-		}
-		if f.err != nil {
-			return f.err
-		}
-		if err := fn(ctx, f.page); err != nil {
-			return err
-		}
-		if f.last {
-			return nil
-		}
-	}
-}
-
-// fetchedPage is one page read ahead, or the error that ended the listing.
-type fetchedPage struct {
-	page clients.Page
-	last bool
-	err  error
+	return listing.ReadAhead(ctx, fn, func(ctx context.Context, send func(listing.Fetched) bool) {
+		c.fetch(ctx, r, w, send)
+	})
 }
 
 // fetch requests and decodes the pages of a listing in order and hands each
-// to out, until the last page, an error or the end of ctx. A walk that
+// to send, until the last page, an error or the end of ctx. A walk that
 // followed page numbers and shifted (pagewalk) is walked again from the
 // first page; its pages keep their numbers counting up.
-func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window, out chan<- fetchedPage) {
-	defer close(out)
-	send := func(f fetchedPage) bool {
-		select {
-		case out <- f:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
+func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window, send func(listing.Fetched) bool) {
 	walker := pagewalk.New(string(r))
 	first := c.firstURL(r, w)
 	next := first
@@ -234,28 +191,28 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 		seen[next] = true
 		resp, err := c.http.Do(ctx, httpx.Request{URL: next, Resource: string(r), Page: page})
 		if err != nil {
-			send(fetchedPage{err: err})
+			send(listing.Fetched{Err: err})
 			return
 		}
 		recs, env, err := c.dec.decodeListing(r, page, resp.Body, resp.ReceivedAt)
 		if err != nil {
-			send(fetchedPage{err: err})
+			send(listing.Fetched{Err: err})
 			return
 		}
 		link := env.next
 		c.log.Debug().Str("resource", string(r)).Int("page", page).Int("records", len(recs)).Msg("page fetched")
-		f := fetchedPage{page: clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}}
+		f := listing.Fetched{Page: clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}}
 		var step pagewalk.Step
 		if link != "" {
 			if next, err = c.resolveNext(link); err != nil {
-				f.err = c.dec.Errf(string(r), page, "links.next", err.Error(), nil)
+				f.Err = c.dec.Errf(string(r), page, "links.next", err.Error(), nil)
 			} else if seen[next] {
-				f.err = c.dec.Errf(string(r), page, "links.next", "points back at a page already listed", nil)
+				f.Err = c.dec.Errf(string(r), page, "links.next", "points back at a page already listed", nil)
 			}
 		}
-		if f.err == nil {
-			step, f.err = walker.Page(ctx, walkPage(recs, env, c.perPage, resp.Date))
-			f.last = step == pagewalk.Done
+		if f.Err == nil {
+			step, f.Err = walker.Page(ctx, walkPage(recs, env, c.perPage, resp.Date))
+			f.Last = step == pagewalk.Done
 			switch step {
 			case pagewalk.Again:
 				next, seen = first, map[string]bool{}
@@ -263,18 +220,18 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 				next, seen = pageURL(first, walker.BackTo()), map[string]bool{}
 			}
 		}
-		if f.err != nil {
+		if f.Err != nil {
 			// The page is good but the listing cannot go on: hand the page
 			// over first, as before, then the error.
-			bad := f.err
-			f.err = nil
+			bad := f.Err
+			f.Err = nil
 			if !send(f) {
 				return
 			}
-			send(fetchedPage{err: bad})
+			send(listing.Fetched{Err: bad})
 			return
 		}
-		if !send(f) || f.last {
+		if !send(f) || f.Last {
 			return
 		}
 	}

@@ -66,7 +66,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
-	"github.com/tidemarkhq/tidemark/clients/pagewalk"
+	"github.com/tidemarkhq/tidemark/clients/provider/listing"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -362,11 +362,8 @@ func (c *Client) observe(resp *httpx.Response) time.Time {
 // List streams r's records for w, one normalized page at a time. Only time
 // entries accept a spent-date window.
 func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
-	if !slices.Contains(c.resources, r) {
-		return fmt.Errorf("%s: resource %s not configured: %w", c.name, r, clients.ErrUnsupported)
-	}
-	if w.ByDate() && r != clients.TimeEntries {
-		return fmt.Errorf("%s: %s by spent date: %w", c.name, r, clients.ErrUnsupported)
+	if err := listing.Check(c.name, c.resources, r, w); err != nil {
+		return err
 	}
 	switch r {
 	case clients.TimeEntries:
@@ -529,33 +526,29 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 	}
 	var prevFirst string
 	number := 0 // pages of the listing, across walks
-	return pagewalk.New(string(r)).Numbered(ctx, 1, func(ctx context.Context, page int) (pagewalk.Page, error) {
+	return listing.UntilShort(ctx, string(r), 1, PerPage, 0, func(ctx context.Context, page int) ([]string, int, error) {
 		number++
 		q.Set("page", strconv.Itoa(page))
 		resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), q), Resource: string(r), Page: number})
 		if err != nil {
-			return pagewalk.Page{}, err
+			return nil, 0, err
 		}
 		clock := c.observe(resp)
 		recs, err := c.dec.decodePage(r, number, resp.Body, resp.ReceivedAt, clock)
 		if err != nil {
-			return pagewalk.Page{}, err
+			return nil, 0, err
 		}
 		if page > 1 && len(recs) > 0 && recs[0].ID == prevFirst {
-			return pagewalk.Page{}, c.dec.Errf(string(r), number, "page", "repeats the previous page (is `page` ignored?)", nil)
+			return nil, 0, c.dec.Errf(string(r), number, "page", "repeats the previous page (is `page` ignored?)", nil)
 		}
 		if len(recs) > 0 {
 			prevFirst = recs[0].ID
 		}
 		c.log.Debug().Str("resource", string(r)).Int("page", number).Int("records", len(recs)).Msg("page fetched")
 		if err := fn(ctx, clients.Page{Resource: r, Number: number, SourceTime: resp.Date, Records: recs}); err != nil {
-			return pagewalk.Page{}, err
+			return nil, 0, err
 		}
-		p := pagewalk.Page{IDs: make([]string, len(recs)), Total: -1, TotalPages: -1, Size: PerPage, More: len(recs) >= PerPage}
-		for i := range recs {
-			p.IDs[i] = recs[i].ID
-		}
-		return p, nil
+		return listing.IDs(recs), len(recs), nil
 	})
 }
 
