@@ -12,28 +12,9 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
-	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/poller"
 )
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestDaemonSkipsTicksWhilePassRunsAndStopsPromptly(t *testing.T) {
 	t.Parallel()
@@ -45,24 +26,9 @@ func TestDaemonSkipsTicksWhilePassRunsAndStopsPromptly(t *testing.T) {
 		blocked.Do(func() { <-block })
 	}
 	var logs syncBuffer
-	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Start(context.Background(), true)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), "still running; skipping") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no skipped tick logged:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p := newPoller(t, poller.Params{Pool: pgtest.DB(t), Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
+	d := startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})
+	waitForLog(t, &logs, 10*time.Second, "still running; skipping")
 	close(block)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -84,25 +50,9 @@ func TestDaemonBacksOffAfterFailureAndRecovers(t *testing.T) {
 	src.put(1, day, "a")
 	src.failPage = 1
 	var logs syncBuffer
-	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Start(context.Background(), true)
-	defer d.Stop(context.Background())
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), "backing off after failures") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no back-off logged:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p := newPoller(t, poller.Params{Pool: pgtest.DB(t), Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
+	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})
+	waitForLog(t, &logs, 10*time.Second, "backing off after failures")
 	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), "pass failed") {
 		t.Fatalf("failure not reported:\n%s", logs.String())
 	}
@@ -111,32 +61,15 @@ func TestDaemonBacksOffAfterFailureAndRecovers(t *testing.T) {
 func TestDaemonOwnsItsSourcesAndRunsQueuedBackfills(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	from := clients.Date{Year: 2026, Month: 1, Day: 1}
-	for i := 0; i < 9; i++ {
-		src.put(i+1, from.AddDays(i), "x")
-	}
+	src, from := daily(9, "x"), backfillFrom
 	pool := pgtest.DB(t)
 	var logs syncBuffer
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1h"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Start(ctx, true)
-	defer d.Stop(ctx)
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
+	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1h"})
 
 	// Another process (the CLI) sees the source owned, and queues instead.
-	other, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "this daemon now owns the source") }, "the daemon to own the source")
+	other := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
+	waitForLog(t, &logs, 10*time.Second, "this daemon now owns the source")
 	if _, err := other.TakeOwnership(ctx, "acme"); !errors.Is(err, poller.ErrBusy) {
 		t.Fatalf("another process took the owned source: %v", err)
 	}
@@ -167,18 +100,9 @@ func TestDaemonRunsACoincidingReconcileAfterThePass(t *testing.T) {
 	}
 	pool := pgtest.DB(t)
 	var logs syncBuffer
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1h", Reconcile: "@every 1s"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Start(ctx, true)
-	defer d.Stop(ctx)
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "the reconcile follows it") }, "a reconcile tick during the pass")
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
+	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1h", Reconcile: "@every 1s"})
+	waitForLog(t, &logs, 10*time.Second, "the reconcile follows it")
 	close(block)
 	waitFor(t, 10*time.Second, func() bool {
 		var n int
@@ -192,17 +116,9 @@ func TestDaemonRunsACoincidingReconcileAfterThePass(t *testing.T) {
 func TestBackfillStopsWhenItsLeaseIsLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	from := clients.Date{Year: 2026, Month: 1, Day: 1}
-	for i := 0; i < 9; i++ {
-		src.put(i+1, from.AddDays(i), "x")
-	}
+	src, from := daily(9, "x"), backfillFrom
 	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.Nop()})
 	var windows int
 	src.onPage = func(w clients.Window, page int) {
 		if page == 1 {
@@ -214,7 +130,7 @@ func TestBackfillStopsWhenItsLeaseIsLost(t *testing.T) {
 			}
 		}
 	}
-	_, err = p.Backfill(ctx, poller.BackfillParams{Source: "acme", Resource: clients.TimeEntries, From: from, To: from.AddDays(8)})
+	_, err := p.Backfill(ctx, poller.BackfillParams{Source: "acme", Resource: clients.TimeEntries, From: from, To: from.AddDays(8)})
 	if !errors.Is(err, poller.ErrLeaseLost) {
 		t.Fatalf("backfill after the lease connection dropped: %v, want ErrLeaseLost", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
-	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/poller"
@@ -73,11 +71,7 @@ func TestNoTransactionOpenAcrossTheWaitBetweenPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(zerolog.NewTestWriter(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(zerolog.NewTestWriter(t))})
 	// The limiter's spacing (or a Retry-After, or a quota wait) between
 	// pages: 3 s, three times the idle-in-transaction timeout.
 	src.onPage = func(_ clients.Window, page int) {
@@ -101,21 +95,13 @@ func TestNoTransactionOpenAcrossTheWaitBetweenPages(t *testing.T) {
 func TestBackfillStopsWhenItsLeaseIsLostEvenAfterAReconnect(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	from := clients.Date{Year: 2026, Month: 1, Day: 1}
-	for i := 0; i < 9; i++ {
-		src.put(i+1, from.AddDays(i), "x")
-	}
+	src, from := daily(9, "x"), backfillFrom
 	pool := pgtest.DB(t)
 	url := pool.Config().ConnString()
 	mine, other := lease.New(url), lease.New(url)
 	defer other.Close()
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}},
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}},
 		Logger: zerolog.Nop(), Leaser: mine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
 	var windows int
 	src.onPage = func(w clients.Window, page int) {
 		if page != 1 {
@@ -134,7 +120,7 @@ func TestBackfillStopsWhenItsLeaseIsLostEvenAfterAReconnect(t *testing.T) {
 			}
 		}
 	}
-	_, err = p.Backfill(ctx, poller.BackfillParams{Source: "acme", Resource: clients.TimeEntries, From: from, To: from.AddDays(8)})
+	_, err := p.Backfill(ctx, poller.BackfillParams{Source: "acme", Resource: clients.TimeEntries, From: from, To: from.AddDays(8)})
 	if !errors.Is(err, poller.ErrLeaseLost) {
 		t.Fatalf("backfill after its lease went to another replica: %v, want ErrLeaseLost", err)
 	}
@@ -164,11 +150,7 @@ func TestIncrementalDoesNotAdvanceUnderALostLease(t *testing.T) {
 	url := pool.Config().ConnString()
 	mine, other := lease.New(url), lease.New(url)
 	defer other.Close()
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop(), Leaser: mine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop(), Leaser: mine})
 	src.onPage = func(_ clients.Window, page int) {
 		if page == 2 {
 			cutLeaseSessions(t, pool)
@@ -180,7 +162,7 @@ func TestIncrementalDoesNotAdvanceUnderALostLease(t *testing.T) {
 			}
 		}
 	}
-	_, err = p.Incremental(ctx, "acme")
+	_, err := p.Incremental(ctx, "acme")
 	if !errors.Is(err, poller.ErrLeaseLost) {
 		t.Fatalf("pass whose lease went elsewhere: %v, want ErrLeaseLost", err)
 	}
@@ -195,11 +177,7 @@ func TestIncrementalDoesNotAdvanceUnderALostLease(t *testing.T) {
 func TestInterruptedQueuedBackfillNeverLooksFinished(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	from := clients.Date{Year: 2026, Month: 1, Day: 1}
-	for i := 0; i < 9; i++ {
-		src.put(i+1, from.AddDays(i), "x")
-	}
+	src, from := daily(9, "x"), backfillFrom
 	pool := pgtest.DB(t)
 	// Every status a backfill passes through, however briefly.
 	if _, err := pool.Exec(ctx, `
@@ -211,15 +189,7 @@ func TestInterruptedQueuedBackfillNeverLooksFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1h"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
 	inWindow := make(chan struct{})
 	var once sync.Once
 	src.onPage = func(w clients.Window, page int) {
@@ -228,8 +198,8 @@ func TestInterruptedQueuedBackfillNeverLooksFinished(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 		}
 	}
-	d.Start(ctx, true)
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "this daemon now owns the source") }, "the daemon to own the source")
+	d := startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1h"})
+	waitForLog(t, &logs, 10*time.Second, "this daemon now owns the source")
 	q, err := p.Store().QueueBackfill(ctx, cursor.BackfillParams{Source: "acme", Resource: "time_entries",
 		From: from, To: from.AddDays(8), WindowDays: 3})
 	if err != nil {
@@ -265,18 +235,9 @@ func TestInterruptedQueuedBackfillNeverLooksFinished(t *testing.T) {
 	}
 	// A new daemon (a replica, or this one restarted) resumes it to the end.
 	p.Close()
-	p2, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p2.Close()
-	d2, err := poller.NewDaemon(p2, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1h"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	src.onPage = nil
-	d2.Start(ctx, true)
-	defer d2.Stop(ctx)
+	p2 := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
+	startDaemon(t, p2, poller.Schedule{Source: "acme", Incremental: "@every 1h"})
 	waitFor(t, 15*time.Second, func() bool {
 		b, err := p.Store().Backfill(ctx, q.ID)
 		return err == nil && b.Status == cursor.BackfillDone && b.WindowsDone == 3
@@ -316,17 +277,8 @@ func TestDaemonIsolatesAFailingResourceAndStillReconciles(t *testing.T) {
 	src := newFakeSource("acme", t0)
 	src.put(1, clients.DateOf(time.Now().UTC()), "a")
 	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: usersFail{src}}}, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s", Reconcile: "@every 2s"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Start(ctx, true)
-	defer d.Stop(ctx)
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: usersFail{src}}}, Logger: zerolog.Nop()})
+	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s", Reconcile: "@every 2s"})
 	waitFor(t, 20*time.Second, func() bool {
 		return countRuns(t, pool, "time_entries", "incremental", "ok") >= 4 && countRuns(t, pool, "time_entries", "reconcile", "ok") >= 1
 	}, "healthy time entries to keep syncing and reconciling beside failing users")
@@ -359,21 +311,12 @@ func TestDueReconcileRunsAfterARestart(t *testing.T) {
 	src := newFakeSource("acme", t0)
 	src.put(1, clients.DateOf(time.Now().UTC()), "a")
 	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
 	// The previous daemon saw the reconcile tick but never ran it.
 	if err := p.Store().MarkReconcileDue(ctx, "acme", []string{"time_entries"}, time.Now().Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s", Reconcile: "0 0 1 1 *"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Start(ctx, true)
-	defer d.Stop(ctx)
+	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s", Reconcile: "0 0 1 1 *"})
 	waitFor(t, 10*time.Second, func() bool { return countRuns(t, pool, "time_entries", "reconcile", "ok") == 1 }, "the due reconcile to run")
 	waitFor(t, 10*time.Second, func() bool {
 		states, err := p.Store().PassStates(ctx, "acme")
@@ -429,12 +372,8 @@ func TestScopedReconcileLeavesOtherUsersAlone(t *testing.T) {
 		fs.recs[strconv.Itoa(i)].user = []string{"alice", "bob", "carol"}[i%3]
 	}
 	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: scopedSource{fs, []string{"alice"}}, MaxTombstones: 100}},
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: scopedSource{fs, []string{"alice"}}, MaxTombstones: 100}},
 		Logger: zerolog.New(zerolog.NewTestWriter(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
 	// Incremental passes read everyone's entries (the workspace-wide feed).
 	if _, err := p.Incremental(ctx, "acme"); err != nil {
 		t.Fatal(err)

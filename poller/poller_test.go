@@ -32,11 +32,7 @@ func setup(t *testing.T, srcs ...*fakeSource) (*poller.Poller, *pgxpool.Pool) {
 	for _, s := range srcs {
 		ps = append(ps, poller.Source{Source: s, Overlap: 2 * time.Minute, MaxTombstones: 100, WindowDays: 3})
 	}
-	p, err := poller.New(poller.Params{Pool: pool, Sources: ps, Logger: zerolog.New(zerolog.NewTestWriter(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p := newPoller(t, poller.Params{Pool: pool, Sources: ps, Logger: zerolog.New(zerolog.NewTestWriter(t))})
 	return p, pool
 }
 
@@ -215,11 +211,7 @@ func TestLeaseOnePassPerSourceAcrossProcesses(t *testing.T) {
 	src.put(1, day, "a")
 	p1, pool := setup(t, src)
 	// A second "process": its own poller and lease connection, same database.
-	p2, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p2.Close()
+	p2 := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
 
 	entered, leave := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -247,11 +239,7 @@ func TestLeaseOnePassPerSourceAcrossProcesses(t *testing.T) {
 func TestBackfillResumesAndNeverMovesTheCursor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	from := clients.Date{Year: 2026, Month: 1, Day: 1}
-	for i := 0; i < 30; i++ {
-		src.put(i+1, from.AddDays(i), "old")
-	}
+	src, from := daily(30, "old"), backfillFrom
 	p, pool := setup(t, src)
 	to := from.AddDays(29)
 
@@ -396,12 +384,8 @@ func TestReconcileCeilingRefuses(t *testing.T) {
 		src.put(i, today, "x")
 	}
 	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.Nop(),
+	p := newPoller(t, poller.Params{Pool: pool, Logger: zerolog.Nop(),
 		Sources: []poller.Source{{Source: src, MaxTombstones: 2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
 	if _, err := p.Incremental(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +393,7 @@ func TestReconcileCeilingRefuses(t *testing.T) {
 		src.remove(i)
 	}
 	src.tick(10 * time.Minute)
-	_, err = p.Reconcile(ctx, "acme")
+	_, err := p.Reconcile(ctx, "acme")
 	if err == nil || !strings.Contains(err.Error(), "4") {
 		t.Fatalf("reconcile over the ceiling: %v", err)
 	}

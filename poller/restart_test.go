@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgcluster"
 	"github.com/tidemarkhq/tidemark/migrations"
 	"github.com/tidemarkhq/tidemark/poller"
@@ -36,7 +35,7 @@ func TestDaemonSurvivesPostgresRestart(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	defer cl.Stop()
+	t.Cleanup(func() { _ = cl.Stop() })
 	url := cl.URL("postgres")
 	if _, err := migrations.Up(ctx, url); err != nil {
 		t.Fatal(err)
@@ -45,23 +44,14 @@ func TestDaemonSurvivesPostgresRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 
 	src := newFakeSource("acme", t0)
 	src.put(1, day, "a")
 	var logs syncBuffer
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
 	// A sub-second schedule: the restart must be seen by at least one tick.
-	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Start(ctx, true)
-	defer d.Stop(ctx)
+	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})
 	waitFor(t, 10*time.Second, func() bool { return len(mirror(t, pool, "acme")) == 1 }, "first pass")
 
 	if err := cl.Restart(ctx, 2500*time.Millisecond); err != nil {
@@ -77,16 +67,5 @@ func TestDaemonSurvivesPostgresRestart(t *testing.T) {
 	assertConverged(t, pool, src)
 	if !strings.Contains(logs.String(), "pass failed") {
 		t.Log("no pass failed while the server was down (it restarted between ticks)")
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, ok func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
