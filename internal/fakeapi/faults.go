@@ -40,6 +40,20 @@ const (
 	MissingID
 )
 
+var malformationNames = [...]string{
+	BadJSON: "bad JSON", HTMLPage: "HTML page", MissingVersion: "record without version",
+	WrongType: "field of the wrong type", CutShort: "body cut short", Envelope: "unexpected envelope",
+	BadDuration: "bad duration", MissingID: "record without id",
+}
+
+// String names the kind in words (test names, messages).
+func (m Malformation) String() string {
+	if m > 0 && int(m) < len(malformationNames) {
+		return malformationNames[m]
+	}
+	return "malformation " + strconv.Itoa(int(m))
+}
+
 // faults holds what was injected and the random fault source.
 type faults struct {
 	rng                  *rand.Rand

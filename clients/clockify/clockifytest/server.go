@@ -129,6 +129,20 @@ func New(o Options) *Server {
 func (s *Server) Token() string       { return s.opts.Token }
 func (s *Server) WorkspaceID() string { return s.opts.WorkspaceID }
 
+// MalformResource breaks the first page of every listing a client reads r
+// from, until cleared with m = 0: for time entries the three feeds (page
+// 0) and the per-user lists (page 1), for the others their list (page 1).
+func (s *Server) MalformResource(r clients.Resource, m fakeapi.Malformation) {
+	if r != clients.TimeEntries {
+		s.Malform(string(r), 1, m)
+		return
+	}
+	for _, e := range []string{"entities/created", "entities/updated", "entities/deleted"} {
+		s.Malform(e, 0, m)
+	}
+	s.Malform("time-entries", 1, m)
+}
+
 // ---- HTTP ------------------------------------------------------------------
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {

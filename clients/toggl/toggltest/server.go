@@ -223,6 +223,17 @@ func (s *Server) State() State {
 	return newState(s.tables)
 }
 
+// Versions returns r's live ids (decimal text, as in the mirror) with their
+// versions (`at`), as listings serve them now.
+func (s *Server) Versions(r clients.Resource) map[string]time.Time { return s.State().Versions(r) }
+
+// MalformResource breaks page 1 of every listing of r until cleared with
+// m = 0: each resource is one endpoint, and a listing without pages is
+// page 1.
+func (s *Server) MalformResource(r clients.Resource, m fakeapi.Malformation) {
+	s.Malform(string(r), 1, m)
+}
+
 // SetForbidUsers switches the 403 on the users list.
 func (s *Server) SetForbidUsers(v bool) {
 	s.late.Lock()

@@ -231,6 +231,16 @@ func (s *Server) State() State {
 	return newState(s.tables, s.deleted)
 }
 
+// Versions returns r's visible ids (decimal text, as in the mirror) with
+// their updated_at: the ground truth of a conformance check.
+func (s *Server) Versions(r clients.Resource) map[string]time.Time { return s.State().Versions(r) }
+
+// MalformResource breaks page 1 of every listing of r until cleared with
+// m = 0: each resource is one endpoint.
+func (s *Server) MalformResource(r clients.Resource, m fakeapi.Malformation) {
+	s.Malform(string(r), 1, m)
+}
+
 // Pending returns how many writes are not yet visible.
 func (s *Server) Pending() int { return s.late.Pending() }
 
