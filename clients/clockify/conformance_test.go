@@ -21,8 +21,21 @@ func TestConformance(t *testing.T) { conformance.Run(t, conformanceHarness{}) }
 
 type conformanceHarness struct{}
 
-// Clockify's change feed reports deletions (/entities/deleted).
-func (conformanceHarness) DeletionsByReconcile() bool { return false }
+// The change feed (time entries only) reports deletions. Projects,
+// clients, users and tasks are listed whole with no stamp of their own:
+// a listing's clock versions them and a deleted one only vanishes, so
+// reconcile finds it.
+func (conformanceHarness) Capabilities() conformance.Capabilities {
+	c := conformance.Capabilities{
+		Deletions:    map[clients.Resource]conformance.Deletion{clients.TimeEntries: conformance.Reported},
+		ListingClock: map[clients.Resource]bool{},
+	}
+	for _, r := range []clients.Resource{clients.Projects, clients.Clients, clients.Users, clients.Tasks} {
+		c.Deletions[r] = conformance.Reconciled
+		c.ListingClock[r] = true
+	}
+	return c
+}
 
 // New runs the fake without its deletion delay and the client with a
 // one-second SafetyLag: the suite's clock moves seconds at a time. The
@@ -33,61 +46,62 @@ func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.F
 	t.Cleanup(f.Close)
 	c, err := clockify.New(clockify.Params{
 		Name: "clockify-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
-		RateLimit: o.RateLimit, Resources: []clients.Resource{clients.TimeEntries}, SafetyLag: time.Second,
+		RateLimit: o.RateLimit, Resources: clockify.Resources, SafetyLag: time.Second,
 		FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
 		Logger:        zerolog.New(zerolog.NewTestWriter(t)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &conformanceFake{f: f, clk: clk, src: c}
+	return &conformanceFake{Server: f, clk: clk, src: c}
 }
 
 type conformanceFake struct {
-	f   *clockifytest.Server
-	clk *fakeapi.Clock
-	src *clockify.Client
+	*clockifytest.Server // Requests, Versions
+	clk                  *fakeapi.Clock
+	src                  *clockify.Client
 }
+
+// Ids the suite's records point at.
+const (
+	userID    = "65f0cccccccccccccccccccc"
+	projectID = "65f0dddddddddddddddddddd"
+)
 
 func (f *conformanceFake) Source() clients.Source { return f.src }
+func (f *conformanceFake) Tick(d time.Duration)   { f.clk.Advance(d) }
 
-func (f *conformanceFake) Put(id int64, notes string) {
-	now := f.clk.Now()
-	end := now
-	f.f.PutTimeEntry(clockifytest.TimeEntry{
-		ID: strconv.FormatInt(id, 10), UserID: "65f0cccccccccccccccccccc", ProjectID: "65f0dddddddddddddddddddd",
-		Description: &notes, Start: now.Add(-90 * time.Minute), End: &end,
-	})
-}
-
-func (f *conformanceFake) Delete(id int64) {
-	f.f.Delete(clients.TimeEntries, strconv.FormatInt(id, 10))
-}
-func (f *conformanceFake) Tick(d time.Duration) { f.clk.Advance(d) }
-func (f *conformanceFake) Versions() map[string]time.Time {
-	return f.f.Versions(clients.TimeEntries)
-}
-
-// Malform breaks the first page of every feed (page 0, the pass's page 1).
-func (f *conformanceFake) Malform(m conformance.Malformation) {
-	var cm fakeapi.Malformation
-	switch m {
-	case conformance.BadJSON:
-		cm = fakeapi.BadJSON
-	case conformance.HTMLPage:
-		cm = fakeapi.HTMLPage
-	case conformance.MissingVersion:
-		cm = fakeapi.MissingVersion
-	}
-	for _, e := range []string{"entities/created", "entities/updated", "entities/deleted"} {
-		f.f.Malform(e, 0, cm)
+// Put stores content where the mirror's content column reads it: an
+// entry's description, a name, or a user's name (first_name). A task gets
+// a project to be listed under.
+func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
+	sid := strconv.FormatInt(id, 10)
+	switch r {
+	case clients.TimeEntries:
+		now := f.clk.Now()
+		f.PutTimeEntry(clockifytest.TimeEntry{
+			ID: sid, UserID: userID, ProjectID: projectID, Description: &content, Start: now.Add(-90 * time.Minute), End: &now,
+		})
+	case clients.Projects:
+		f.PutProject(clockifytest.Project{ID: sid, Name: content, Billable: true})
+	case clients.Clients:
+		f.PutClient(clockifytest.Client{ID: sid, Name: content, CurrencyCode: "EUR"})
+	case clients.Users:
+		f.PutUser(clockifytest.User{ID: sid, Name: content, Email: "u@example.com"})
+	case clients.Tasks:
+		if _, ok := f.Versions(clients.Projects)[projectID]; !ok {
+			f.PutProject(clockifytest.Project{ID: projectID, Name: "parent"})
+		}
+		f.PutTask(clockifytest.Task{ID: sid, ProjectID: projectID, Name: content})
+	default:
+		panic("clockify conformance: no record for " + string(r))
 	}
 }
 
-func (f *conformanceFake) Requests() []time.Time {
-	var out []time.Time
-	for _, r := range f.f.Requests() {
-		out = append(out, r.At)
-	}
-	return out
+func (f *conformanceFake) Delete(r clients.Resource, id int64) {
+	f.Server.Delete(r, strconv.FormatInt(id, 10))
+}
+
+func (f *conformanceFake) Malform(r clients.Resource, m conformance.Malformation) {
+	f.MalformResource(r, m)
 }

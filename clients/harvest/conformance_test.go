@@ -20,8 +20,14 @@ func TestConformance(t *testing.T) { conformance.Run(t, conformanceHarness{}) }
 
 type conformanceHarness struct{}
 
-// Harvest hides deletions from updated_since: reconcile finds them.
-func (conformanceHarness) DeletionsByReconcile() bool { return true }
+// Harvest hides every deletion from updated_since: reconcile finds them.
+func (conformanceHarness) Capabilities() conformance.Capabilities {
+	c := conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{}}
+	for _, r := range harvest.Resources {
+		c.Deletions[r] = conformance.Reconciled
+	}
+	return c
+}
 
 func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.Fake {
 	clk := conformance.NewClock()
@@ -29,53 +35,47 @@ func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.F
 	t.Cleanup(f.Close)
 	c, err := harvest.New(harvest.Params{
 		Name: "harvest-conf", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
-		Contact: "ops@example.com", RateLimit: o.RateLimit, Resources: []clients.Resource{clients.TimeEntries},
+		Contact: "ops@example.com", RateLimit: o.RateLimit, Resources: harvest.Resources,
 		Logger: zerolog.New(zerolog.NewTestWriter(t)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &conformanceFake{f: f, clk: clk, src: c}
+	return &conformanceFake{Server: f, clk: clk, src: c}
 }
 
 type conformanceFake struct {
-	f   *harvestfake.Server
-	clk *fakeapi.Clock
-	src *harvest.Client
+	*harvestfake.Server // Requests, Versions
+	clk                 *fakeapi.Clock
+	src                 *harvest.Client
 }
 
 func (f *conformanceFake) Source() clients.Source { return f.src }
+func (f *conformanceFake) Tick(d time.Duration)   { f.clk.Advance(d) }
 
-func (f *conformanceFake) Put(id int64, notes string) {
-	f.f.PutTimeEntry(harvestfake.TimeEntry{
-		ID: id, SpentDate: clients.DateOf(f.clk.Now()), Hours: "1.5", Notes: &notes,
-		UserID: 7, ProjectID: 8,
-	})
-}
-
-func (f *conformanceFake) Delete(id int64)      { f.f.Delete(clients.TimeEntries, id) }
-func (f *conformanceFake) Tick(d time.Duration) { f.clk.Advance(d) }
-func (f *conformanceFake) Versions() map[string]time.Time {
-	return f.f.State().Versions(clients.TimeEntries)
-}
-
-func (f *conformanceFake) Malform(m conformance.Malformation) {
-	var hm fakeapi.Malformation
-	switch m {
-	case conformance.BadJSON:
-		hm = fakeapi.BadJSON
-	case conformance.HTMLPage:
-		hm = fakeapi.HTMLPage
-	case conformance.MissingVersion:
-		hm = fakeapi.MissingVersion
+// Put stores content where the mirror's content column reads it: notes,
+// name, or a user's first_name.
+func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
+	switch r {
+	case clients.TimeEntries:
+		f.PutTimeEntry(harvestfake.TimeEntry{
+			ID: id, SpentDate: clients.DateOf(f.clk.Now()), Hours: "1.5", Notes: &content, UserID: 7, ProjectID: 8,
+		})
+	case clients.Projects:
+		f.PutProject(harvestfake.Project{ID: id, ClientID: 9, Name: content, IsActive: true})
+	case clients.Clients:
+		f.PutClient(harvestfake.Client{ID: id, Name: content, Currency: "EUR", IsActive: true})
+	case clients.Users:
+		f.PutUser(harvestfake.User{ID: id, FirstName: content, LastName: "Doe", Email: "u@example.com", IsActive: true})
+	case clients.Tasks:
+		f.PutTask(harvestfake.Task{ID: id, Name: content, IsActive: true})
+	default:
+		panic("harvest conformance: no record for " + string(r))
 	}
-	f.f.Malform("time_entries", 1, hm)
 }
 
-func (f *conformanceFake) Requests() []time.Time {
-	var out []time.Time
-	for _, r := range f.f.Requests() {
-		out = append(out, r.At)
-	}
-	return out
+func (f *conformanceFake) Delete(r clients.Resource, id int64) { f.Server.Delete(r, id) }
+
+func (f *conformanceFake) Malform(r clients.Resource, m conformance.Malformation) {
+	f.MalformResource(r, m)
 }

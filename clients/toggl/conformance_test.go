@@ -20,8 +20,18 @@ func TestConformance(t *testing.T) { conformance.Run(t, harness{}) }
 
 type harness struct{}
 
-// Toggl reports deletions to `since` (server_deleted_at).
-func (harness) DeletionsByReconcile() bool { return false }
+// Listings with `since` include deleted records (server_deleted_at): time
+// entries, projects and tasks. Clients and users are listed whole, without
+// `since`, and leave deleted records out: reconcile finds those.
+func (harness) Capabilities() conformance.Capabilities {
+	return conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{
+		clients.TimeEntries: conformance.Reported,
+		clients.Projects:    conformance.Reported,
+		clients.Tasks:       conformance.Reported,
+		clients.Clients:     conformance.Reconciled,
+		clients.Users:       conformance.Reconciled,
+	}}
+}
 
 func (harness) New(t *testing.T, o conformance.Options) conformance.Fake {
 	clk := conformance.NewClock()
@@ -29,55 +39,48 @@ func (harness) New(t *testing.T, o conformance.Options) conformance.Fake {
 	t.Cleanup(f.Close)
 	c, err := toggl.New(toggl.Params{
 		Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
-		RateLimit: o.RateLimit, Resources: []clients.Resource{clients.TimeEntries},
+		RateLimit: o.RateLimit, Resources: toggl.Resources,
 		Logger: zerolog.New(zerolog.NewTestWriter(t)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fake{f: f, clk: clk, src: c}
+	return &fake{Server: f, clk: clk, src: c}
 }
 
 type fake struct {
-	f   *toggltest.Server
-	clk *fakeapi.Clock
-	src *toggl.Client
+	*toggltest.Server // Requests, Versions
+	clk               *fakeapi.Clock
+	src               *toggl.Client
 }
 
 func (f *fake) Source() clients.Source { return f.src }
+func (f *fake) Tick(d time.Duration)   { f.clk.Advance(d) }
 
-func (f *fake) Put(id int64, notes string) {
-	now := f.clk.Now()
-	stop := now
-	f.f.PutTimeEntry(toggltest.TimeEntry{
-		ID: id, UserID: 7, ProjectID: 8, Description: &notes,
-		Start: now.Add(-time.Hour), Stop: &stop, Duration: 3600,
-	})
-}
-
-func (f *fake) Delete(id int64)      { f.f.Delete(clients.TimeEntries, id) }
-func (f *fake) Tick(d time.Duration) { f.clk.Advance(d) }
-func (f *fake) Versions() map[string]time.Time {
-	return f.f.State().Versions(clients.TimeEntries)
-}
-
-func (f *fake) Malform(m conformance.Malformation) {
-	var tm fakeapi.Malformation
-	switch m {
-	case conformance.BadJSON:
-		tm = fakeapi.BadJSON
-	case conformance.HTMLPage:
-		tm = fakeapi.HTMLPage
-	case conformance.MissingVersion:
-		tm = fakeapi.MissingVersion
+// Put stores content where the mirror's content column reads it: an
+// entry's description, a name, or a user's fullname (first_name up to the
+// first space).
+func (f *fake) Put(r clients.Resource, id int64, content string) {
+	switch r {
+	case clients.TimeEntries:
+		now := f.clk.Now()
+		f.PutTimeEntry(toggltest.TimeEntry{
+			ID: id, UserID: 7, ProjectID: 8, Description: &content,
+			Start: now.Add(-time.Hour), Stop: &now, Duration: 3600,
+		})
+	case clients.Projects:
+		f.PutProject(toggltest.Project{ID: id, ClientID: 9, Name: content, Active: true})
+	case clients.Clients:
+		f.PutClient(toggltest.Client{ID: id, Name: content})
+	case clients.Users:
+		f.PutUser(toggltest.User{ID: id, Fullname: content, Email: "u@example.com"})
+	case clients.Tasks:
+		f.PutTask(toggltest.Task{ID: id, ProjectID: 8, Name: content, Active: true})
+	default:
+		panic("toggl conformance: no record for " + string(r))
 	}
-	f.f.Malform("time_entries", 1, tm)
 }
 
-func (f *fake) Requests() []time.Time {
-	var out []time.Time
-	for _, r := range f.f.Requests() {
-		out = append(out, r.At)
-	}
-	return out
-}
+func (f *fake) Delete(r clients.Resource, id int64) { f.Server.Delete(r, id) }
+
+func (f *fake) Malform(r clients.Resource, m conformance.Malformation) { f.MalformResource(r, m) }

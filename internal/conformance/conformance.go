@@ -1,16 +1,22 @@
 // Package conformance is the one test suite every provider client runs
 // (Harvest, Toggl, Clockify): against the provider's own fake server, real
 // PostgreSQL (internal/pgtest) and the real poller, it checks the promises
-// of DESIGN.md that depend on the client: a re-delivered record leaves one
-// unchanged row, a newer version wins, an older one is skipped, a deletion
-// becomes a tombstone, a malformed page fails naming source, resource and
-// page and changes nothing, and the rate limit holds in every window.
+// of DESIGN.md that depend on the client, for every resource the source
+// serves: a re-delivered record leaves one unchanged row, a newer version
+// wins, an older one is skipped, a deletion becomes a tombstone, a
+// malformed page fails naming source, resource and page and changes
+// nothing; and, once per provider, the rate limit holds in every window.
 //
 // A provider's test package implements Harness and calls Run, with a
 // TestMain that calls pgtest.Main:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //	func TestConformance(t *testing.T) { conformance.Run(t, harness{}) }
+//
+// Subtests are named resource/check (TimeEntries is time_entries:
+// time_entries/NewerVersionWins, projects/MalformedPage/HTML_page, …).
+// What differs between providers is declared, per resource, in
+// Capabilities; the checks never ask which provider they run against.
 package conformance
 
 import (
@@ -18,12 +24,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -33,37 +42,72 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/schema"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
 
-// Malformation is a way the fake breaks its time-entry listings.
-type Malformation int
+// Malformation is a way the fake breaks a listing: the fake kit's kinds.
+type Malformation = fakeapi.Malformation
 
+// The malformations the suite injects (see fakeapi for what each does).
 const (
 	// BadJSON: a complete body that is not JSON (a body cut short is a
 	// transport fault, retried by httpx, not bad input).
-	BadJSON Malformation = iota + 1
+	BadJSON = fakeapi.BadJSON
 	// HTMLPage: 200 with an HTML page.
-	HTMLPage
-	// MissingVersion: the first record lacks its version stamp (Harvest
-	// updated_at, Toggl at).
-	MissingVersion
+	HTMLPage = fakeapi.HTMLPage
+	// MissingVersion: the first record lacks its version stamp.
+	MissingVersion = fakeapi.MissingVersion
 )
-
-func (m Malformation) String() string {
-	switch m {
-	case BadJSON:
-		return "bad JSON"
-	case HTMLPage:
-		return "HTML page"
-	case MissingVersion:
-		return "record without version"
-	}
-	return fmt.Sprintf("malformation %d", int(m))
-}
 
 // Malformations lists every kind the suite injects.
 var Malformations = []Malformation{BadJSON, HTMLPage, MissingVersion}
+
+// Deletion says how a resource's deletions reach the mirror.
+type Deletion int
+
+const (
+	// Reported: incremental passes deliver them as tombstones (Toggl's
+	// server_deleted_at, Clockify's deletion feed).
+	Reported Deletion = iota + 1
+	// Reconciled: a deleted record only vanishes from listings, so only a
+	// reconcile pass finds it (Harvest).
+	Reconciled
+	// Hidden: no pass can find them; the deletion check is skipped, saying
+	// so.
+	Hidden
+)
+
+func (d Deletion) String() string {
+	switch d {
+	case Reported:
+		return "reported by incremental passes"
+	case Reconciled:
+		return "found by reconcile"
+	case Hidden:
+		return "not found at all"
+	}
+	return "Deletion(" + strconv.Itoa(int(d)) + ")"
+}
+
+// Capabilities are what a provider can and cannot do, per resource. They
+// are declarations, held to the truth by the checks: a resource declared
+// Reconciled whose deletion an incremental pass already reports fails.
+type Capabilities struct {
+	// Deletions says how each served resource's deletions are found. Every
+	// resource the source serves must have an entry.
+	Deletions map[clients.Resource]Deletion
+	// ListingClock names the resources the source lists without a version
+	// stamp of their own: a listed record's version is the source's clock
+	// when it served the page (Clockify's reference lists). The mirror's
+	// version is then not earlier than the fake's stamp rather than equal
+	// to it, and a record cannot lack a version (MissingVersion is
+	// skipped).
+	ListingClock map[clients.Resource]bool
+	// Inexpressible names, per resource, malformations the dialect has no
+	// way to express; their checks are skipped, saying so.
+	Inexpressible map[clients.Resource][]Malformation
+}
 
 // Options are what the suite asks of a new fake and its source.
 type Options struct {
@@ -76,46 +120,147 @@ type Options struct {
 type Harness interface {
 	// New starts a fresh fake (closed by t.Cleanup) whose clock is close to
 	// ours and only moves with Tick, and returns it with a source pointing
-	// at it that mirrors time entries.
+	// at it that serves every resource under test.
 	New(t *testing.T, o Options) Fake
-	// DeletionsByReconcile says how the provider reports deletions: true
-	// when only reconciliation finds them (Harvest), false when incremental
-	// passes deliver them (Toggl's server_deleted_at).
-	DeletionsByReconcile() bool
+	// Capabilities declares the provider's differences, per resource.
+	Capabilities() Capabilities
 }
 
-// Fake is one running fake provider, driven by the suite.
+// Fake is one running fake provider, driven by the suite. Ids are the
+// suite's small integers; the mirror holds them in decimal (ID).
 type Fake interface {
 	Source() clients.Source
-	// Put creates or updates time entry id with notes as its content; its
-	// version is the fake's clock and its spent date the clock's day.
-	Put(id int64, notes string)
-	// Delete deletes time entry id at the fake's clock.
-	Delete(id int64)
+	// Put creates or updates record id of r with content as the value of
+	// r's content column (ContentColumn), versioned at the fake's clock; a
+	// time entry's spent date is the clock's day. The fake supplies
+	// whatever else the record needs (a task's project). Content is one
+	// word: a dialect may split names at spaces.
+	Put(r clients.Resource, id int64, content string)
+	// Delete deletes record id of r at the fake's clock.
+	Delete(r clients.Resource, id int64)
 	// Tick moves the fake's clock forward.
 	Tick(d time.Duration)
-	// Malform breaks every time-entry listing from now on; 0 heals it.
-	Malform(m Malformation)
-	// Requests returns when each request reached the fake (our clock).
-	Requests() []time.Time
-	// Versions returns the live time entries (decimal id → version): the
-	// ground truth.
-	Versions() map[string]time.Time
+	// Malform breaks the first page (as a pass counts pages) of every
+	// listing of r from now on; 0 heals it.
+	Malform(r clients.Resource, m Malformation)
+	// Requests is the fake's request log.
+	Requests() []fakeapi.Request
+	// Versions returns r's live records (mirror id → version): the ground
+	// truth.
+	Versions(r clients.Resource) map[string]time.Time
+}
+
+// ID is the mirror's id of the suite's record id.
+func ID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// ContentColumn is the text column of r that Fake.Put fills: notes when the
+// table has it (time entries), else name, else its first text column
+// (users: first_name).
+func ContentColumn(r clients.Resource) (string, bool) {
+	t, ok := schema.Lookup(r)
+	if !ok {
+		return "", false
+	}
+	for _, name := range []string{"notes", "name"} {
+		if c, ok := t.Column(name); ok && c.Type == schema.Text {
+			return name, true
+		}
+	}
+	for _, c := range t.Columns {
+		if c.Type == schema.Text {
+			return c.Name, true
+		}
+	}
+	return "", false
 }
 
 // Overlap is the overlap the suite's poller uses.
 const Overlap = time.Minute
 
-type env struct {
-	t    *testing.T
-	fake Fake
-	src  clients.Source
-	pool *pgxpool.Pool
-	p    *poller.Poller
-	h    Harness
+// Run runs the suite against h: every check for every resource the source
+// serves, then the rate-limit check once. Subtests run in parallel, each
+// with its own fake and database.
+func Run(t *testing.T, h Harness) {
+	caps := h.Capabilities()
+	served := h.New(t, Options{}).Source().Resources()
+	if len(served) == 0 {
+		t.Fatal("the harness's source serves no resource")
+	}
+	checkCaps(t, caps, served)
+	for _, r := range served {
+		t.Run(string(r), func(t *testing.T) {
+			t.Parallel()
+			run := func(name string, check func(*env)) {
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					check(setup(t, h, caps, r, Options{}))
+				})
+			}
+			run("RedeliveryIsOneUnchangedRow", testRedelivery)
+			run("NewerVersionWins", testNewerWins)
+			run("OlderVersionIsSkipped", testOlderSkipped)
+			run("DeletionBecomesTombstone", testDeletion)
+			for _, m := range Malformations {
+				run("MalformedPage/"+strings.ReplaceAll(m.String(), " ", "_"), func(e *env) { testMalformed(e, m) })
+			}
+		})
+	}
+	// The budget is the source's, not a resource's: once, on time entries
+	// when served (the listing with the most requests).
+	r := served[0]
+	if slices.Contains(served, clients.TimeEntries) {
+		r = clients.TimeEntries
+	}
+	t.Run("RateLimitWindowHolds", func(t *testing.T) { t.Parallel(); testRateLimit(t, h, caps, r) })
 }
 
-func setup(t *testing.T, h Harness, o Options) *env {
+// checkCaps refuses capabilities that leave a served resource undeclared
+// or name one the source does not serve (a stale declaration).
+func checkCaps(t *testing.T, caps Capabilities, served []clients.Resource) {
+	t.Helper()
+	for _, r := range served {
+		if _, ok := ContentColumn(r); !ok {
+			t.Errorf("resource %s: no text column in its declaration for Fake.Put's content", r)
+		}
+		switch d := caps.Deletions[r]; d {
+		case Reported, Reconciled, Hidden:
+		case 0:
+			t.Errorf("Capabilities.Deletions: %s is served but not declared", r)
+		default:
+			t.Errorf("Capabilities.Deletions: %s: unknown %v", r, d)
+		}
+	}
+	stale := func(field string, r clients.Resource) {
+		if !slices.Contains(served, r) {
+			t.Errorf("Capabilities.%s names %s, which the source does not serve", field, r)
+		}
+	}
+	for r := range caps.Deletions {
+		stale("Deletions", r)
+	}
+	for r := range caps.ListingClock {
+		stale("ListingClock", r)
+	}
+	for r := range caps.Inexpressible {
+		stale("Inexpressible", r)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+type env struct {
+	t       *testing.T
+	fake    Fake
+	src     clients.Source
+	pool    *pgxpool.Pool
+	p       *poller.Poller
+	caps    Capabilities
+	r       clients.Resource
+	content string // the content column
+}
+
+func setup(t *testing.T, h Harness, caps Capabilities, r clients.Resource, o Options) *env {
 	t.Helper()
 	if o.RateLimit == (httpx.RateLimit{}) {
 		o.RateLimit = httpx.RateLimit{Requests: 1000, Per: time.Second}
@@ -125,32 +270,22 @@ func setup(t *testing.T, h Harness, o Options) *env {
 	src := f.Source()
 	p, err := poller.New(poller.Params{
 		Pool:    pool,
-		Sources: []poller.Source{{Source: src, Resources: []clients.Resource{clients.TimeEntries}, Overlap: Overlap}},
+		Sources: []poller.Source{{Source: src, Resources: []clients.Resource{r}, Overlap: Overlap}},
 		Logger:  zerolog.New(zerolog.NewTestWriter(t)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	return &env{t: t, fake: f, src: src, pool: pool, p: p, h: h}
+	col, _ := ContentColumn(r)
+	return &env{t: t, fake: f, src: src, pool: pool, p: p, caps: caps, r: r, content: col}
 }
 
-// Run runs the suite against h. Subtests run in parallel, each with its own
-// fake and database.
-func Run(t *testing.T, h Harness) {
-	t.Run("RedeliveryIsOneUnchangedRow", func(t *testing.T) { t.Parallel(); testRedelivery(t, h) })
-	t.Run("NewerVersionWins", func(t *testing.T) { t.Parallel(); testNewerWins(t, h) })
-	t.Run("OlderVersionIsSkipped", func(t *testing.T) { t.Parallel(); testOlderSkipped(t, h) })
-	t.Run("DeletionBecomesTombstone", func(t *testing.T) { t.Parallel(); testDeletion(t, h) })
-	for _, m := range Malformations {
-		t.Run("MalformedPage/"+strings.ReplaceAll(m.String(), " ", "_"), func(t *testing.T) { t.Parallel(); testMalformed(t, h, m) })
-	}
-	t.Run("RateLimitWindowHolds", func(t *testing.T) { t.Parallel(); testRateLimit(t, h) })
-}
+func (e *env) put(id int64, content string) { e.fake.Put(e.r, id, content) }
 
 func (e *env) incremental() poller.Result {
 	e.t.Helper()
-	res, err := e.p.Incremental(e.t.Context(), e.src.Name(), clients.TimeEntries)
+	res, err := e.p.Incremental(e.t.Context(), e.src.Name(), e.r)
 	if err != nil {
 		e.t.Fatalf("incremental pass: %v", err)
 	}
@@ -163,14 +298,15 @@ func (e *env) incremental() poller.Result {
 type row struct {
 	version time.Time
 	deleted bool
-	notes   string
+	content string
 	hash    []byte
 }
 
 func (e *env) mirror() map[string]row {
 	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(),
-		`SELECT id, updated_at, deleted_at IS NOT NULL, coalesce(notes, ''), content_hash FROM time_entries WHERE source = $1`, e.src.Name())
+	q := fmt.Sprintf(`SELECT id, updated_at, deleted_at IS NOT NULL, coalesce(%s, ''), content_hash FROM %s WHERE source = $1`,
+		pgx.Identifier{e.content}.Sanitize(), pgx.Identifier{string(e.r)}.Sanitize())
+	rows, err := e.pool.Query(context.Background(), q, e.src.Name())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -179,7 +315,7 @@ func (e *env) mirror() map[string]row {
 	for rows.Next() {
 		var id string
 		var r row
-		if err := rows.Scan(&id, &r.version, &r.deleted, &r.notes, &r.hash); err != nil {
+		if err := rows.Scan(&id, &r.version, &r.deleted, &r.content, &r.hash); err != nil {
 			e.t.Fatal(err)
 		}
 		out[id] = r
@@ -190,34 +326,43 @@ func (e *env) mirror() map[string]row {
 	return out
 }
 
+// versionOK reports whether a mirror version is right for the source's:
+// equal, or, for a resource versioned by the listing clock, not earlier.
+func (e *env) versionOK(mirror, source time.Time) bool {
+	if e.caps.ListingClock[e.r] {
+		return !mirror.Before(source)
+	}
+	return mirror.Equal(source)
+}
+
 // assertConverged checks that the live rows are exactly the fake's live
-// entries at their versions.
+// records at their versions.
 func (e *env) assertConverged() {
 	e.t.Helper()
-	truth := e.fake.Versions()
+	truth := e.fake.Versions(e.r)
 	m := e.mirror()
 	for id, v := range truth {
 		r, ok := m[id]
 		switch {
 		case !ok:
-			e.t.Errorf("entry %s is live at the source but missing from the mirror", id)
+			e.t.Errorf("%s %s is live at the source but missing from the mirror", e.r, id)
 		case r.deleted:
-			e.t.Errorf("entry %s is live at the source but tombstoned", id)
-		case !r.version.Equal(v):
-			e.t.Errorf("entry %s: mirror version %v, source %v", id, r.version.UTC(), v.UTC())
+			e.t.Errorf("%s %s is live at the source but tombstoned", e.r, id)
+		case !e.versionOK(r.version, v):
+			e.t.Errorf("%s %s: mirror version %v, source %v", e.r, id, r.version.UTC(), v.UTC())
 		}
 	}
 	for id, r := range m {
 		if _, ok := truth[id]; !ok && !r.deleted {
-			e.t.Errorf("entry %s is live in the mirror but not at the source", id)
+			e.t.Errorf("%s %s is live in the mirror but not at the source", e.r, id)
 		}
 	}
 }
 
-func testRedelivery(t *testing.T, h Harness) {
-	e := setup(t, h, Options{})
-	e.fake.Put(1, "first")
-	e.fake.Put(2, "second")
+func testRedelivery(e *env) {
+	t := e.t
+	e.put(1, "first")
+	e.put(2, "second")
 	e.fake.Tick(time.Second)
 	r1 := e.incremental()
 	if r1.Counts.Inserted != 2 {
@@ -236,33 +381,34 @@ func testRedelivery(t *testing.T, h Harness) {
 	}
 	for id, b := range before {
 		a := after[id]
-		if !a.version.Equal(b.version) || !bytes.Equal(a.hash, b.hash) || a.notes != b.notes {
-			t.Errorf("entry %s changed on re-delivery: %+v → %+v", id, b, a)
+		if !a.version.Equal(b.version) || !bytes.Equal(a.hash, b.hash) || a.content != b.content {
+			t.Errorf("%s %s changed on re-delivery: %+v → %+v", e.r, id, b, a)
 		}
 	}
 	// The same page applied again directly is unchanged too.
-	recs := e.list(clients.Window{})
+	recs := e.list()
 	if c := e.apply(recs); c.Unchanged != int64(len(recs)) || len(recs) != 2 {
 		t.Errorf("direct re-apply of %d records: %+v, want all unchanged", len(recs), c)
 	}
 	e.assertConverged()
 }
 
-func testNewerWins(t *testing.T, h Harness) {
-	e := setup(t, h, Options{})
-	e.fake.Put(1, "draft")
+func testNewerWins(e *env) {
+	t := e.t
+	e.put(1, "draft")
 	e.fake.Tick(time.Second)
 	e.incremental()
 	e.fake.Tick(2 * time.Second)
-	e.fake.Put(1, "final")
+	e.put(1, "final")
 	e.fake.Tick(time.Second)
 	r := e.incremental()
 	if r.Counts.Updated != 1 {
 		t.Errorf("counts %+v, want 1 updated", r.Counts)
 	}
 	m := e.mirror()
-	if got := m["1"]; got.notes != "final" || !got.version.Equal(e.fake.Versions()["1"]) {
-		t.Errorf("row %+v, want notes final at version %v", got, e.fake.Versions()["1"])
+	want := e.fake.Versions(e.r)[ID(1)]
+	if got := m[ID(1)]; got.content != "final" || !e.versionOK(got.version, want) {
+		t.Errorf("row %+v, want %s final at version %v", got, e.content, want)
 	}
 	if len(m) != 1 {
 		t.Errorf("%d rows, want 1", len(m))
@@ -270,82 +416,104 @@ func testNewerWins(t *testing.T, h Harness) {
 	e.assertConverged()
 }
 
-func testOlderSkipped(t *testing.T, h Harness) {
-	e := setup(t, h, Options{})
-	e.fake.Put(1, "old")
-	e.fake.Put(2, "other")
+func testOlderSkipped(e *env) {
+	t := e.t
+	e.put(1, "old")
+	e.put(2, "other")
 	e.fake.Tick(time.Second)
-	old := e.list(clients.Window{})
+	old := e.list()
 	if len(old) != 2 {
 		t.Fatalf("listing returned %d records, want 2", len(old))
 	}
 	e.fake.Tick(2 * time.Second)
-	e.fake.Put(1, "new")
+	e.put(1, "new")
 	e.fake.Tick(time.Second)
 	e.incremental()
 	// The older page arrives late (a slow retry, a backfill, another
-	// replica): entry 1 is stale, entry 2 unchanged.
+	// replica): record 1 is stale; record 2 holds the stored content, so it
+	// is unchanged whatever its version (a listing clock's moved on).
+	stored := e.mirror()
+	for _, rec := range old {
+		if v := stored[rec.ID].version; rec.ID == ID(1) && !rec.Version.Before(v) {
+			t.Fatalf("%s 1: the older page's version %v is not before the stored %v", e.r, rec.Version, v)
+		}
+	}
 	c := e.apply(old)
 	if c.Stale != 1 || c.Unchanged != 1 || c.Inserted+c.Updated != 0 {
 		t.Errorf("applying the older page: %+v, want 1 stale and 1 unchanged", c)
 	}
-	if got := e.mirror()["1"]; got.notes != "new" {
-		t.Errorf("entry 1 went back to %q", got.notes)
+	if got := e.mirror()[ID(1)]; got.content != "new" {
+		t.Errorf("%s 1 went back to %q", e.r, got.content)
 	}
 	e.assertConverged()
 }
 
-func testDeletion(t *testing.T, h Harness) {
-	e := setup(t, h, Options{})
-	e.fake.Put(1, "doomed")
-	e.fake.Put(2, "kept")
+func testDeletion(e *env) {
+	t := e.t
+	how := e.caps.Deletions[e.r]
+	if how == Hidden {
+		t.Skipf("%s: deletions are %v", e.r, how)
+	}
+	e.put(1, "doomed")
+	e.put(2, "kept")
 	e.fake.Tick(time.Second)
 	e.incremental()
 	e.fake.Tick(2 * Overlap)
-	e.fake.Delete(1)
+	e.fake.Delete(e.r, 1)
 	e.fake.Tick(2 * Overlap)
-	if h.DeletionsByReconcile() {
-		res, err := e.p.Reconcile(t.Context(), e.src.Name(), clients.TimeEntries)
+	e.incremental()
+	switch reported := e.mirror()[ID(1)].deleted; {
+	case how == Reconciled && reported:
+		t.Errorf("%s: an incremental pass reported the deletion, but the harness declares deletions %v: declare Reported", e.r, how)
+	case how == Reported && !reported:
+		t.Errorf("%s: deletions are declared %v, but an incremental pass left deleted record 1 live", e.r, how)
+	}
+	if how == Reconciled {
+		res, err := e.p.Reconcile(t.Context(), e.src.Name(), e.r)
 		if err != nil {
 			t.Fatalf("reconcile: %v", err)
 		}
 		if len(res) != 1 || res[0].Counts.Tombstoned != 1 {
 			t.Errorf("reconcile results %+v, want 1 tombstoned", res)
 		}
-	} else {
-		e.incremental()
 	}
 	m := e.mirror()
-	if !m["1"].deleted {
-		t.Errorf("deleted entry 1 is not tombstoned: %+v", m["1"])
+	if !m[ID(1)].deleted {
+		t.Errorf("deleted %s 1 is not tombstoned: %+v", e.r, m[ID(1)])
 	}
-	if m["2"].deleted || m["2"].notes != "kept" {
-		t.Errorf("entry 2 changed: %+v", m["2"])
+	if m[ID(2)].deleted || m[ID(2)].content != "kept" {
+		t.Errorf("%s 2 changed: %+v", e.r, m[ID(2)])
 	}
 	e.assertConverged()
 }
 
-func testMalformed(t *testing.T, h Harness, mal Malformation) {
-	e := setup(t, h, Options{})
-	e.fake.Put(1, "one")
+func testMalformed(e *env, mal Malformation) {
+	t := e.t
+	if slices.Contains(e.caps.Inexpressible[e.r], mal) {
+		t.Skipf("%s: the dialect cannot express a %v", e.r, mal)
+	}
+	if mal == MissingVersion && e.caps.ListingClock[e.r] {
+		t.Skipf("%s: versioned by the listing clock, a record has no version to lack", e.r)
+	}
+	e.put(1, "one")
 	e.fake.Tick(time.Second)
 	e.incremental()
 	cur0 := e.cursor()
 	rows0 := e.mirror()
 	e.fake.Tick(2 * time.Second)
-	e.fake.Put(1, "one, edited")
-	e.fake.Put(2, "two")
+	e.put(1, "edited")
+	e.put(2, "two")
 	e.fake.Tick(time.Second)
 
-	e.fake.Malform(mal)
-	_, err := e.p.Incremental(t.Context(), e.src.Name(), clients.TimeEntries)
+	e.fake.Malform(e.r, mal)
+	_, err := e.p.Incremental(t.Context(), e.src.Name(), e.r)
 	if err == nil {
 		t.Fatal("a malformed page passed")
 	}
 	if !errors.Is(err, httpx.ErrDecode) {
 		t.Errorf("error is not a decode error: %v", err)
 	}
-	for _, want := range []string{e.src.Name(), string(clients.TimeEntries), "page 1"} {
+	for _, want := range []string{e.src.Name(), string(e.r), "page 1"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
@@ -356,38 +524,41 @@ func testMalformed(t *testing.T, h Harness, mal Malformation) {
 	}
 	for id, r := range rows0 {
 		if a := rows1[id]; !a.version.Equal(r.version) || !bytes.Equal(a.hash, r.hash) || a.deleted != r.deleted {
-			t.Errorf("entry %s changed by a failed pass: %+v → %+v", id, r, a)
+			t.Errorf("%s %s changed by a failed pass: %+v → %+v", e.r, id, r, a)
 		}
 	}
 	if cur := e.cursor(); !cur.Equal(cur0) {
 		t.Errorf("cursor moved from %v to %v on a failed pass", cur0, cur)
 	}
 	// The next good pass converges.
-	e.fake.Malform(0)
+	e.fake.Malform(e.r, 0)
 	e.incremental()
+	if got := e.mirror()[ID(1)]; got.content != "edited" {
+		t.Errorf("%s 1 after the good pass: %+v, want %s edited", e.r, got, e.content)
+	}
 	e.assertConverged()
 }
 
 func (e *env) cursor() time.Time {
 	e.t.Helper()
-	c, err := e.p.Store().Load(context.Background(), e.src.Name(), string(clients.TimeEntries))
+	c, err := e.p.Store().Load(context.Background(), e.src.Name(), string(e.r))
 	if err != nil && !errors.Is(err, cursor.ErrNotFound) {
 		e.t.Fatal(err)
 	}
 	return c.HighWater
 }
 
-func testRateLimit(t *testing.T, h Harness) {
+func testRateLimit(t *testing.T, h Harness, caps Capabilities, r clients.Resource) {
 	lim := httpx.RateLimit{Requests: 5, Per: 500 * time.Millisecond}
-	e := setup(t, h, Options{RateLimit: lim})
-	e.fake.Put(1, "x")
+	e := setup(t, h, caps, r, Options{RateLimit: lim})
+	e.put(1, "x")
 	const workers, each = 4, 4
 	var wg sync.WaitGroup
 	errs := make(chan error, workers*each)
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				errs <- e.src.List(t.Context(), clients.TimeEntries, clients.Window{}, func(context.Context, clients.Page) error { return nil })
+				errs <- e.src.List(t.Context(), r, clients.Window{}, func(context.Context, clients.Page) error { return nil })
 			}
 		})
 	}
@@ -398,7 +569,10 @@ func testRateLimit(t *testing.T, h Harness) {
 			t.Fatalf("listing: %v", err)
 		}
 	}
-	at := e.fake.Requests()
+	var at []time.Time
+	for _, rq := range e.fake.Requests() {
+		at = append(at, rq.At)
+	}
 	if len(at) < workers*each {
 		t.Fatalf("%d requests reached the fake, want at least %d", len(at), workers*each)
 	}
@@ -414,11 +588,11 @@ func testRateLimit(t *testing.T, h Harness) {
 	}
 }
 
-// list returns every record of one listing through the source itself.
-func (e *env) list(w clients.Window) []clients.Record {
+// list returns every record of one whole listing through the source itself.
+func (e *env) list() []clients.Record {
 	e.t.Helper()
 	var out []clients.Record
-	err := e.src.List(e.t.Context(), clients.TimeEntries, w, func(_ context.Context, p clients.Page) error {
+	err := e.src.List(e.t.Context(), e.r, clients.Window{}, func(_ context.Context, p clients.Page) error {
 		out = append(out, p.Records...)
 		return nil
 	})
@@ -437,7 +611,7 @@ func (e *env) apply(recs []clients.Record) upsert.Counts {
 		e.t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	c, err := upsert.Apply(ctx, tx, e.src.Name(), clients.TimeEntries, recs)
+	c, err := upsert.Apply(ctx, tx, e.src.Name(), e.r, recs)
 	if err != nil {
 		e.t.Fatalf("apply: %v", err)
 	}
