@@ -375,9 +375,7 @@ func TestScopedReconcileLeavesOtherUsersAlone(t *testing.T) {
 	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: scopedSource{fs, []string{"alice"}}, MaxTombstones: 100}},
 		Logger: zerolog.New(zerolog.NewTestWriter(t))})
 	// Incremental passes read everyone's entries (the workspace-wide feed).
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	fs.remove(3) // alice's
 	fs.tick(10 * time.Minute)
 	res, err := p.Reconcile(ctx, "acme", clients.TimeEntries)

@@ -90,3 +90,13 @@ func daily(n int, notes string) *fakeSource {
 	}
 	return src
 }
+
+// incremental runs an incremental pass of source "acme" that must succeed.
+func incremental(t *testing.T, p *poller.Poller) []poller.Result {
+	t.Helper()
+	res, err := p.Incremental(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}

@@ -99,7 +99,6 @@ func highWater(t *testing.T, p *poller.Poller, source string) time.Time {
 
 func TestIncrementalConvergesAndCursorUsesSourceClock(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	src := newFakeSource("acme", t0)
 	for i := 1; i <= 10; i++ {
 		src.put(i, day, "first")
@@ -107,10 +106,7 @@ func TestIncrementalConvergesAndCursorUsesSourceClock(t *testing.T) {
 	}
 	p, pool := setup(t, src)
 
-	res, err := p.Incremental(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := incremental(t, p)
 	assertConverged(t, pool, src)
 	if got := res[0].Counts; got.Fetched != 10 || got.Inserted != 10 {
 		t.Fatalf("counts %+v", got)
@@ -121,10 +117,7 @@ func TestIncrementalConvergesAndCursorUsesSourceClock(t *testing.T) {
 	}
 
 	// Re-running changes nothing: every overlapping record is unchanged.
-	res, err = p.Incremental(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = incremental(t, p)
 	if c := res[0].Counts; c.Inserted+c.Updated != 0 || c.Unchanged != c.Fetched {
 		t.Fatalf("re-delivery wrote: %+v", c)
 	}
@@ -132,16 +125,13 @@ func TestIncrementalConvergesAndCursorUsesSourceClock(t *testing.T) {
 
 func TestHighWaterCappedBySourceClockAtPassStart(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	src := newFakeSource("acme", t0)
 	src.put(1, day, "a")
 	// A record stamped after the source's clock at the first page (written
 	// while the listing ran) must not carry the cursor past that clock.
 	src.putAt(2, t0.Add(time.Hour), day, "future")
 	p, _ := setup(t, src)
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	if hw := highWater(t, p, "acme"); !hw.Equal(t0) {
 		t.Fatalf("high water %v, want the source clock %v", hw, t0)
 	}
@@ -149,7 +139,6 @@ func TestHighWaterCappedBySourceClockAtPassStart(t *testing.T) {
 
 func TestSourceClockBehindAndLateVisibleWritesAreNotLost(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	// The source's clock runs 5 minutes behind ours: nothing may depend on ours.
 	src := newFakeSource("acme", time.Now().UTC().Add(-5*time.Minute).Truncate(time.Second))
 	p, pool := setup(t, src)
@@ -160,9 +149,7 @@ func TestSourceClockBehindAndLateVisibleWritesAreNotLost(t *testing.T) {
 			id++
 			src.tick(time.Second)
 		}
-		if _, err := p.Incremental(ctx, "acme"); err != nil {
-			t.Fatal(err)
-		}
+		incremental(t, p)
 		// A write that becomes visible only now, stamped 90 s ago (within
 		// the 2-minute overlap), like a long transaction at the source.
 		src.mu.Lock()
@@ -172,9 +159,7 @@ func TestSourceClockBehindAndLateVisibleWritesAreNotLost(t *testing.T) {
 		id++
 		src.tick(30 * time.Second)
 	}
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	assertConverged(t, pool, src)
 }
 
@@ -198,9 +183,7 @@ func TestFailedPageKeepsCursorAndNextPassConverges(t *testing.T) {
 	if err != nil || len(runs) != 1 || runs[0].Status != cursor.StatusFailed || !strings.Contains(runs[0].Error, "page 3") {
 		t.Fatalf("runs %+v (%v)", runs, err)
 	}
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	assertConverged(t, pool, src)
 }
 
@@ -310,9 +293,7 @@ func TestSlowBackfillPageAfterNewerIncrementalIsHarmless(t *testing.T) {
 	// Meanwhile the record is edited and the daemon applies the newer version.
 	src.tick(time.Minute)
 	src.put(1, day, "new")
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	// Now the slow backfill page arrives with the old version (the fake
 	// snapshots a listing when it starts).
 	close(release)
@@ -333,9 +314,7 @@ func TestReconcileTombstonesDeletionsSafely(t *testing.T) {
 		src.put(i, today.AddDays(-i), "x")
 	}
 	p, pool := setup(t, src)
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	src.remove(2)
 	src.remove(5)
 	src.tick(10 * time.Minute)
@@ -354,9 +333,7 @@ func TestReconcileTombstonesDeletionsSafely(t *testing.T) {
 	// version is newer than the listing's start minus the overlap, so it is
 	// left alone this time (it may be a write not yet visible to listings).
 	src.put(7, today, "recent")
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	src.remove(7)
 	res, err := p.Reconcile(ctx, "acme", clients.TimeEntries)
 	if err != nil {
@@ -386,9 +363,7 @@ func TestReconcileCeilingRefuses(t *testing.T) {
 	pool := pgtest.DB(t)
 	p := newPoller(t, poller.Params{Pool: pool, Logger: zerolog.Nop(),
 		Sources: []poller.Source{{Source: src, MaxTombstones: 2}}})
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	for i := 1; i <= 4; i++ {
 		src.remove(i)
 	}
@@ -412,9 +387,7 @@ func TestReconcileOfAnEmptyListingTombstonesEverything(t *testing.T) {
 	src.put(1, today, "x")
 	src.put(2, today, "y")
 	p, pool := setup(t, src)
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	src.remove(1)
 	src.remove(2)
 	src.tick(10 * time.Minute)
@@ -427,9 +400,7 @@ func TestReconcileOfAnEmptyListingTombstonesEverything(t *testing.T) {
 	}
 	assertConverged(t, pool, src)
 	// An idle incremental pass (no records) is still recorded.
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	runs, err := p.Store().Runs(ctx, cursor.RunsParams{Source: "acme"})
 	if err != nil || runs[0].Status != cursor.StatusOK || runs[0].Kind != cursor.KindIncremental {
 		t.Fatalf("last run %+v (%v)", runs[0], err)
@@ -446,9 +417,7 @@ func TestFalseTombstoneHealsAtTheNextListing(t *testing.T) {
 	src.put(1, today, "x")
 	src.put(2, today, "y")
 	p, pool := setup(t, src)
-	if _, err := p.Incremental(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	incremental(t, p)
 	src.tick(10 * time.Minute)
 	src.mu.Lock()
 	src.hideOnce = map[string]bool{"2": true}
