@@ -9,52 +9,39 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 )
 
-// A 402 quota wait longer than MaxRetryTime must not use up the retry
-// budget: the 503 after it still gets its retry.
-func TestQuotaWaitDoesNotSpendRetryTime(t *testing.T) {
+// A 402 quota wait or a 429 Retry-After wait longer than MaxRetryTime must
+// not use up the retry budget: the 5xx after it still gets its retry.
+func TestWaitsDoNotSpendRetryTime(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
-		switch n {
-		case 1:
-			w.WriteHeader(http.StatusPaymentRequired)
-		case 2:
-			w.WriteHeader(http.StatusServiceUnavailable)
-		default:
-			w.Write([]byte(`{}`))
-		}
-	})
-	cfg := fastConfig(nil)
-	cfg.MaxRetryTime = 200 * time.Millisecond
-	cfg.QuotaWait = func(*http.Response) time.Duration { return 300 * time.Millisecond }
-	if _, err := get(t, httpx.New(cfg), s.URL); err != nil {
-		t.Fatalf("err = %v after %d requests", err, s.n.Load())
-	}
-	if s.n.Load() != 3 {
-		t.Fatalf("requests = %d, want 3", s.n.Load())
-	}
-}
-
-// The same for a 429 Retry-After wait.
-func TestRetryAfterWaitDoesNotSpendRetryTime(t *testing.T) {
-	t.Parallel()
-	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
-		switch n {
-		case 1:
-			w.WriteHeader(http.StatusTooManyRequests)
-		case 2:
-			w.WriteHeader(http.StatusBadGateway)
-		default:
-			w.Write([]byte(`{}`))
-		}
-	})
-	cfg := fastConfig(nil)
-	cfg.MaxRetryTime = 200 * time.Millisecond
-	cfg.DefaultRetryAfter = 300 * time.Millisecond
-	if _, err := get(t, httpx.New(cfg), s.URL); err != nil {
-		t.Fatalf("err = %v after %d requests", err, s.n.Load())
-	}
-	if s.n.Load() != 3 {
-		t.Fatalf("requests = %d, want 3", s.n.Load())
+	for _, tc := range []struct {
+		name      string
+		wait, bad int // the first response, then the second
+		configure func(*httpx.Config)
+	}{
+		{"quota", http.StatusPaymentRequired, http.StatusServiceUnavailable, func(cfg *httpx.Config) {
+			cfg.QuotaWait = func(*http.Response) time.Duration { return 300 * time.Millisecond }
+		}},
+		{"retry after", http.StatusTooManyRequests, http.StatusBadGateway, func(cfg *httpx.Config) {
+			cfg.DefaultRetryAfter = 300 * time.Millisecond
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+				switch n {
+				case 1:
+					w.WriteHeader(tc.wait)
+				case 2:
+					w.WriteHeader(tc.bad)
+				default:
+					w.Write([]byte(`{}`))
+				}
+			})
+			cfg := fastConfig(nil)
+			cfg.MaxRetryTime = 200 * time.Millisecond
+			tc.configure(&cfg)
+			s.getOK(t, httpx.New(cfg), 3)
+		})
 	}
 }
 
@@ -78,12 +65,7 @@ func TestLimiterSpacingDoesNotSpendRetryTime(t *testing.T) {
 	if _, err := get(t, c, s.URL); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := get(t, c, s.URL); err != nil {
-		t.Fatalf("err = %v after %d requests", err, s.n.Load())
-	}
-	if s.n.Load() != 3 {
-		t.Fatalf("requests = %d, want 3", s.n.Load())
-	}
+	s.getOK(t, c, 3)
 }
 
 // What does count: time spent in failed attempts. Slow 503s use up

@@ -57,6 +57,18 @@ func get(t *testing.T, c *httpx.Client, url string) (*httpx.Response, error) {
 	return c.Do(t.Context(), httpx.Request{URL: url, Resource: "time_entries", Page: 3})
 }
 
+// getOK does a GET through c that must succeed after exactly requests
+// requests to s.
+func (s *server) getOK(t *testing.T, c *httpx.Client, requests int64) {
+	t.Helper()
+	if _, err := get(t, c, s.URL); err != nil {
+		t.Fatalf("err = %v after %d requests", err, s.n.Load())
+	}
+	if n := s.n.Load(); n != requests {
+		t.Fatalf("requests = %d, want %d", n, requests)
+	}
+}
+
 func TestRetriesAlways500MakesExactlyMaxAttempts(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
@@ -149,12 +161,7 @@ func Test429RetryAfterSecondsDoesNotSpendFailureBudget(t *testing.T) {
 	cfg.MaxAttempts = 1 // no failure retries at all: the 429 must not count
 	var reasons []string
 	cfg.OnWait = func(r string, d time.Duration) { reasons = append(reasons, r+":"+d.String()) }
-	if _, err := get(t, httpx.New(cfg), s.URL); err != nil {
-		t.Fatal(err)
-	}
-	if s.n.Load() != 2 {
-		t.Fatalf("requests = %d, want 2", s.n.Load())
-	}
+	s.getOK(t, httpx.New(cfg), 2)
 	if second < time.Second {
 		t.Fatalf("second request after %v, want ≥ 1s", second)
 	}
@@ -319,12 +326,7 @@ func TestDroppedConnectionIsRetried(t *testing.T) {
 		}
 		w.Write([]byte(`{}`))
 	})
-	if _, err := get(t, httpx.New(fastConfig(nil)), s.URL); err != nil {
-		t.Fatal(err)
-	}
-	if s.n.Load() != 2 {
-		t.Fatalf("requests = %d, want 2", s.n.Load())
-	}
+	s.getOK(t, httpx.New(fastConfig(nil)), 2)
 }
 
 func TestDroppedConnectionExhaustsToTransportError(t *testing.T) {
