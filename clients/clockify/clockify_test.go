@@ -2,11 +2,9 @@ package clockify_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,62 +14,37 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-func newFake(t *testing.T, clk *fakeapi.Clock, o clockifytest.Options) *clockifytest.Server {
-	t.Helper()
-	o.Clock = clk.Now
-	f := clockifytest.New(o)
-	t.Cleanup(f.Close)
-	return f
+var kind = sourcetest.Kind[clockify.Params, *clockify.Client]{
+	HTTPConfig: clockify.HTTPConfig, New: clockify.New,
+	SetHTTP: func(p *clockify.Params, h *httpx.Client) { p.HTTP = h },
 }
 
+func newFake(t *testing.T, clk *fakeapi.Clock, o clockifytest.Options) *clockifytest.Server {
+	o.Clock = clk.Now
+	return sourcetest.Closed(t, clockifytest.New(o))
+}
+
+// newClient builds a client of f; mod, when set, adjusts its Params and
+// then its HTTP configuration. A 429 waits 20 ms: Clockify sends no
+// Retry-After.
 func newClient(t *testing.T, f *clockifytest.Server, mod func(*clockify.Params, *httpx.Config)) *clockify.Client {
 	t.Helper()
-	p := clockify.Params{
+	opts := []sourcetest.Opt[clockify.Params]{func(_ *clockify.Params, c *httpx.Config) { c.DefaultRetryAfter = 20 * time.Millisecond }}
+	if mod != nil {
+		opts = append(opts, mod)
+	}
+	return kind.Build(t, clockify.Params{
 		Name: "acme", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
 		RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
 		Logger:    zerolog.New(zerolog.NewTestWriter(t)),
-	}
-	cfg := httpx.Config{}
-	if mod != nil {
-		mod(&p, &cfg)
-	}
-	hc := clockify.HTTPConfig(p)
-	hc.BackoffBase, hc.BackoffMax, hc.DefaultRetryAfter = time.Millisecond, 2*time.Millisecond, 20*time.Millisecond
-	if mod != nil {
-		mod(&clockify.Params{}, &hc)
-	}
-	p.HTTP = httpx.New(hc)
-	c, err := clockify.New(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func collect(t *testing.T, c *clockify.Client, r clients.Resource, w clients.Window) ([]clients.Page, error) {
-	t.Helper()
-	var pages []clients.Page
-	err := c.List(t.Context(), r, w, func(_ context.Context, p clients.Page) error {
-		pages = append(pages, p)
-		return nil
-	})
-	return pages, err
-}
-
-func records(pages []clients.Page) map[string]clients.Record {
-	out := map[string]clients.Record{}
-	for _, p := range pages {
-		for _, r := range p.Records {
-			out[r.ID] = r
-		}
-	}
-	return out
+	}, opts...)
 }
 
 const (
@@ -93,7 +66,7 @@ func TestFeedWindowsEndSafetyLagBeforeSourceClock(t *testing.T) {
 	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.FeedWindow = 24 * time.Hour })
 	now := t0.Add(-3 * time.Hour)
 	since := now.Add(-50 * time.Hour)
-	if _, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: since}); err != nil {
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: since}); err != nil {
 		t.Fatal(err)
 	}
 	reqs := f.Requests()
@@ -123,7 +96,7 @@ func TestFeedWindowsEndSafetyLagBeforeSourceClock(t *testing.T) {
 	}
 	// A short pass reads deletions in one-minute sub-windows.
 	f.ResetRequests()
-	if _, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: end.Add(-150 * time.Second)}); err != nil {
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: end.Add(-150 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	var dels []string
@@ -142,7 +115,7 @@ func TestFeedWindowsEndSafetyLagBeforeSourceClock(t *testing.T) {
 	}
 	// Nothing to read while the cursor is within the lag.
 	f.ResetRequests()
-	pages, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: end.Add(time.Second)})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: end.Add(time.Second)})
 	if err != nil || len(pages) != 0 || f.RequestCount() != 1 {
 		t.Fatalf("within the lag: err %v, %d pages, %d requests", err, len(pages), f.RequestCount())
 	}
@@ -157,11 +130,11 @@ func TestFeedChangesDeletionsAndTombstones(t *testing.T) {
 	}
 	c := newClient(t, f, nil)
 	clk.Advance(10 * time.Minute)
-	pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := records(pages)
+	got := sourcetest.Records(pages)
 	if len(got) != 3 {
 		t.Fatalf("first sync: %d records", len(got))
 	}
@@ -184,17 +157,17 @@ func TestFeedChangesDeletionsAndTombstones(t *testing.T) {
 
 	// 30 s later the changes are inside the safety lag: nothing yet.
 	clk.Advance(30 * time.Second)
-	pages, err = collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: cursor})
-	if err != nil || len(records(pages)) != 0 {
-		t.Fatalf("within the lag: %v %v", err, records(pages))
+	pages, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: cursor})
+	if err != nil || len(sourcetest.Records(pages)) != 0 {
+		t.Fatalf("within the lag: %v %v", err, sourcetest.Records(pages))
 	}
 	// After the lag: the edit, the new entry and a tombstone.
 	clk.Advance(2 * time.Minute)
-	pages, err = collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: cursor})
+	pages, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: cursor})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = records(pages)
+	got = sourcetest.Records(pages)
 	if len(got) != 3 {
 		t.Fatalf("records %v", got)
 	}
@@ -229,13 +202,13 @@ func TestDeletionReachesFeedAMinuteLate(t *testing.T) {
 	// feed does not show it yet.
 	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.SafetyLag = time.Nanosecond })
 	clk.Advance(30 * time.Second)
-	pages, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(30 * time.Minute)})
-	if err != nil || len(records(pages)) != 0 {
-		t.Fatalf("deletion visible too early: %v %v", err, records(pages))
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(30 * time.Minute)})
+	if err != nil || len(sourcetest.Records(pages)) != 0 {
+		t.Fatalf("deletion visible too early: %v %v", err, sourcetest.Records(pages))
 	}
 	clk.Advance(time.Minute)
-	pages, err = collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(30 * time.Minute)})
-	if r := records(pages)["65f0000000000000000000e1"]; err != nil || r.DeletedAt == nil {
+	pages, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(30 * time.Minute)})
+	if r := sourcetest.Records(pages)["65f0000000000000000000e1"]; err != nil || r.DeletedAt == nil {
 		t.Fatalf("deletion after a minute: %v %+v", err, r)
 	}
 }
@@ -261,7 +234,7 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 	f.PutTimeEntry(entry(clockifytest.NewID(), userA, day.Add(-48*time.Hour), time.Hour))
 	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.PageSize = 10 })
 	from, to := clients.DateOf(day), clients.DateOf(day.Add(24*time.Hour))
-	pages, err := collect(t, c, clients.TimeEntries, clients.Window{From: from, To: to})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: from, To: to})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +243,7 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 	if n := f.RequestCount(); n != 12 || len(pages) != 11 {
 		t.Fatalf("%d requests, %d pages; want 12 and 11", n, len(pages))
 	}
-	got := records(pages)
+	got := sourcetest.Records(pages)
 	if len(got) != 35 {
 		t.Fatalf("%d records, want 35", len(got))
 	}
@@ -304,7 +277,7 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 	// Configured user ids skip the users listing.
 	f.ResetRequests()
 	c = newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.PageSize = 10; p.UserIDs = []string{userB} })
-	if _, err := collect(t, c, clients.TimeEntries, clients.Window{From: from, To: to}); err != nil || f.RequestCount() != 4 {
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: from, To: to}); err != nil || f.RequestCount() != 4 {
 		t.Fatalf("err %v after %d requests, want 4 (B's two pages, twice)", err, f.RequestCount())
 	}
 }
@@ -324,11 +297,11 @@ func TestReferenceResources(t *testing.T) {
 	c := newClient(t, f, nil)
 	for _, r := range []clients.Resource{clients.Clients, clients.Projects, clients.Tasks, clients.Users} {
 		f.ResetRequests()
-		pages, err := collect(t, c, r, clients.Window{UpdatedSince: t0})
+		pages, err := sourcetest.Collect(t, c, r, clients.Window{UpdatedSince: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, live := records(pages), f.Live(r)
+		got, live := sourcetest.Records(pages), f.Live(r)
 		if len(got) != len(live) {
 			t.Errorf("%s: %d records, want %d", r, len(got), len(live))
 		}
@@ -351,7 +324,7 @@ func TestReferenceResources(t *testing.T) {
 			t.Errorf("%s: %d requests, want %d", r, f.RequestCount(), want)
 		}
 	}
-	if _, err := collect(t, c, clients.Projects, clients.Window{From: clients.DateOf(t0)}); !errors.Is(err, clients.ErrUnsupported) {
+	if _, err := sourcetest.Collect(t, c, clients.Projects, clients.Window{From: clients.DateOf(t0)}); !errors.Is(err, clients.ErrUnsupported) {
 		t.Errorf("projects by date: %v", err)
 	}
 }
@@ -361,7 +334,7 @@ func TestWrongKeyIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	const bad = "wrong-secret-api-key-xyz"
-	var sink syncBuffer
+	var sink sourcetest.SyncBuffer
 	c := newClient(t, f, func(p *clockify.Params, h *httpx.Config) {
 		if h.Headers == nil { // the Params pass, not the httpx.Config one
 			p.Token = bad
@@ -369,7 +342,7 @@ func TestWrongKeyIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 		}
 	})
 	f.RateLimitNext(1, "") // a logged wait
-	_, err := collect(t, c, clients.TimeEntries, clients.Window{})
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 	if !errors.Is(err, httpx.ErrUnauthorized) || f.RequestCount() != 2 {
 		t.Fatalf("err = %v after %d requests, want 2 (one 429, one 401 not retried)", err, f.RequestCount())
 	}
@@ -383,7 +356,7 @@ func TestWrongKeyIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	f.PutTimeEntry(entry("65f0000000000000000000e1", userA, t0, time.Hour))
 	f.Malform("time-entries", 1, fakeapi.BadDuration)
 	c = newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.UserIDs = []string{userA}; p.Token = f.Token() })
-	_, err = collect(t, c, clients.TimeEntries, clients.Window{From: clients.DateOf(t0), To: clients.DateOf(t0)})
+	_, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: clients.DateOf(t0), To: clients.DateOf(t0)})
 	if !errors.Is(err, httpx.ErrDecode) || !strings.Contains(err.Error(), "decode acme time_entries page 1: field time_entries[0].timeInterval.duration") {
 		t.Fatalf("err = %v", err)
 	}
@@ -400,7 +373,7 @@ func TestRateLimitedAndFailingRequests(t *testing.T) {
 	c := newClient(t, f, func(_ *clockify.Params, h *httpx.Config) { h.MaxAttempts = 1 })
 	f.RateLimitNext(2, "")
 	start := time.Now()
-	if _, err := collect(t, c, clients.Users, clients.Window{}); err != nil {
+	if _, err := sourcetest.Collect(t, c, clients.Users, clients.Window{}); err != nil {
 		t.Fatal(err)
 	}
 	if f.RequestCount() != 3 || time.Since(start) < 40*time.Millisecond {
@@ -409,7 +382,7 @@ func TestRateLimitedAndFailingRequests(t *testing.T) {
 	f.ResetRequests()
 	c = newClient(t, f, func(_ *clockify.Params, h *httpx.Config) { h.MaxAttempts = 3 })
 	f.FailNext(100, 503)
-	if _, err := collect(t, c, clients.Users, clients.Window{}); !errors.Is(err, httpx.ErrStatus) || f.RequestCount() != 3 {
+	if _, err := sourcetest.Collect(t, c, clients.Users, clients.Window{}); !errors.Is(err, httpx.ErrStatus) || f.RequestCount() != 3 {
 		t.Fatalf("err %v after %d requests, want 3", err, f.RequestCount())
 	}
 	f.FailNext(0, 0)
@@ -419,9 +392,9 @@ func TestRateLimitedAndFailingRequests(t *testing.T) {
 		g.PutProject(clockifytest.Project{ID: clockifytest.NewID(), Name: "p"})
 	}
 	c = newClient(t, g, func(p *clockify.Params, _ *httpx.Config) { p.PageSize = 1 })
-	pages, err := collect(t, c, clients.Projects, clients.Window{})
-	if err != nil || len(records(pages)) != 5 {
-		t.Fatalf("err %v, %d records", err, len(records(pages)))
+	pages, err := sourcetest.Collect(t, c, clients.Projects, clients.Window{})
+	if err != nil || len(sourcetest.Records(pages)) != 5 {
+		t.Fatalf("err %v, %d records", err, len(sourcetest.Records(pages)))
 	}
 }
 
@@ -432,8 +405,8 @@ func TestMalformedFeedPageNamesPageAndField(t *testing.T) {
 	f.PutTimeEntry(entry("65f0000000000000000000e1", userA, t0, time.Hour))
 	clk.Advance(time.Hour)
 	c := newClient(t, f, nil)
-	if pages, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(-time.Minute)}); err != nil || len(records(pages)) != 1 {
-		t.Fatalf("envelope: %v %v", err, records(pages))
+	if pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(-time.Minute)}); err != nil || len(sourcetest.Records(pages)) != 1 {
+		t.Fatalf("envelope: %v %v", err, sourcetest.Records(pages))
 	}
 	for m, field := range map[fakeapi.Malformation]string{
 		fakeapi.HTMLPage:       "field (page)",
@@ -443,7 +416,7 @@ func TestMalformedFeedPageNamesPageAndField(t *testing.T) {
 		fakeapi.BadDuration:    "field time_entries[0].document.timeInterval.duration",
 	} {
 		f.Malform("entities/created", 0, m)
-		_, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(-time.Minute)})
+		_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(-time.Minute)})
 		if !errors.Is(err, httpx.ErrDecode) || !strings.Contains(err.Error(), "decode acme time_entries page 1: "+field) {
 			t.Errorf("malformation %d: %v", m, err)
 		}
@@ -475,21 +448,4 @@ func TestParamsValidate(t *testing.T) {
 	if _, err := clockify.New(ok); err != nil {
 		t.Fatal(err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
@@ -70,7 +71,7 @@ func TestPerUserListingLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 				})
 			})
 			c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.PageSize = 10; p.UserIDs = []string{userA} })
-			logs := &syncBuffer{}
+			logs := &sourcetest.SyncBuffer{}
 			ctx := zerolog.New(logs).WithContext(t.Context())
 			d := clients.DateOf(day)
 			got := listIDs(t, ctx, c, clients.Window{From: d, To: d})
@@ -152,7 +153,7 @@ func TestPerUserListingBeyondMaxPagesIsCapped(t *testing.T) {
 		p.PageSize, p.UserIDs, p.MaxPages = 10, []string{userA}, 2
 	})
 	d := clients.DateOf(day)
-	_, err := collect(t, c, clients.TimeEntries, clients.Window{From: d, To: d})
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: d, To: d})
 	if !errors.Is(err, clients.ErrCapped) {
 		t.Fatalf("err = %v, want ErrCapped", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 	"github.com/tidemarkhq/tidemark/schema"
@@ -26,10 +27,7 @@ import (
 var base = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
 func newFake(t *testing.T, o harvestfake.Options) *harvestfake.Server {
-	t.Helper()
-	f := harvestfake.New(o)
-	t.Cleanup(f.Close)
-	return f
+	return sourcetest.Closed(t, harvestfake.New(o))
 }
 
 // seed adds reference data and n entries: entry i is spent on day i%7 before
@@ -56,51 +54,21 @@ func seed(f *harvestfake.Server, n int) {
 	}
 }
 
-type opt func(*harvest.Params, *httpx.Config)
+type opt = sourcetest.Opt[harvest.Params]
+
+var kind = sourcetest.Kind[harvest.Params, *harvest.Client]{
+	HTTPConfig: harvest.HTTPConfig, New: harvest.New,
+	SetHTTP: func(p *harvest.Params, h *httpx.Client) { p.HTTP = h },
+}
 
 func newClient(t *testing.T, f *harvestfake.Server, opts ...opt) *harvest.Client {
 	t.Helper()
-	p := harvest.Params{
+	return kind.Build(t, harvest.Params{
 		Name: "acme", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
 		Contact: "ops@example.com", Version: "test", PerPage: 10,
 		RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
 		Logger:    zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel),
-	}
-	for _, o := range opts {
-		o(&p, &httpx.Config{})
-	}
-	cfg := harvest.HTTPConfig(p)
-	cfg.BackoffBase, cfg.BackoffMax = time.Millisecond, 2*time.Millisecond
-	cfg.Timeout = 2 * time.Second
-	for _, o := range opts {
-		o(&harvest.Params{}, &cfg)
-	}
-	p.HTTP = httpx.New(cfg)
-	c, err := harvest.New(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func collect(t *testing.T, c *harvest.Client, r clients.Resource, w clients.Window) ([]clients.Page, error) {
-	t.Helper()
-	var pages []clients.Page
-	err := c.List(t.Context(), r, w, func(_ context.Context, p clients.Page) error {
-		pages = append(pages, p)
-		return nil
-	})
-	return pages, err
-}
-
-func ids(pages []clients.Page) []string {
-	var out []string
-	for _, p := range pages {
-		for _, r := range p.Records {
-			out = append(out, r.ID)
-		}
-	}
-	return out
+	}, opts...)
 }
 
 func TestListFollowsLinksBothPaginationStyles(t *testing.T) {
@@ -111,7 +79,7 @@ func TestListFollowsLinksBothPaginationStyles(t *testing.T) {
 			f := newFake(t, harvestfake.Options{Cursor: cursor, Skew: -time.Hour})
 			seed(f, 25)
 			c := newClient(t, f)
-			pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
+			pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +90,7 @@ func TestListFollowsLinksBothPaginationStyles(t *testing.T) {
 			for _, id := range f.IDs(clients.TimeEntries) {
 				want = append(want, strconv.FormatInt(id, 10))
 			}
-			if got := ids(pages); !reflect.DeepEqual(got, want) {
+			if got := sourcetest.IDs(pages); !reflect.DeepEqual(got, want) {
 				t.Fatalf("ids = %v\nwant  %v", got, want)
 			}
 			for i, p := range pages {
@@ -158,7 +126,7 @@ func TestNormalizationMatchesTruth(t *testing.T) {
 	c := newClient(t, f)
 	st := f.State()
 	for _, r := range schema.Resources() {
-		pages, err := collect(t, c, r, clients.Window{})
+		pages, err := sourcetest.Collect(t, c, r, clients.Window{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,20 +165,20 @@ func TestWindowsQueryParameters(t *testing.T) {
 	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.PerPage = 2000 })
 
 	// Zero time: no updated_since at all.
-	if _, err := collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
 		t.Fatal(err)
 	}
 	since := base.Add(20*time.Second + 300*time.Millisecond).In(time.FixedZone("CET", 3600))
-	pages, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: since})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: since})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Sub-second precision is dropped (rounding down only re-delivers).
-	if got := len(ids(pages)); got != 11 {
+	if got := len(sourcetest.IDs(pages)); got != 11 {
 		t.Errorf("updated_since listing returned %d, want 11 (>= 20 s)", got)
 	}
 	from, to := clients.DateOf(base).AddDays(-3), clients.DateOf(base).AddDays(-1)
-	pages, err = collect(t, c, clients.TimeEntries, clients.Window{From: from, To: to})
+	pages, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: from, To: to})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,8 +189,8 @@ func TestWindowsQueryParameters(t *testing.T) {
 			}
 		}
 	}
-	if len(ids(pages)) != 14 {
-		t.Errorf("date listing: %d entries, want 14", len(ids(pages)))
+	if len(sourcetest.IDs(pages)) != 14 {
+		t.Errorf("date listing: %d entries, want 14", len(sourcetest.IDs(pages)))
 	}
 	reqs := f.Requests()
 	if q := reqs[0].Query; q.Has("updated_since") || q.Has("from") || q.Get("per_page") != "2000" {
@@ -243,10 +211,10 @@ func TestUnsupported(t *testing.T) {
 		p.Resources = []clients.Resource{clients.TimeEntries, clients.Projects}
 	})
 	d := clients.DateOf(base)
-	if _, err := collect(t, c, clients.Projects, clients.Window{From: d, To: d}); !errors.Is(err, clients.ErrUnsupported) {
+	if _, err := sourcetest.Collect(t, c, clients.Projects, clients.Window{From: d, To: d}); !errors.Is(err, clients.ErrUnsupported) {
 		t.Errorf("projects by date: err = %v", err)
 	}
-	if _, err := collect(t, c, clients.Users, clients.Window{}); !errors.Is(err, clients.ErrUnsupported) {
+	if _, err := sourcetest.Collect(t, c, clients.Users, clients.Window{}); !errors.Is(err, clients.ErrUnsupported) {
 		t.Errorf("unconfigured resource: err = %v", err)
 	}
 	if f.RequestCount() != 0 {
@@ -275,7 +243,7 @@ func TestMalformedPagesNameSourceResourcePageField(t *testing.T) {
 			seed(f, 25)
 			f.Malform("time_entries", 2, tc.m)
 			c := newClient(t, f)
-			pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
+			pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 			if !errors.Is(err, httpx.ErrDecode) {
 				t.Fatalf("err = %v", err)
 			}
@@ -301,7 +269,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 		f := newFake(t, harvestfake.Options{})
 		seed(f, 5)
 		f.FailNext(2, 503)
-		if _, err := collect(t, newClient(t, f), clients.TimeEntries, clients.Window{}); err != nil {
+		if _, err := sourcetest.Collect(t, newClient(t, f), clients.TimeEntries, clients.Window{}); err != nil {
 			t.Fatal(err)
 		}
 		if f.RequestCount() != 3 {
@@ -313,7 +281,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 		f := newFake(t, harvestfake.Options{})
 		seed(f, 5)
 		f.FailNext(100, 500)
-		_, err := collect(t, newClient(t, f, func(_ *harvest.Params, c *httpx.Config) { c.MaxAttempts = 4 }), clients.TimeEntries, clients.Window{})
+		_, err := sourcetest.Collect(t, newClient(t, f, func(_ *harvest.Params, c *httpx.Config) { c.MaxAttempts = 4 }), clients.TimeEntries, clients.Window{})
 		if !errors.Is(err, httpx.ErrStatus) || !strings.Contains(err.Error(), "acme time_entries page 1") || f.RequestCount() != 4 {
 			t.Fatalf("err = %v after %d requests", err, f.RequestCount())
 		}
@@ -322,12 +290,12 @@ func TestRetriesAgainstFake(t *testing.T) {
 		t.Parallel()
 		f := newFake(t, harvestfake.Options{})
 		seed(f, 15)
-		if _, err := collect(t, newClient(t, f), clients.TimeEntries, clients.Window{}); err != nil {
+		if _, err := sourcetest.Collect(t, newClient(t, f), clients.TimeEntries, clients.Window{}); err != nil {
 			t.Fatal(err)
 		}
 		f.ResetRequests()
 		f.DropNext(1)
-		pages, err := collect(t, newClient(t, f), clients.TimeEntries, clients.Window{})
+		pages, err := sourcetest.Collect(t, newClient(t, f), clients.TimeEntries, clients.Window{})
 		if err != nil || len(pages) != 2 || f.RequestCount() != 3 {
 			t.Fatalf("err = %v pages %d requests %d", err, len(pages), f.RequestCount())
 		}
@@ -338,7 +306,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 		seed(f, 5)
 		f.SlowNext(1, 5*time.Second)
 		c := newClient(t, f, func(_ *harvest.Params, c *httpx.Config) { c.Timeout = 100 * time.Millisecond })
-		if _, err := collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+		if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
 			t.Fatal(err)
 		}
 		if f.RequestCount() != 2 {
@@ -352,7 +320,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 		f.RateLimitNext(1, "1")
 		c := newClient(t, f, func(_ *harvest.Params, c *httpx.Config) { c.MaxAttempts = 1 })
 		start := time.Now()
-		pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
+		pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 		if err != nil || len(pages) != 3 || f.RequestCount() != 4 || time.Since(start) < time.Second {
 			t.Fatalf("err = %v pages %d requests %d in %v", err, len(pages), f.RequestCount(), time.Since(start))
 		}
@@ -361,7 +329,7 @@ func TestRetriesAgainstFake(t *testing.T) {
 		t.Parallel()
 		f := newFake(t, harvestfake.Options{RateLimit: httpx.RateLimit{Requests: 2, Per: time.Second}})
 		seed(f, 35) // 4 pages
-		pages, err := collect(t, newClient(t, f), clients.TimeEntries, clients.Window{})
+		pages, err := sourcetest.Collect(t, newClient(t, f), clients.TimeEntries, clients.Window{})
 		if err != nil || len(pages) != 4 {
 			t.Fatalf("err = %v pages %d", err, len(pages))
 		}
@@ -382,7 +350,7 @@ func TestWrongTokenIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	f := newFake(t, harvestfake.Options{})
 	const bad = "wrong-secret-token-xyz"
 	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.Token = bad })
-	_, err := collect(t, c, clients.TimeEntries, clients.Window{})
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 	if !errors.Is(err, httpx.ErrUnauthorized) || f.RequestCount() != 1 {
 		t.Fatalf("err = %v after %d requests", err, f.RequestCount())
 	}
@@ -390,7 +358,7 @@ func TestWrongTokenIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 		t.Fatalf("token in error: %v", err)
 	}
 	c = newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.AccountID = "999" })
-	if _, err := collect(t, c, clients.Users, clients.Window{}); !errors.Is(err, httpx.ErrUnauthorized) {
+	if _, err := sourcetest.Collect(t, c, clients.Users, clients.Window{}); !errors.Is(err, httpx.ErrUnauthorized) {
 		t.Fatalf("wrong account: err = %v", err)
 	}
 }
@@ -408,7 +376,7 @@ func TestNextLinkToAnotherHostIsRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = collect(t, c, clients.Users, clients.Window{})
+	_, err = sourcetest.Collect(t, c, clients.Users, clients.Window{})
 	if !errors.Is(err, httpx.ErrDecode) || !strings.Contains(err.Error(), "links.next") || evil.Load() != 0 {
 		t.Fatalf("err = %v, other host hit %d times", err, evil.Load())
 	}
@@ -427,7 +395,7 @@ func TestRawIsExactBytesAndDecimalsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 )
@@ -106,7 +107,7 @@ func TestListingThatNeverHoldsStillIsCapped(t *testing.T) {
 			f.Delete(clients.TimeEntries, f.IDs(clients.TimeEntries)[0])
 		}
 	})
-	_, err := collect(t, c, clients.TimeEntries, clients.Window{})
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 	if !errors.Is(err, clients.ErrCapped) {
 		t.Fatalf("err = %v, want ErrCapped", err)
 	}
@@ -129,7 +130,7 @@ func TestTotalPagesBeyondWhatWasServedIsCapped(t *testing.T) {
 	t.Cleanup(srv.Close)
 	f := newFake(t, harvestfake.Options{})
 	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.BaseURL = srv.URL + "/v2"; p.PerPage = 1 })
-	pages, err := collect(t, c, clients.Clients, clients.Window{})
+	pages, err := sourcetest.Collect(t, c, clients.Clients, clients.Window{})
 	if !errors.Is(err, clients.ErrCapped) {
 		t.Fatalf("err = %v, want ErrCapped", err)
 	}
@@ -145,7 +146,7 @@ func TestSinglePageListingIsOneRequest(t *testing.T) {
 		f := newFake(t, harvestfake.Options{Cursor: style})
 		seed(f, 5)
 		c := newClient(t, f)
-		if _, err := collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+		if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
 			t.Fatal(err)
 		}
 		if n := f.RequestCount(); n != 1 {

@@ -1,7 +1,6 @@
 package toggl
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -9,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
-	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -70,14 +69,7 @@ func TestDecodePageTable(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, httpx.ErrDecode) {
-				t.Fatalf("err = %v, want a decode error", err)
-			}
-			msg := err.Error()
-			prefix := fmt.Sprintf("decode acme %s page 4: field %s: ", tc.res, tc.field)
-			if !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, tc.what) {
-				t.Fatalf("error %q\nwant prefix %q and %q", msg, prefix, tc.what)
-			}
+			sourcetest.WantDecodeError(t, err, "acme", tc.res, 4, tc.field, tc.what)
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
@@ -35,7 +36,7 @@ func TestWorkspaceListingLosesNothingWhenARecordLeavesMidWalk(t *testing.T) {
 					f.PutTask(toggltest.Task{ID: int64(i), ProjectID: 1, Name: fmt.Sprintf("T%d", i), Active: true, At: at})
 				}
 			}
-			logs := &syncBuffer{}
+			logs := &sourcetest.SyncBuffer{}
 			c := newClient(t, f, logs)
 			var once sync.Once
 			f.OnList(func(rq fakeapi.Request) {
@@ -88,11 +89,11 @@ func TestDateRangeOverTheCapIsListedInWindows(t *testing.T) {
 	var id int64
 	putDays(f, today.AddDays(-40), 25, 100, &id) // 2,500 entries
 	c := newClient(t, f, nil)
-	pages, err := collect(t, c, clients.TimeEntries, clients.Window{From: today.AddDays(-45), To: today})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: today.AddDays(-45), To: today})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := records(pages); len(got) != 2500 {
+	if got := sourcetest.Records(pages); len(got) != 2500 {
 		t.Fatalf("%d entries listed, want 2500", len(got))
 	}
 	if n := f.RequestCount(); n > 20 {
@@ -110,7 +111,7 @@ func TestSingleDayOverTheCapIsCapped(t *testing.T) {
 	putDays(f, today.AddDays(-10), 1, 1001, &id)
 	putDays(f, today.AddDays(-5), 3, 10, &id)
 	c := newClient(t, f, nil)
-	_, err := collect(t, c, clients.TimeEntries, clients.Window{From: today.AddDays(-20), To: today})
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: today.AddDays(-20), To: today})
 	if !errors.Is(err, clients.ErrCapped) {
 		t.Fatalf("err = %v, want ErrCapped", err)
 	}
@@ -126,7 +127,7 @@ func TestSinceListingAtTheCapIsCapped(t *testing.T) {
 	putDays(f, today.AddDays(-3), 1, 1200, &id)
 	c := newClient(t, f, nil)
 	for _, w := range []clients.Window{{}, {UpdatedSince: f.Now().Add(-10 * 24 * time.Hour)}} {
-		_, err := collect(t, c, clients.TimeEntries, w)
+		_, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
 		if !errors.Is(err, clients.ErrCapped) {
 			t.Errorf("window %+v: err = %v, want ErrCapped", w, err)
 		}

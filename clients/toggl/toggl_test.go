@@ -1,8 +1,6 @@
 package toggl_test
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -16,85 +14,35 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
+type opt = sourcetest.Opt[toggl.Params]
+
+var kind = sourcetest.Kind[toggl.Params, *toggl.Client]{
+	HTTPConfig: toggl.HTTPConfig, New: toggl.New,
+	SetHTTP: func(p *toggl.Params, h *httpx.Client) { p.HTTP = h },
+}
+
 func newFake(t *testing.T, o toggltest.Options) *toggltest.Server {
-	t.Helper()
-	f := toggltest.New(o)
-	t.Cleanup(f.Close)
-	return f
+	return sourcetest.Closed(t, toggltest.New(o))
 }
 
-type opt func(*toggl.Params, *httpx.Config)
-
-// syncBuffer is a log sink safe for the client's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newClient(t *testing.T, f *toggltest.Server, logs *syncBuffer, opts ...opt) *toggl.Client {
+func newClient(t *testing.T, f *toggltest.Server, logs *sourcetest.SyncBuffer, opts ...opt) *toggl.Client {
 	t.Helper()
 	var w = zerolog.MultiLevelWriter(zerolog.NewTestWriter(t))
 	if logs != nil {
 		w = zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), logs)
 	}
-	p := toggl.Params{
+	return kind.Build(t, toggl.Params{
 		Name: "tg", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
 		Version: "test", RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
 		Logger: zerolog.New(w).Level(zerolog.DebugLevel), Quota: &toggl.Quota{},
-	}
-	for _, o := range opts {
-		o(&p, &httpx.Config{})
-	}
-	cfg := toggl.HTTPConfig(p)
-	cfg.BackoffBase, cfg.BackoffMax = time.Millisecond, 2*time.Millisecond
-	cfg.Timeout = 2 * time.Second
-	for _, o := range opts {
-		o(&toggl.Params{}, &cfg)
-	}
-	p.HTTP = httpx.New(cfg)
-	c, err := toggl.New(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func collect(t *testing.T, c *toggl.Client, r clients.Resource, w clients.Window) ([]clients.Page, error) {
-	t.Helper()
-	var pages []clients.Page
-	err := c.List(t.Context(), r, w, func(_ context.Context, p clients.Page) error {
-		pages = append(pages, p)
-		return nil
-	})
-	return pages, err
-}
-
-func records(pages []clients.Page) map[string]clients.Record {
-	out := map[string]clients.Record{}
-	for _, p := range pages {
-		for _, r := range p.Records {
-			out[r.ID] = r
-		}
-	}
-	return out
+	}, opts...)
 }
 
 func str(s string) *string { return &s }
@@ -112,7 +60,7 @@ func TestEntriesNormalizedWithTombstonesAndRunningTimer(t *testing.T) {
 	f.Delete(clients.TimeEntries, 3)
 
 	c := newClient(t, f, nil)
-	pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +70,7 @@ func TestEntriesNormalizedWithTombstonesAndRunningTimer(t *testing.T) {
 	if d := time.Until(pages[0].SourceTime); d > -179*time.Minute || d < -181*time.Minute {
 		t.Errorf("SourceTime %v is not the source's clock", pages[0].SourceTime)
 	}
-	recs := records(pages)
+	recs := sourcetest.Records(pages)
 	e1 := recs["1"]
 	te := schema.TimeEntries
 	want := te.Row(schema.Values{
@@ -171,14 +119,14 @@ func TestWindowsQueryParameters(t *testing.T) {
 	c := newClient(t, f, nil)
 
 	// Zero window: the last 90 days (less the margin) via since.
-	if _, err := collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
 		t.Fatal(err)
 	}
 	since := f.Now().Add(-7*24*time.Hour - 300*time.Millisecond)
-	if _, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: since}); err != nil {
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: since}); err != nil {
 		t.Fatal(err)
 	}
-	pages, err := collect(t, c, clients.TimeEntries, clients.Window{From: day, To: day.AddDays(1)})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: day, To: day.AddDays(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +143,7 @@ func TestWindowsQueryParameters(t *testing.T) {
 	}
 	// Asked a day wider on each side; only entries started on day..day+1
 	// (UTC) are kept.
-	got := records(pages)
+	got := sourcetest.Records(pages)
 	if len(got) != 2 || got["101"].ID == "" || got["102"].ID == "" {
 		t.Errorf("date window returned %v", got)
 	}
@@ -208,7 +156,7 @@ func TestSinceTooOld(t *testing.T) {
 	// Before any response the source's clock is unknown: Toggl's 400
 	// decides, and it becomes the same typed error.
 	old := f.Now().Add(-100 * 24 * time.Hour)
-	_, err := collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: old})
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: old})
 	if !errors.Is(err, toggl.ErrSinceTooOld) || f.RequestCount() != 1 {
 		t.Fatalf("err = %v (%T) after %d requests", err, err, f.RequestCount())
 	}
@@ -219,24 +167,24 @@ func TestSinceTooOld(t *testing.T) {
 	}
 	// Once the clock is known (from any successful response), the client
 	// refuses without asking.
-	if _, err := collect(t, c, clients.Clients, clients.Window{}); err != nil {
+	if _, err := sourcetest.Collect(t, c, clients.Clients, clients.Window{}); err != nil {
 		t.Fatal(err)
 	}
 	f.ResetRequests()
-	_, err = collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: old})
+	_, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: old})
 	if !errors.Is(err, toggl.ErrSinceTooOld) || f.RequestCount() != 0 {
 		t.Fatalf("err = %v after %d requests", err, f.RequestCount())
 	}
 	// Reference lists that old are listed whole instead.
 	f.PutProject(toggltest.Project{ID: 1, Name: "P", Active: true})
-	pages, err := collect(t, c, clients.Projects, clients.Window{UpdatedSince: old})
-	if err != nil || len(records(pages)) != 1 || f.Requests()[0].Query.Has("since") {
-		t.Fatalf("projects: err = %v, %d records, query %v", err, len(records(pages)), f.Requests()[0].Query)
+	pages, err := sourcetest.Collect(t, c, clients.Projects, clients.Window{UpdatedSince: old})
+	if err != nil || len(sourcetest.Records(pages)) != 1 || f.Requests()[0].Query.Has("since") {
+		t.Fatalf("projects: err = %v, %d records, query %v", err, len(sourcetest.Records(pages)), f.Requests()[0].Query)
 	}
 	// A source clock 100 days behind ours: a window 80 days back on its
 	// clock is served.
 	g := newFake(t, toggltest.Options{Skew: -100 * 24 * time.Hour})
-	if _, err := collect(t, newClient(t, g, nil), clients.TimeEntries, clients.Window{UpdatedSince: g.Now().Add(-80 * 24 * time.Hour)}); err != nil {
+	if _, err := sourcetest.Collect(t, newClient(t, g, nil), clients.TimeEntries, clients.Window{UpdatedSince: g.Now().Add(-80 * 24 * time.Hour)}); err != nil {
 		t.Fatalf("skewed source: %v", err)
 	}
 }
@@ -252,14 +200,14 @@ func TestWorkspaceResources(t *testing.T) {
 	f.PutUser(toggltest.User{ID: 7, Email: "kim@example.com", Fullname: "Kim van Allen"})
 	c := newClient(t, f, nil)
 
-	pages, err := collect(t, c, clients.Projects, clients.Window{})
+	pages, err := sourcetest.Collect(t, c, clients.Projects, clients.Window{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Three pages of a bare array, walked twice: a deletion mid-walk would
 	// leave no trace in one walk (pagewalk).
-	if len(pages) != 6 || len(records(pages)) != 450 || f.RequestCount() != 6 {
-		t.Fatalf("%d pages, %d projects, %d requests", len(pages), len(records(pages)), f.RequestCount())
+	if len(pages) != 6 || len(sourcetest.Records(pages)) != 450 || f.RequestCount() != 6 {
+		t.Fatalf("%d pages, %d projects, %d requests", len(pages), len(sourcetest.Records(pages)), f.RequestCount())
 	}
 	for i, rq := range f.Requests() {
 		if rq.Path != "/workspaces/4242/projects" || rq.Query.Get("page") != strconv.Itoa(i%3+1) || rq.Query.Get("per_page") != "200" {
@@ -267,7 +215,7 @@ func TestWorkspaceResources(t *testing.T) {
 		}
 	}
 	want := schema.Projects.Row(schema.Values{"name": "P6", "is_active": true, "is_billable": true, "client_id": "5"})
-	if p := records(pages)["6"]; !reflect.DeepEqual(p.Row, want) {
+	if p := sourcetest.Records(pages)["6"]; !reflect.DeepEqual(p.Row, want) {
 		t.Errorf("project 6 = %#v, want %#v", p.Row, want)
 	}
 	checks := []struct {
@@ -286,7 +234,7 @@ func TestWorkspaceResources(t *testing.T) {
 		}},
 	}
 	for _, ck := range checks {
-		pages, err := collect(t, c, ck.r, clients.Window{})
+		pages, err := sourcetest.Collect(t, c, ck.r, clients.Window{})
 		if err != nil {
 			t.Fatalf("%s: %v", ck.r, err)
 		}
@@ -300,15 +248,15 @@ func TestWorkspaceResources(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	f.Delete(clients.Projects, 3)
 	f.ResetRequests()
-	pages, err = collect(t, c, clients.Projects, clients.Window{UpdatedSince: since})
+	pages, err = sourcetest.Collect(t, c, clients.Projects, clients.Window{UpdatedSince: since})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := records(pages); len(r) != 1 || r["3"].DeletedAt == nil || f.Requests()[0].Query.Get("since") != strconv.FormatInt(since.Unix(), 10) {
+	if r := sourcetest.Records(pages); len(r) != 1 || r["3"].DeletedAt == nil || f.Requests()[0].Query.Get("since") != strconv.FormatInt(since.Unix(), 10) {
 		t.Errorf("since listing: %d records (3: %+v), query %v", len(r), r["3"].DeletedAt, f.Requests()[0].Query)
 	}
 	d := clients.DateOf(f.Now())
-	if _, err := collect(t, c, clients.Projects, clients.Window{From: d, To: d}); !errors.Is(err, clients.ErrUnsupported) {
+	if _, err := sourcetest.Collect(t, c, clients.Projects, clients.Window{From: d, To: d}); !errors.Is(err, clients.ErrUnsupported) {
 		t.Errorf("projects by date: %v", err)
 	}
 }
@@ -317,8 +265,8 @@ func TestUsersForbiddenIsUnsupportedNotEmpty(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, toggltest.Options{ForbidUsers: true})
 	f.PutUser(toggltest.User{ID: 7, Fullname: "Kim"})
-	var logs syncBuffer
-	_, err := collect(t, newClient(t, f, &logs), clients.Users, clients.Window{})
+	var logs sourcetest.SyncBuffer
+	_, err := sourcetest.Collect(t, newClient(t, f, &logs), clients.Users, clients.Window{})
 	if !errors.Is(err, clients.ErrUnsupported) || !errors.Is(err, httpx.ErrUnauthorized) || f.RequestCount() != 1 {
 		t.Fatalf("err = %v after %d requests", err, f.RequestCount())
 	}
@@ -331,10 +279,10 @@ func TestWrongTokenIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, toggltest.Options{})
 	const bad = "wrong-secret-token-xyz"
-	var logs syncBuffer
+	var logs sourcetest.SyncBuffer
 	f.FailNext(1, 503) // a retry is logged too: its line must not carry the token
 	c := newClient(t, f, &logs, func(p *toggl.Params, _ *httpx.Config) { p.Token = bad })
-	_, err := collect(t, c, clients.TimeEntries, clients.Window{})
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 	if !errors.Is(err, httpx.ErrUnauthorized) || f.RequestCount() != 2 {
 		t.Fatalf("err = %v after %d requests", err, f.RequestCount())
 	}
@@ -345,7 +293,7 @@ func TestWrongTokenIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	}
 	// A workspace the token cannot see is unauthorized too.
 	c = newClient(t, f, nil, func(p *toggl.Params, _ *httpx.Config) { p.WorkspaceID = 1 })
-	if _, err := collect(t, c, clients.Clients, clients.Window{}); !errors.Is(err, httpx.ErrUnauthorized) {
+	if _, err := sourcetest.Collect(t, c, clients.Clients, clients.Window{}); !errors.Is(err, httpx.ErrUnauthorized) {
 		t.Fatalf("wrong workspace: err = %v", err)
 	}
 }
@@ -368,7 +316,7 @@ func TestMalformedPagesNameSourceResourcePageField(t *testing.T) {
 			f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: f.Now().Add(-time.Hour), Duration: 60})
 			f.Malform("time_entries", 1, tc.m)
 			c := newClient(t, f, nil)
-			pages, err := collect(t, c, clients.TimeEntries, clients.Window{})
+			pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 			if !errors.Is(err, httpx.ErrDecode) || len(pages) != 0 {
 				t.Fatalf("err = %v, %d pages", err, len(pages))
 			}
@@ -390,7 +338,7 @@ func TestRetriesAndLimits(t *testing.T) {
 		t.Parallel()
 		f := newFake(t, toggltest.Options{})
 		f.FailNext(2, 503)
-		if _, err := collect(t, newClient(t, f, nil), clients.TimeEntries, clients.Window{}); err != nil || f.RequestCount() != 3 {
+		if _, err := sourcetest.Collect(t, newClient(t, f, nil), clients.TimeEntries, clients.Window{}); err != nil || f.RequestCount() != 3 {
 			t.Fatalf("err = %v after %d requests, want 3", err, f.RequestCount())
 		}
 	})
@@ -398,7 +346,7 @@ func TestRetriesAndLimits(t *testing.T) {
 		t.Parallel()
 		f := newFake(t, toggltest.Options{})
 		f.FailNext(100, 500)
-		_, err := collect(t, newClient(t, f, nil, func(_ *toggl.Params, c *httpx.Config) { c.MaxAttempts = 4 }), clients.Clients, clients.Window{})
+		_, err := sourcetest.Collect(t, newClient(t, f, nil, func(_ *toggl.Params, c *httpx.Config) { c.MaxAttempts = 4 }), clients.Clients, clients.Window{})
 		if !errors.Is(err, httpx.ErrStatus) || !strings.Contains(err.Error(), "tg clients page 1") || f.RequestCount() != 4 {
 			t.Fatalf("err = %v after %d requests", err, f.RequestCount())
 		}
@@ -408,7 +356,7 @@ func TestRetriesAndLimits(t *testing.T) {
 		f := newFake(t, toggltest.Options{Bucket: httpx.RateLimit{Requests: 2, Per: 500 * time.Millisecond}, RetryAfter: "1"})
 		c := newClient(t, f, nil, func(_ *toggl.Params, c *httpx.Config) { c.MaxAttempts = 1 })
 		for range 4 {
-			if _, err := collect(t, c, clients.Clients, clients.Window{}); err != nil {
+			if _, err := sourcetest.Collect(t, c, clients.Clients, clients.Window{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -426,7 +374,7 @@ func TestRetriesAndLimits(t *testing.T) {
 		t.Parallel()
 		const window = 2 * time.Second
 		f := newFake(t, toggltest.Options{Quota: 2, QuotaWindow: window})
-		var logs syncBuffer
+		var logs sourcetest.SyncBuffer
 		var waits []string
 		var mu sync.Mutex
 		c := newClient(t, f, &logs, func(p *toggl.Params, _ *httpx.Config) {
@@ -440,7 +388,7 @@ func TestRetriesAndLimits(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			for range 3 {
-				if _, err := collect(t, c, clients.Clients, clients.Window{}); err != nil {
+				if _, err := sourcetest.Collect(t, c, clients.Clients, clients.Window{}); err != nil {
 					done <- err
 					return
 				}

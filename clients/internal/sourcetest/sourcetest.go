@@ -1,0 +1,129 @@
+// Package sourcetest owns the test setup the provider packages share:
+// building a client against a fake with fast HTTP waits, listing a source
+// into pages, indexing what was listed, checking a decode error's words,
+// and a log sink safe for a client's concurrent writes. It is for tests
+// only; the fakes themselves live in internal/fakeapi and beside each
+// provider.
+package sourcetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+)
+
+// Opt adjusts a provider's Params P, then (called again with zero Params)
+// the HTTP configuration built from them.
+type Opt[P any] func(*P, *httpx.Config)
+
+// Kind is how a provider's client is built from its Params P.
+type Kind[P, C any] struct {
+	HTTPConfig func(P) httpx.Config
+	// SetHTTP puts the built HTTP client in the Params.
+	SetHTTP func(*P, *httpx.Client)
+	New     func(P) (C, error)
+}
+
+// Build builds a client from p: opts adjust p, then the HTTP configuration
+// built from it, after fast waits (1 ms back-off, 2 s per request) so that
+// retries cost no test time. It fails t when New refuses the Params.
+func (k Kind[P, C]) Build(t testing.TB, p P, opts ...Opt[P]) C {
+	t.Helper()
+	for _, o := range opts {
+		o(&p, &httpx.Config{})
+	}
+	cfg := k.HTTPConfig(p)
+	cfg.BackoffBase, cfg.BackoffMax = time.Millisecond, 2*time.Millisecond
+	cfg.Timeout = 2 * time.Second
+	for _, o := range opts {
+		var zero P
+		o(&zero, &cfg)
+	}
+	k.SetHTTP(&p, httpx.New(cfg))
+	c, err := k.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Closed registers f's Close with t and returns f: a fake server that
+// outlives no test.
+func Closed[F interface{ Close() }](t testing.TB, f F) F {
+	t.Helper()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// Collect lists r for w and returns every page, and the listing's error.
+func Collect(t testing.TB, src clients.Source, r clients.Resource, w clients.Window) ([]clients.Page, error) {
+	t.Helper()
+	var pages []clients.Page
+	err := src.List(t.Context(), r, w, func(_ context.Context, p clients.Page) error {
+		pages = append(pages, p)
+		return nil
+	})
+	return pages, err
+}
+
+// Records indexes the pages' records by id; a later page's record wins.
+func Records(pages []clients.Page) map[string]clients.Record {
+	out := map[string]clients.Record{}
+	for _, p := range pages {
+		for _, r := range p.Records {
+			out[r.ID] = r
+		}
+	}
+	return out
+}
+
+// IDs are the pages' record ids in the order served, repeats included.
+func IDs(pages []clients.Page) []string {
+	var out []string
+	for _, p := range pages {
+		for _, r := range p.Records {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}
+
+// WantDecodeError fails t unless err is a decode error of source's page of
+// res that names field and says what.
+func WantDecodeError(t testing.TB, err error, source, res string, page int, field, what string) {
+	t.Helper()
+	if !errors.Is(err, httpx.ErrDecode) {
+		t.Fatalf("err = %v, want a decode error", err)
+	}
+	msg := err.Error()
+	prefix := fmt.Sprintf("decode %s %s page %d: field %s: ", source, res, page, field)
+	if !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, what) {
+		t.Fatalf("error %q\nwant prefix %q and %q", msg, prefix, what)
+	}
+}
+
+// SyncBuffer is a log sink safe for a client's concurrent writes.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
