@@ -8,11 +8,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,11 +67,32 @@ var providers = []providerFake{{"toggl", startToggl}, {"clockify", startClockify
 
 func (e *env) writeProviderConfig(block string) string {
 	e.t.Helper()
-	path := filepath.Join(e.dir, "providers.yaml")
-	if err := os.WriteFile(path, []byte("database_url: ${DATABASE_URL}\nsources:\n"+block), 0o600); err != nil {
-		e.t.Fatal(err)
+	return e.writeFile("providers.yaml", "database_url: ${DATABASE_URL}\nsources:\n"+block)
+}
+
+// eachProvider runs fn in a parallel subtest per provider fake, each in its
+// own env, the fake started with o and seed o.seed plus the provider's index.
+func eachProvider(t *testing.T, o fakeOpts, fn func(t *testing.T, e *env, fs *fakeSource)) {
+	t.Helper()
+	for i, p := range providers {
+		t.Run(p.kind, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			po := o
+			po.seed += uint64(i)
+			fn(t, e, p.start(t, e, po))
+		})
 	}
-	return path
+}
+
+// settleConverged stops the churn, lets the fake settle and waits for the
+// mirror to converge.
+func (e *env) settleConverged(fs *fakeSource, stop func()) {
+	e.t.Helper()
+	stop()
+	fs.settle(e.t)
+	took := e.waitProvider(fs, 30*time.Second, false)
+	e.t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
 }
 
 // runChurn runs step(perTick) every interval until stop is called.
@@ -312,24 +330,16 @@ func (e *env) waitProvider(fs *fakeSource, within time.Duration, listedVersions 
 // `since` listings; Clockify: from the change feed), no duplicates.
 func TestE2EProvidersChurnConverges(t *testing.T) {
 	t.Parallel()
-	for i, p := range providers {
-		t.Run(p.kind, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			fs := p.start(t, e, fakeOpts{seed: uint64(21 + i)})
-			d := e.daemon(fs.cfg)
-			stop := fs.churn()
-			time.Sleep(5 * time.Second)
-			stop()
-			fs.settle(t)
-			took := e.waitProvider(fs, 30*time.Second, false)
-			t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
-			if !d.running() {
-				t.Fatal("the daemon exited")
-			}
-			noDuplicates(t, e.pool)
-		})
-	}
+	eachProvider(t, fakeOpts{seed: 21}, func(t *testing.T, e *env, fs *fakeSource) {
+		d := e.daemon(fs.cfg)
+		stop := fs.churn()
+		time.Sleep(5 * time.Second)
+		e.settleConverged(fs, stop)
+		if !d.running() {
+			t.Fatal("the daemon exited")
+		}
+		noDuplicates(t, e.pool)
+	})
 }
 
 // ---- 2. kill -9 at random moments -------------------------------------------
@@ -339,38 +349,20 @@ func TestE2EProvidersChurnConverges(t *testing.T) {
 // row go back to an older version, no row vanish and no cursor move back.
 func TestE2EProvidersKill9(t *testing.T) {
 	t.Parallel()
-	for i, p := range providers {
-		t.Run(p.kind, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			fs := p.start(t, e, fakeOpts{seed: uint64(31 + i)})
-			s := startSampler(t, e.pool, fs.src)
-			stop := fs.churn()
-			defer stop()
-			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 31))
-			for i := range 5 {
-				d := e.daemon(fs.cfg)
-				life := time.Duration(100+rng.IntN(1100)) * time.Millisecond
-				time.Sleep(life)
-				d.signal(syscall.SIGKILL)
-				if _, exited := d.wait(10 * time.Second); !exited {
-					t.Fatalf("restart %d: still running after SIGKILL", i)
-				}
-				t.Logf("restart %d: killed after %s", i, life)
-			}
-			d := e.daemon(fs.cfg)
-			time.Sleep(2 * time.Second)
-			stop()
-			fs.settle(t)
-			took := e.waitProvider(fs, 30*time.Second, false)
-			t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
-			s.check(t)
-			noDuplicates(t, e.pool)
-			if !d.running() {
-				t.Fatal("the daemon exited")
-			}
-		})
-	}
+	eachProvider(t, fakeOpts{seed: 31}, func(t *testing.T, e *env, fs *fakeSource) {
+		s := startSampler(t, e.pool, fs.src)
+		stop := fs.churn()
+		defer stop()
+		e.killDaemons(fs.cfg, 5, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 31)), 100*time.Millisecond, 1100*time.Millisecond)
+		d := e.daemon(fs.cfg)
+		time.Sleep(2 * time.Second)
+		e.settleConverged(fs, stop)
+		s.check(t)
+		noDuplicates(t, e.pool)
+		if !d.running() {
+			t.Fatal("the daemon exited")
+		}
+	})
 }
 
 // ---- 3. writes visible late ----------------------------------------------------
@@ -384,20 +376,12 @@ func TestE2EProvidersKill9(t *testing.T) {
 // overlap.
 func TestE2EProvidersLateVisibleWrites(t *testing.T) {
 	t.Parallel()
-	for i, p := range providers {
-		t.Run(p.kind, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			fs := p.start(t, e, fakeOpts{seed: uint64(41 + i), late: true})
-			e.daemon(fs.cfg)
-			stop := fs.churn()
-			time.Sleep(5 * time.Second)
-			stop()
-			fs.settle(t)
-			took := e.waitProvider(fs, 30*time.Second, false)
-			t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
-		})
-	}
+	eachProvider(t, fakeOpts{seed: 41, late: true}, func(t *testing.T, e *env, fs *fakeSource) {
+		e.daemon(fs.cfg)
+		stop := fs.churn()
+		time.Sleep(5 * time.Second)
+		e.settleConverged(fs, stop)
+	})
 }
 
 // ---- 4. backfill beside the daemon --------------------------------------------
@@ -409,53 +393,48 @@ func TestE2EProvidersLateVisibleWrites(t *testing.T) {
 // sampler sees no row regress; the mirror converges.
 func TestE2EProvidersBackfillBesideDaemon(t *testing.T) {
 	t.Parallel()
-	for i, p := range providers {
-		t.Run(p.kind, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			fs := p.start(t, e, fakeOpts{seed: uint64(51 + i), days: 120})
-			old := 0
-			for _, v := range fs.truths[clients.TimeEntries]() {
-				if v.Before(time.Now().Add(-91 * 24 * time.Hour)) {
-					old++
-				}
+	eachProvider(t, fakeOpts{seed: 51, days: 120}, func(t *testing.T, e *env, fs *fakeSource) {
+		old := 0
+		for _, v := range fs.truths[clients.TimeEntries]() {
+			if v.Before(time.Now().Add(-91 * 24 * time.Hour)) {
+				old++
 			}
-			if old == 0 {
-				t.Fatal("no entry older than an incremental pass reaches: the backfill proves nothing")
+		}
+		if old == 0 {
+			t.Fatal("no entry older than an incremental pass reaches: the backfill proves nothing")
+		}
+		s := startSampler(t, e.pool, fs.src)
+		d := e.daemon(fs.cfg)
+		stop := fs.churn()
+		defer stop()
+		time.Sleep(time.Second)
+		for range 2 {
+			today := fs.today()
+			out, errs, code := e.cli("backfill", "--config", fs.cfg, "--source", fs.src, "--resource", "time_entries",
+				"--from", today.AddDays(-125).String(), "--to", today.AddDays(1).String(), "--window-days", "10")
+			if code != 0 {
+				t.Fatalf("backfill exited %d\n%s%s", code, out, errs)
 			}
-			s := startSampler(t, e.pool, fs.src)
-			d := e.daemon(fs.cfg)
-			stop := fs.churn()
-			defer stop()
-			time.Sleep(time.Second)
-			for range 2 {
-				today := fs.today()
-				out, errs, code := e.cli("backfill", "--config", fs.cfg, "--source", fs.src, "--resource", "time_entries",
-					"--from", today.AddDays(-125).String(), "--to", today.AddDays(1).String(), "--window-days", "10")
-				if code != 0 {
-					t.Fatalf("backfill exited %d\n%s%s", code, out, errs)
-				}
-				if !strings.Contains(out, "backfill "+fs.src+"/time_entries") {
-					t.Errorf("backfill output: %q", out)
-				}
+			if !strings.Contains(out, "backfill "+fs.src+"/time_entries") {
+				t.Errorf("backfill output: %q", out)
 			}
-			stop()
-			fs.settle(t)
-			took := e.waitProvider(fs, 30*time.Second, fs.kind == "clockify")
-			t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
-			s.check(t)
-			noDuplicates(t, e.pool)
-			var n int
-			if err := e.pool.QueryRow(context.Background(),
-				"SELECT count(*) FROM sync_runs WHERE source = $1 AND kind = 'backfill' AND status = 'ok'", fs.src).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n != 2 {
-				t.Errorf("%d successful backfill runs recorded, want 2", n)
-			}
-			if !d.running() {
-				t.Fatal("the daemon exited")
-			}
-		})
-	}
+		}
+		stop()
+		fs.settle(t)
+		took := e.waitProvider(fs, 30*time.Second, fs.kind == "clockify")
+		t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
+		s.check(t)
+		noDuplicates(t, e.pool)
+		var n int
+		if err := e.pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM sync_runs WHERE source = $1 AND kind = 'backfill' AND status = 'ok'", fs.src).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 {
+			t.Errorf("%d successful backfill runs recorded, want 2", n)
+		}
+		if !d.running() {
+			t.Fatal("the daemon exited")
+		}
+	})
 }

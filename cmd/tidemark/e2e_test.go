@@ -171,11 +171,35 @@ func (e *env) writeConfig(srcs ...source) string {
 			fmt.Fprintf(&b, "    timeout: %s\n", s.timeout)
 		}
 	}
-	path := filepath.Join(e.dir, "tidemark.yaml")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+	return e.writeFile("tidemark.yaml", b.String())
+}
+
+// writeFile writes content to name in the test's directory and returns its
+// path.
+func (e *env) writeFile(name, content string) string {
+	e.t.Helper()
+	path := filepath.Join(e.dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
 	return path
+}
+
+// killDaemons starts n daemons on cfg one after the other and kills each
+// with SIGKILL after a random life of at least least and under
+// least+spread.
+func (e *env) killDaemons(cfg string, n int, rng *rand.Rand, least, spread time.Duration) {
+	e.t.Helper()
+	for i := range n {
+		d := e.daemon(cfg)
+		life := least + time.Duration(rng.Int64N(int64(spread/time.Millisecond)))*time.Millisecond
+		time.Sleep(life)
+		d.signal(syscall.SIGKILL)
+		if _, exited := d.wait(10 * time.Second); !exited {
+			e.t.Fatalf("restart %d: still running after SIGKILL", i)
+		}
+		e.t.Logf("restart %d: killed after %s", i, life)
+	}
 }
 
 func (e *env) logFile(name string) (*os.File, string) {
@@ -507,17 +531,7 @@ func TestE2EKill9(t *testing.T) {
 	s := startSampler(t, e.pool, "acme")
 	stop := churn(tr, 100*time.Millisecond, 5)
 	defer stop()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-	for i := range 5 {
-		d := e.daemon(cfg)
-		life := time.Duration(50+rng.IntN(751)) * time.Millisecond
-		time.Sleep(life)
-		d.signal(syscall.SIGKILL)
-		if _, exited := d.wait(10 * time.Second); !exited {
-			t.Fatalf("restart %d: still running after SIGKILL", i)
-		}
-		t.Logf("restart %d: killed after %s", i, life)
-	}
+	e.killDaemons(cfg, 5, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2)), 50*time.Millisecond, 751*time.Millisecond)
 	finalStart := time.Now()
 	d := e.daemon(cfg)
 	time.Sleep(2 * time.Second)
@@ -1160,10 +1174,7 @@ func TestE2EDemo(t *testing.T) {
 // and want.
 func configError(t *testing.T, e *env, name, yaml string, want []string) {
 	t.Helper()
-	path := filepath.Join(e.dir, strings.ReplaceAll(name, " ", "-")+".yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := e.writeFile(strings.ReplaceAll(name, " ", "-")+".yaml", yaml)
 	for _, cmd := range [][]string{{"cursors"}, {"run"}, {"sync", "--source", "acme"}} {
 		_, errs, code := e.cli(append(cmd, "--config", path)...)
 		if code != 2 {

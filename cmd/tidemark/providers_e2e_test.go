@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,9 +41,7 @@ func TestE2ETogglAndClockifyThroughTheCLI(t *testing.T) {
 		ck.PutTimeEntry(clockifytest.TimeEntry{ID: id, UserID: "u1", Description: &notes, Start: start, End: &stop, CreatedAt: past, UpdatedAt: past})
 	}
 	e.vars = append(e.vars, "TG_TOKEN="+tg.Token(), "CK_TOKEN="+ck.Token())
-	cfg := fmt.Sprintf(`database_url: ${DATABASE_URL}
-sources:
-  - name: tg
+	path := e.writeProviderConfig(fmt.Sprintf(`  - name: tg
     kind: toggl
     base_url: %s
     workspace_id: "%d"
@@ -59,11 +55,7 @@ sources:
     token: ${CK_TOKEN}
     rate_limit: {requests: 100, per: 1s}
     resources: [time_entries]
-`, tg.URL(), tg.WorkspaceID(), ck.URL(), ck.WorkspaceID())
-	path := filepath.Join(e.dir, "providers.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, tg.URL(), tg.WorkspaceID(), ck.URL(), ck.WorkspaceID()))
 	sync := func(src string) {
 		t.Helper()
 		if out, errOut, code := e.cli("sync", "--config", path, "--source", src, "--log-format", "json"); code != 0 {
@@ -115,7 +107,7 @@ func TestE2ETogglQuotaShownInCursors(t *testing.T) {
 	tg := toggltest.New(toggltest.Options{Quota: 2, QuotaWindow: time.Hour})
 	t.Cleanup(tg.Close)
 	e.vars = append(e.vars, "TG_TOKEN="+tg.Token())
-	cfg := fmt.Sprintf(`database_url: ${DATABASE_URL}
+	path := e.writeFile("toggl.yaml", fmt.Sprintf(`database_url: ${DATABASE_URL}
 sources:
   - name: tg
     kind: toggl
@@ -125,11 +117,7 @@ sources:
     schedule: "@every 1m"
     rate_limit: {requests: 100, per: 1s}
     resources: [clients, projects, tasks, time_entries]
-`, tg.URL(), tg.WorkspaceID())
-	path := filepath.Join(e.dir, "toggl.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, tg.URL(), tg.WorkspaceID()))
 	d := e.daemon(path)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
