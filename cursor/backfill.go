@@ -158,15 +158,7 @@ ORDER BY created_at DESC, id DESC`
 
 // Backfills lists backfills, newest first, filtered by source when non-empty.
 func (s *Store) Backfills(ctx context.Context, source string) ([]Backfill, error) {
-	rows, err := s.db.Query(ctx, sqlBackfills, source)
-	if err != nil {
-		return nil, fmt.Errorf("list backfills: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, scanBackfill)
-	if err != nil {
-		return nil, fmt.Errorf("list backfills: %w", err)
-	}
-	return list, nil
+	return collect(ctx, s.db, "backfills", scanBackfill, sqlBackfills, source)
 }
 
 func scanBackfill(row pgx.CollectableRow) (Backfill, error) {

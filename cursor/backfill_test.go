@@ -34,16 +34,24 @@ func progress(t *testing.T, db cursor.DB, id int64, next clients.Date, n int64) 
 func backfillByID(t *testing.T, s *cursor.Store, id int64) cursor.Backfill {
 	t.Helper()
 	list, err := s.Backfills(t.Context(), "")
+	return findOne(t, list, err, fmt.Sprintf("backfill %d", id), func(b cursor.Backfill) bool { return b.ID == id })
+}
+
+// findOne returns the element of a listing that match accepts, and fails
+// the test when the listing failed or holds none.
+func findOne[T any](t *testing.T, list []T, err error, what string, match func(T) bool) T {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range list {
-		if b.ID == id {
-			return b
+	for _, v := range list {
+		if match(v) {
+			return v
 		}
 	}
-	t.Fatalf("backfill %d not found", id)
-	return cursor.Backfill{}
+	t.Fatalf("%s not found", what)
+	var zero T
+	return zero
 }
 
 func TestStartBackfillWindowsTotal(t *testing.T) {

@@ -346,3 +346,16 @@ func noRows(err error) error {
 	}
 	return err
 }
+
+// collect runs a listing and scans its rows; what names it in errors.
+func collect[T any](ctx context.Context, db DB, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	list, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	return list, nil
+}

@@ -2,7 +2,6 @@ package cursor
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,30 +57,24 @@ ORDER BY k.source, k.resource`
 // resource) known from cursors or from sync_runs, ordered by source and
 // resource, filtered by source when it is non-empty.
 func (s *Store) List(ctx context.Context, source string) ([]Status, error) {
-	rows, err := s.db.Query(ctx, sqlList, source)
-	if err != nil {
-		return nil, fmt.Errorf("list cursors: %w", err)
+	return collect(ctx, s.db, "cursors", scanStatus, sqlList, source)
+}
+
+func scanStatus(row pgx.CollectableRow) (Status, error) {
+	var (
+		st     Status
+		hw, ok *time.Time
+		r      runRow
+	)
+	dest := append([]any{&st.Source, &st.Resource, &hw, &st.UpdatedBy, &ok}, r.dest()...)
+	if err := row.Scan(dest...); err != nil {
+		return Status{}, err
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Status, error) {
-		var (
-			st     Status
-			hw, ok *time.Time
-			r      runRow
-		)
-		dest := append([]any{&st.Source, &st.Resource, &hw, &st.UpdatedBy, &ok}, r.dest()...)
-		if err := row.Scan(dest...); err != nil {
-			return Status{}, err
-		}
-		st.HighWater = fromNullTime(hw)
-		st.LastOK = utcPtr(ok)
-		if r.runID != nil {
-			run := r.run()
-			st.LastRun = &run
-		}
-		return st, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list cursors: %w", err)
+	st.HighWater = fromNullTime(hw)
+	st.LastOK = utcPtr(ok)
+	if r.runID != nil {
+		run := r.run()
+		st.LastRun = &run
 	}
-	return list, nil
+	return st, nil
 }

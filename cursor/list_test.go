@@ -90,14 +90,5 @@ func TestList(t *testing.T) {
 func runByID(t *testing.T, s *cursor.Store, id string) cursor.Run {
 	t.Helper()
 	runs, err := s.Runs(t.Context(), cursor.RunsParams{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range runs {
-		if r.RunID == id {
-			return r
-		}
-	}
-	t.Fatalf("run %s not found", id)
-	return cursor.Run{}
+	return findOne(t, runs, err, "run "+id, func(r cursor.Run) bool { return r.RunID == id })
 }

@@ -73,21 +73,15 @@ ORDER BY source, resource, kind`
 
 // PassStates lists the pass state of a source, or of all when source is "".
 func (s *Store) PassStates(ctx context.Context, source string) ([]PassState, error) {
-	rows, err := s.db.Query(ctx, sqlPassStates, source)
-	if err != nil {
-		return nil, fmt.Errorf("list pass state: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (PassState, error) {
-		var ps PassState
-		var lastErr *string
-		err := row.Scan(&ps.Source, &ps.Resource, &ps.Kind, &ps.Failures, &ps.BackoffUntil, &lastErr, &ps.DueSince, &ps.UpdatedAt)
-		ps.LastError = deref(lastErr)
-		ps.BackoffUntil, ps.DueSince = utcPtr(ps.BackoffUntil), utcPtr(ps.DueSince)
-		ps.UpdatedAt = ps.UpdatedAt.UTC()
-		return ps, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list pass state: %w", err)
-	}
-	return list, nil
+	return collect(ctx, s.db, "pass state", scanPassState, sqlPassStates, source)
+}
+
+func scanPassState(row pgx.CollectableRow) (PassState, error) {
+	var ps PassState
+	var lastErr *string
+	err := row.Scan(&ps.Source, &ps.Resource, &ps.Kind, &ps.Failures, &ps.BackoffUntil, &lastErr, &ps.DueSince, &ps.UpdatedAt)
+	ps.LastError = deref(lastErr)
+	ps.BackoffUntil, ps.DueSince = utcPtr(ps.BackoffUntil), utcPtr(ps.DueSince)
+	ps.UpdatedAt = ps.UpdatedAt.UTC()
+	return ps, err
 }

@@ -47,15 +47,7 @@ ORDER BY id`
 
 // QueuedBackfills lists queued and requeued backfills, oldest first.
 func (s *Store) QueuedBackfills(ctx context.Context, source string) ([]Backfill, error) {
-	rows, err := s.db.Query(ctx, sqlQueuedBackfills, source)
-	if err != nil {
-		return nil, fmt.Errorf("list queued backfills: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, scanBackfill)
-	if err != nil {
-		return nil, fmt.Errorf("list queued backfills: %w", err)
-	}
-	return list, nil
+	return collect(ctx, s.db, "queued backfills", scanBackfill, sqlQueuedBackfills, source)
 }
 
 const sqlBackfillByID = `SELECT ` + backfillColumns + ` FROM backfills WHERE id = $1`

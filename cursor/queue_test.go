@@ -1,19 +1,15 @@
 package cursor_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
-	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
 
 func TestQueueBackfill(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := cursor.New(pgtest.DB(t))
+	ctx, _, s := setup(t)
 	p := cursor.BackfillParams{Source: "acme", Resource: "time_entries",
 		From: clients.Date{Year: 2026, Month: 1, Day: 1}, To: clients.Date{Year: 2026, Month: 1, Day: 10}, WindowDays: 5}
 	q, err := s.QueueBackfill(ctx, p)

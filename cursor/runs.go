@@ -156,21 +156,15 @@ func (s *Store) Runs(ctx context.Context, p RunsParams) ([]Run, error) {
 	if limit <= 0 {
 		limit = DefaultRunsLimit
 	}
-	rows, err := s.db.Query(ctx, sqlRuns, p.Source, p.Resource, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+	return collect(ctx, s.db, "runs", scanRun, sqlRuns, p.Source, p.Resource, limit)
+}
+
+func scanRun(row pgx.CollectableRow) (Run, error) {
+	var r runRow
+	if err := row.Scan(r.dest()...); err != nil {
+		return Run{}, err
 	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
-		var r runRow
-		if err := row.Scan(r.dest()...); err != nil {
-			return Run{}, err
-		}
-		return r.run(), nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	return runs, nil
+	return r.run(), nil
 }
 
 const sqlAbandonRuns = `

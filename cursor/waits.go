@@ -41,18 +41,12 @@ func ClearWait(ctx context.Context, db DB, source string) error {
 
 // Waits lists the recorded waits (of one source when source is non-empty).
 func (s *Store) Waits(ctx context.Context, source string) ([]Wait, error) {
-	rows, err := s.db.Query(ctx, sqlWaits, source)
-	if err != nil {
-		return nil, fmt.Errorf("list waits: %w", err)
-	}
-	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Wait, error) {
-		var w Wait
-		err := r.Scan(&w.Source, &w.Until, &w.Reason)
-		w.Until = w.Until.UTC()
-		return w, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list waits: %w", err)
-	}
-	return ws, nil
+	return collect(ctx, s.db, "waits", scanWait, sqlWaits, source)
+}
+
+func scanWait(r pgx.CollectableRow) (Wait, error) {
+	var w Wait
+	err := r.Scan(&w.Source, &w.Until, &w.Reason)
+	w.Until = w.Until.UTC()
+	return w, err
 }

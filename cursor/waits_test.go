@@ -1,19 +1,14 @@
 package cursor_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/cursor"
-	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
 
 func TestWaits(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.DB(t)
-	s := cursor.New(pool)
+	ctx, pool, s := setup(t)
 	until := time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC)
 	if err := cursor.SetWait(ctx, pool, cursor.Wait{Source: "tg", Until: until, Reason: "quota"}); err != nil {
 		t.Fatal(err)
