@@ -22,17 +22,18 @@ func TestConformance(t *testing.T) { conformance.Run(t, conformanceHarness{}) }
 type conformanceHarness struct{}
 
 // The change feed (time entries only) reports deletions. Projects,
-// clients, users and tasks are listed whole with no stamp of their own:
-// a listing's clock versions them and a deleted one only vanishes, so
-// reconcile finds it.
+// clients, users and tasks are listed whole, every pass, with no stamp of
+// their own: a listing's clock versions them and a deleted one only
+// vanishes, so reconcile finds it.
 func (conformanceHarness) Capabilities() conformance.Capabilities {
 	c := conformance.Capabilities{
 		Deletions:    map[clients.Resource]conformance.Deletion{clients.TimeEntries: conformance.Reported},
 		ListingClock: map[clients.Resource]bool{},
+		ListedWhole:  map[clients.Resource]bool{},
 	}
 	for _, r := range []clients.Resource{clients.Projects, clients.Clients, clients.Users, clients.Tasks} {
 		c.Deletions[r] = conformance.Reconciled
-		c.ListingClock[r] = true
+		c.ListingClock[r], c.ListedWhole[r] = true, true
 	}
 	return c
 }

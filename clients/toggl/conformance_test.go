@@ -24,13 +24,16 @@ type harness struct{}
 // entries, projects and tasks. Clients and users are listed whole, without
 // `since`, and leave deleted records out: reconcile finds those.
 func (harness) Capabilities() conformance.Capabilities {
-	return conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{
-		clients.TimeEntries: conformance.Reported,
-		clients.Projects:    conformance.Reported,
-		clients.Tasks:       conformance.Reported,
-		clients.Clients:     conformance.Reconciled,
-		clients.Users:       conformance.Reconciled,
-	}}
+	return conformance.Capabilities{
+		Deletions: map[clients.Resource]conformance.Deletion{
+			clients.TimeEntries: conformance.Reported,
+			clients.Projects:    conformance.Reported,
+			clients.Tasks:       conformance.Reported,
+			clients.Clients:     conformance.Reconciled,
+			clients.Users:       conformance.Reconciled,
+		},
+		ListedWhole: map[clients.Resource]bool{clients.Clients: true, clients.Users: true},
+	}
 }
 
 func (harness) New(t *testing.T, o conformance.Options) conformance.Fake {

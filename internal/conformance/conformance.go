@@ -3,9 +3,11 @@
 // PostgreSQL (internal/pgtest) and the real poller, it checks the promises
 // of DESIGN.md that depend on the client, for every resource the source
 // serves: a re-delivered record leaves one unchanged row, a newer version
-// wins, an older one is skipped, a deletion becomes a tombstone, a
-// malformed page fails naming source, resource and page and changes
-// nothing; and, once per provider, the rate limit holds in every window.
+// wins, an older one is skipped, a deletion becomes a tombstone, an
+// incremental pass fetches only what changed, a malformed page (bad JSON,
+// HTML, a record without version or id) fails naming source, resource and
+// page and changes nothing; and, once per provider, the rate limit holds
+// in every window.
 //
 // A provider's test package implements Harness and calls Run, with a
 // TestMain that calls pgtest.Main:
@@ -58,10 +60,12 @@ const (
 	HTMLPage = fakeapi.HTMLPage
 	// MissingVersion: the first record lacks its version stamp.
 	MissingVersion = fakeapi.MissingVersion
+	// MissingID: the first record lacks its id.
+	MissingID = fakeapi.MissingID
 )
 
 // Malformations lists every kind the suite injects.
-var Malformations = []Malformation{BadJSON, HTMLPage, MissingVersion}
+var Malformations = []Malformation{BadJSON, HTMLPage, MissingVersion, MissingID}
 
 // Deletion says how a resource's deletions reach the mirror.
 type Deletion int
@@ -104,9 +108,12 @@ type Capabilities struct {
 	// to it, and a record cannot lack a version (MissingVersion is
 	// skipped).
 	ListingClock map[clients.Resource]bool
-	// Inexpressible names, per resource, malformations the dialect has no
-	// way to express; their checks are skipped, saying so.
-	Inexpressible map[clients.Resource][]Malformation
+	// ListedWhole names the resources an incremental pass lists whole,
+	// because the source has no filter by change for them (Toggl's clients
+	// and users, Clockify's reference lists): every live record comes back
+	// each pass, unchanged. The others' passes bring only what changed
+	// since the cursor, less the overlap.
+	ListedWhole map[clients.Resource]bool
 }
 
 // Options are what the suite asks of a new fake and its source.
@@ -200,6 +207,7 @@ func Run(t *testing.T, h Harness) {
 			run("NewerVersionWins", testNewerWins)
 			run("OlderVersionIsSkipped", testOlderSkipped)
 			run("DeletionBecomesTombstone", testDeletion)
+			run("IncrementalListsOnlyChanges", testOnlyChanges)
 			for _, m := range Malformations {
 				run("MalformedPage/"+strings.ReplaceAll(m.String(), " ", "_"), func(e *env) { testMalformed(e, m) })
 			}
@@ -241,8 +249,8 @@ func checkCaps(t *testing.T, caps Capabilities, served []clients.Resource) {
 	for r := range caps.ListingClock {
 		stale("ListingClock", r)
 	}
-	for r := range caps.Inexpressible {
-		stale("Inexpressible", r)
+	for r := range caps.ListedWhole {
+		stale("ListedWhole", r)
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -487,11 +495,46 @@ func testDeletion(e *env) {
 	e.assertConverged()
 }
 
+// testOnlyChanges: once the cursor has passed a record by more than the
+// overlap, an incremental pass no longer fetches it, unless the resource is
+// declared ListedWhole (then it comes back unchanged).
+func testOnlyChanges(e *env) {
+	t := e.t
+	e.put(1, "still")
+	e.put(2, "first")
+	e.fake.Tick(time.Second)
+	e.incremental()
+	for _, content := range []string{"second", "third"} {
+		e.fake.Tick(2 * Overlap)
+		e.put(2, content)
+		e.fake.Tick(time.Second)
+		e.incremental()
+	}
+	// The last pass's window starts an overlap before the second edit,
+	// long after record 1's version.
+	e.fake.Tick(2 * Overlap)
+	e.put(2, "fourth")
+	e.fake.Tick(time.Second)
+	c := e.incremental().Counts
+	switch whole := e.caps.ListedWhole[e.r]; {
+	case whole && c.Fetched == 1:
+		t.Errorf("%s is declared ListedWhole, but the pass fetched only the changed record (%+v): drop the flag", e.r, c)
+	case whole && (c.Fetched != 2 || c.Unchanged != 1):
+		t.Errorf("%s listed whole: counts %+v, want 2 fetched, 1 unchanged", e.r, c)
+	case !whole && c.Fetched != 1:
+		t.Errorf("counts %+v, want only the changed record fetched (declare %s ListedWhole if the source cannot filter it)", c, e.r)
+	}
+	if c.Updated != 1 {
+		t.Errorf("counts %+v, want 1 updated", c)
+	}
+	if got := e.mirror()[ID(2)]; got.content != "fourth" {
+		t.Errorf("%s 2: %+v, want %s fourth", e.r, got, e.content)
+	}
+	e.assertConverged()
+}
+
 func testMalformed(e *env, mal Malformation) {
 	t := e.t
-	if slices.Contains(e.caps.Inexpressible[e.r], mal) {
-		t.Skipf("%s: the dialect cannot express a %v", e.r, mal)
-	}
 	if mal == MissingVersion && e.caps.ListingClock[e.r] {
 		t.Skipf("%s: versioned by the listing clock, a record has no version to lack", e.r)
 	}

@@ -36,7 +36,8 @@ const (
 	Envelope
 	// BadDuration breaks the first entry's timeInterval.duration (Clockify).
 	BadDuration
-	// MissingID drops every id of the page's first element (Clockify).
+	// MissingID drops the id of the page's first record (in Clockify's
+	// feed, every id of its first element).
 	MissingID
 )
 

@@ -480,6 +480,8 @@ func (s *Server) writeList(w http.ResponseWriter, res clients.Resource, page int
 			delete(objs[0], "at")
 		case fakeapi.WrongType:
 			objs[0]["at"] = 1700000000
+		case fakeapi.MissingID:
+			delete(objs[0], "id")
 		}
 	}
 	if objs == nil {

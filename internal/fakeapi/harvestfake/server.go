@@ -394,7 +394,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 		if i == start {
 			o = renderOpts{noUpdatedAt: mal == fakeapi.MissingVersion, wrongTypeStamp: mal == fakeapi.WrongType}
 		}
+		at := len(b)
 		b = s.tables.by[res].appendJSON(s, b, pos[i], o)
+		if i == start && mal == fakeapi.MissingID {
+			// Every record opens with its id.
+			b = append(b[:at], bytes.Replace(b[at:], []byte(`{"id":`), []byte(`{"ident":`), 1)...)
+		}
 	}
 	b = append(b, ']')
 
