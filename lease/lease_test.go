@@ -11,13 +11,19 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// newLeaser is a leaser (one "process") on url, closed when the test ends.
+func newLeaser(t *testing.T, url string) *lease.Leaser {
+	t.Helper()
+	l := lease.New(url)
+	t.Cleanup(l.Close)
+	return l
+}
+
 func TestBusyAcrossLeasersAndReleased(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
-	a, b := lease.New(url), lease.New(url)
-	defer a.Close()
-	defer b.Close()
+	a, b := newLeaser(t, url), newLeaser(t, url)
 	h, err := a.TryAcquire(ctx, "source:acme")
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +52,7 @@ func TestCheckFailsAfterReconnectWhileAnotherHoldsTheLease(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.DB(t)
 	url := pool.Config().ConnString()
-	a, b := lease.New(url), lease.New(url)
-	defer a.Close()
-	defer b.Close()
+	a, b := newLeaser(t, url), newLeaser(t, url)
 	h, err := a.TryAcquire(ctx, "backfill:acme")
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +95,7 @@ func TestCheckAcrossTheKeySpace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.DB(t)
-	l := lease.New(pool.Config().ConnString())
-	defer l.Close()
+	l := newLeaser(t, pool.Config().ConnString())
 	for i := 0; i < 64; i++ {
 		name := "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))
 		h, err := l.TryAcquire(ctx, name)
