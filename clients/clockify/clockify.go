@@ -87,8 +87,8 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
-	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -242,8 +242,6 @@ func (p Params) Validate() error {
 		return fmt.Errorf("clockify source %s: first_sync_days %d must be ≥ 1", p.Name, p.FirstSyncDays)
 	case p.MaxPages < 1:
 		return fmt.Errorf("clockify source %s: max_pages %d must be ≥ 1", p.Name, p.MaxPages)
-	case p.RateLimit.Requests < 1 || p.RateLimit.Per <= 0:
-		return fmt.Errorf("clockify source %s: rate_limit must have requests ≥ 1 and per > 0", p.Name)
 	}
 	if p.Overlap != 0 {
 		if err := CheckOverlap(p.Overlap, p.SafetyLag); err != nil {
@@ -255,13 +253,7 @@ func (p Params) Validate() error {
 			return fmt.Errorf("clockify source %s: user_ids[%d] %q is not a Clockify id", p.Name, i, id)
 		}
 	}
-	if err := httpx.CheckBaseURL(p.BaseURL); err != nil {
-		return fmt.Errorf("clockify source %s: %w", p.Name, err)
-	}
-	if err := schema.Check(p.Resources); err != nil {
-		return fmt.Errorf("clockify source %s: resources: %w", p.Name, err)
-	}
-	return nil
+	return provider.CheckParams("clockify", p.Name, p.RateLimit, p.BaseURL, p.Resources)
 }
 
 // CheckOverlap refuses a poller overlap shorter than the feed's safety lag.

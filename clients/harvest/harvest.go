@@ -21,8 +21,8 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/pagewalk"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
-	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -100,16 +100,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("harvest source %s: a contact (email or URL) is required for the User-Agent Harvest asks for", p.Name)
 	case p.PerPage < 1 || p.PerPage > MaxPerPage:
 		return fmt.Errorf("harvest source %s: per_page %d out of 1..%d", p.Name, p.PerPage, MaxPerPage)
-	case p.RateLimit.Requests < 1 || p.RateLimit.Per <= 0:
-		return fmt.Errorf("harvest source %s: rate_limit must have requests ≥ 1 and per > 0", p.Name)
 	}
-	if err := httpx.CheckBaseURL(p.BaseURL); err != nil {
-		return fmt.Errorf("harvest source %s: %w", p.Name, err)
-	}
-	if err := schema.Check(p.Resources); err != nil {
-		return fmt.Errorf("harvest source %s: resources: %w", p.Name, err)
-	}
-	return nil
+	return provider.CheckParams("harvest", p.Name, p.RateLimit, p.BaseURL, p.Resources)
 }
 
 // HTTPConfig is the httpx configuration New uses: auth headers (secret),

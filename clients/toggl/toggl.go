@@ -66,6 +66,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
 	"github.com/tidemarkhq/tidemark/schema"
 )
@@ -232,18 +233,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("toggl source %s: token is required", p.Name)
 	case p.WorkspaceID <= 0:
 		return fmt.Errorf("toggl source %s: workspace_id is required (a positive integer: the number in https://track.toggl.com/<workspace_id>/…)", p.Name)
-	case p.RateLimit.Requests < 1 || p.RateLimit.Per <= 0:
-		return fmt.Errorf("toggl source %s: rate_limit must have requests ≥ 1 and per > 0", p.Name)
 	case p.QuotaWindow < 0:
 		return fmt.Errorf("toggl source %s: quota window must be positive", p.Name)
 	}
-	if err := httpx.CheckBaseURL(p.BaseURL); err != nil {
-		return fmt.Errorf("toggl source %s: %w", p.Name, err)
-	}
-	if err := schema.Check(p.Resources); err != nil {
-		return fmt.Errorf("toggl source %s: resources: %w", p.Name, err)
-	}
-	return nil
+	return provider.CheckParams("toggl", p.Name, p.RateLimit, p.BaseURL, p.Resources)
 }
 
 // HTTPConfig is the httpx configuration New uses: the Basic auth header
