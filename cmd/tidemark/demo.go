@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,11 +32,8 @@ with configs/simulated.yaml. Every few seconds it prints the cursors, the row
 counts and a mirror-versus-source check. Ctrl-C stops it and removes the
 throwaway database.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithCancel(context.WithoutCancel(cmd.Context()))
-			defer cancel()
-			sigs := make(chan os.Signal, 2)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sigs)
+			ctx, sigs, stop := ownSignals(cmd.Context())
+			defer stop()
 			// The status printed every few seconds is what a newcomer should
 			// read; the daemon's info lines would bury it (--log-level info
 			// brings them back).

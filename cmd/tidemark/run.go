@@ -16,13 +16,8 @@ func newRunCmd(g *globals) *cobra.Command {
 		Use:   "run",
 		Short: "Run the daemon: scheduled passes for every source until SIGINT/SIGTERM",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Our own signal handling: the first signal stops gracefully, a
-			// second one exits at once.
-			ctx, cancel := context.WithCancel(context.WithoutCancel(cmd.Context()))
-			defer cancel()
-			sigs := make(chan os.Signal, 2)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sigs)
+			ctx, sigs, stop := ownSignals(cmd.Context())
+			defer stop()
 
 			a, err := newApp(ctx, g, &f)
 			if err != nil {
@@ -38,4 +33,14 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.register(c, false)
 	c.Flags().StringVar(&listen, "listen", "", "serve /healthz, /readyz and /metrics on this address (default: the config's listen)")
 	return c
+}
+
+// ownSignals detaches ctx from the root's signal handling so that the
+// command handles SIGINT and SIGTERM itself: the first stops gracefully, a
+// second exits at once. stop undoes it.
+func ownSignals(parent context.Context) (ctx context.Context, sigs <-chan os.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	return ctx, ch, func() { signal.Stop(ch); cancel() }
 }
