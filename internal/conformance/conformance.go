@@ -95,8 +95,10 @@ func (d Deletion) String() string {
 }
 
 // Capabilities are what a provider can and cannot do, per resource. They
-// are declarations, held to the truth by the checks: a resource declared
-// Reconciled whose deletion an incremental pass already reports fails.
+// are declarations, held to the truth both ways by the checks: a resource
+// declared Reconciled whose deletion an incremental pass already reports
+// fails, and so does one declared ListedWhole whose pass brings only what
+// changed (and the converse of each).
 type Capabilities struct {
 	// Deletions says how each served resource's deletions are found. Every
 	// resource the source serves must have an entry.
