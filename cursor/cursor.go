@@ -219,11 +219,8 @@ func (s *Store) Set(ctx context.Context, p SetParams) (Cursor, error) {
 	to := normTime(p.To)
 	var prev Cursor
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := fence(ctx, tx, p.Fence); err != nil {
-			return err
-		}
 		var err error
-		prev, err = load(ctx, tx, sqlLoadForUpdate, p.Source, p.Resource)
+		prev, err = fencedLoad(ctx, tx, p.Fence, p.Source, p.Resource)
 		if errors.Is(err, ErrNotFound) {
 			prev, err = Cursor{Source: p.Source, Resource: p.Resource}, nil
 		}
@@ -253,11 +250,8 @@ WHERE source = $1 AND resource = $2`
 func (s *Store) Reset(ctx context.Context, p ResetParams) (Cursor, error) {
 	var prev Cursor
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := fence(ctx, tx, p.Fence); err != nil {
-			return err
-		}
 		var err error
-		prev, err = load(ctx, tx, sqlLoadForUpdate, p.Source, p.Resource)
+		prev, err = fencedLoad(ctx, tx, p.Fence, p.Source, p.Resource)
 		if err != nil {
 			return err
 		}
@@ -270,6 +264,14 @@ func (s *Store) Reset(ctx context.Context, p ResetParams) (Cursor, error) {
 		return Cursor{}, fmt.Errorf("reset cursor %s/%s: %w", p.Source, p.Resource, err)
 	}
 	return prev, nil
+}
+
+// fencedLoad runs the caller's fence, then loads the cursor for update.
+func fencedLoad(ctx context.Context, tx pgx.Tx, f func(context.Context, pgx.Tx) error, source, resource string) (Cursor, error) {
+	if err := fence(ctx, tx, f); err != nil {
+		return Cursor{}, err
+	}
+	return load(ctx, tx, sqlLoadForUpdate, source, resource)
 }
 
 func fence(ctx context.Context, tx pgx.Tx, f func(context.Context, pgx.Tx) error) error {
