@@ -111,6 +111,55 @@ type entrySink struct {
 	// err is the first bad record's, at index errAt.
 	err   *decode.FieldError
 	errAt int
+	box   boxer
+}
+
+// boxer hands out one interface value per distinct id, day or amount of a
+// page: the ids, days and hours of a page's records repeat, and boxing each
+// value for Record.Row would cost an allocation apiece.
+type boxer struct {
+	strs map[string]any
+	decs map[string]any
+	days map[clients.Date]any
+}
+
+func (b *boxer) str(v string) any {
+	if v == "" {
+		return nil
+	}
+	if x, ok := b.strs[v]; ok {
+		return x
+	}
+	if b.strs == nil {
+		b.strs = map[string]any{}
+	}
+	x := any(v)
+	b.strs[v] = x
+	return x
+}
+
+func (b *boxer) dec(v string) any {
+	if x, ok := b.decs[v]; ok {
+		return x
+	}
+	if b.decs == nil {
+		b.decs = map[string]any{}
+	}
+	x := any(clients.Decimal(v))
+	b.decs[v] = x
+	return x
+}
+
+func (b *boxer) day(d clients.Date) any {
+	if x, ok := b.days[d]; ok {
+		return x
+	}
+	if b.days == nil {
+		b.days = map[clients.Date]any{}
+	}
+	x := any(d)
+	b.days[d] = x
+	return x
 }
 
 func newEntrySink(body []byte, fetched time.Time) *entrySink {
@@ -135,7 +184,7 @@ func (k *entrySink) elem(s *scanner, i, lo int) bool {
 	k.recs = append(k.recs, clients.Record{Raw: k.body[lo:s.i:s.i], FetchedAt: k.fetched})
 	w := te.Width()
 	k.rows = append(k.rows, make([]any, w)...)
-	if fe := e.fill(k.rows[i*w:(i+1)*w], &k.recs[i]); fe != nil {
+	if fe := e.fill(k.rows[i*w:(i+1)*w], &k.recs[i], &k.box); fe != nil {
 		k.err, k.errAt = fe, i
 	}
 	return true
@@ -348,7 +397,7 @@ func (s *scanner) ref(text string, dst *string, field, idField string) *decode.F
 // fill validates the fields and sets the record's id and version and the
 // row's values, as timeEntry does for the encoding/json path (kept in the
 // tests as the reference). row is the record's, linked by records.
-func (e *entryJSON) fill(row []any, rec *clients.Record) *decode.FieldError {
+func (e *entryJSON) fill(row []any, rec *clients.Record, b *boxer) *decode.FieldError {
 	s, ok := id(e.id)
 	if !ok {
 		if e.id == "" {
@@ -397,13 +446,14 @@ func (e *entryJSON) fill(row []any, rec *clients.Record) *decode.FieldError {
 	if fe != nil {
 		return fe
 	}
-	row[teSpentDate] = day
-	row[teHours] = clients.Decimal(e.hours)
+	row[teSpentDate] = b.day(day)
+	row[teHours] = b.dec(e.hours)
 	if e.hasNotes {
 		row[teNotes] = e.notes
 	}
-	row[teUser], row[teProject] = user, project
-	row[teTask], row[teClient], row[teInvoice] = schema.OrNull(task), schema.OrNull(client), schema.OrNull(invoice)
+	// user and project are required (never ""): str boxes them as they are.
+	row[teUser], row[teProject] = b.str(user), b.str(project)
+	row[teTask], row[teClient], row[teInvoice] = b.str(task), b.str(client), b.str(invoice)
 	row[teBillable], row[teLocked], row[teClosed], row[teBilled], row[teRunning] = e.billable, e.isLocked, e.isClosed, e.isBilled, e.isRunning
 	return nil
 }
