@@ -2,6 +2,7 @@ package harvest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -57,15 +58,30 @@ func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetche
 	return sink.records(), env, nil
 }
 
-// syntaxError reports a body that is not JSON in encoding/json's words.
+// syntaxError reports a body that is not JSON in encoding/json's words. A
+// body that ends before its top-level value closes did not arrive whole:
+// the error wraps httpx.ErrBodyCutShort, so that the request is retried
+// (httpx.Request.Decode) rather than failed as bad input.
 func (d decoder) syntaxError(r clients.Resource, page int, body []byte) error {
 	var v json.RawMessage
 	field, what := "", "not JSON"
-	if err := json.Unmarshal(body, &v); err != nil {
+	err := json.Unmarshal(body, &v)
+	if err != nil {
 		field, what = decode.Describe(err)
 	}
-	return d.Page(r, page, field, what, body)
+	perr := d.Page(r, page, field, what, body)
+	var se *json.SyntaxError
+	if errors.As(err, &se) && se.Error() == "unexpected end of JSON input" {
+		return cutShort{perr}
+	}
+	return perr
 }
+
+// cutShort is a decode error that also says the body did not arrive whole.
+type cutShort struct{ error }
+
+func (c cutShort) Is(target error) bool { return target == httpx.ErrBodyCutShort }
+func (c cutShort) Unwrap() error        { return c.error }
 
 // id validates a Harvest integer id and returns it as decimal text.
 func id(s string) (string, bool) {

@@ -181,12 +181,15 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 	seen := map[string]bool{}
 	for page := 1; ; page++ {
 		seen[next] = true
-		resp, err := c.http.Do(ctx, httpx.Request{URL: next, Resource: string(r), Page: page})
-		if err != nil {
-			send(listing.Fetched{Err: err})
-			return
-		}
-		recs, env, err := c.dec.decodeListing(r, page, resp.Body, resp.ReceivedAt)
+		// Decoded inside the retry loop: a body the scanner finds cut short
+		// is requested again, and no separate completeness pass is paid.
+		var recs []clients.Record
+		var env envelope
+		resp, err := c.http.Do(ctx, httpx.Request{URL: next, Resource: string(r), Page: page,
+			Decode: func(body []byte, received time.Time) (err error) {
+				recs, env, err = c.dec.decodeListing(r, page, body, received)
+				return err
+			}})
 		if err != nil {
 			send(listing.Fetched{Err: err})
 			return

@@ -209,3 +209,33 @@ func TestFirstSyncOfABusyAccountNeedsNoSecondWalk(t *testing.T) {
 		t.Errorf("%d requests for 5 pages and %d changes", n, events)
 	}
 }
+
+// A page whose body arrives cut short (half the JSON, with a length to
+// match) is requested again: the scanner, which reads every byte anyway,
+// tells httpx so (no second completeness pass). Only a body that stays cut
+// fails, as a transport fault, never as bad input.
+func TestBodyCutShortIsRequestedAgain(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{})
+	seed(f, 25)
+	c := newClient(t, f)
+	f.Malform("time_entries", 2, fakeapi.CutShort)
+	f.OnList(func(rq fakeapi.Request) {
+		if rq.Seq == 3 { // the retry of page 2 arrives whole
+			f.Malform("time_entries", 2, 0)
+		}
+	})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if err != nil {
+		t.Fatalf("a page cut short once: %v", err)
+	}
+	if n := len(sourcetest.IDs(pages)); n != 25 {
+		t.Fatalf("%d entries served, want 25", n)
+	}
+	f.Malform("time_entries", 1, fakeapi.CutShort)
+	f.OnList(nil)
+	_, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if !errors.Is(err, httpx.ErrBodyCutShort) {
+		t.Fatalf("a page always cut short: %v, want a transport fault (ErrBodyCutShort)", err)
+	}
+}

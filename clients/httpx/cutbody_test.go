@@ -1,6 +1,7 @@
 package httpx_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -191,5 +192,44 @@ func TestCutBodyOfErrorStatusIsNotSpecial(t *testing.T) {
 	var he *httpx.Error
 	if !errors.As(err, &he) || he.Kind != httpx.KindStatus || he.Status != 422 || s.n.Load() != 1 {
 		t.Fatalf("err = %v after %d requests", err, s.n.Load())
+	}
+}
+
+// With a Decode hook the provider's decoder decides: a body it finds cut
+// short is requested again within the budget (no second completeness pass),
+// any other decode error is returned as it is, at once.
+func TestDecodeHookDecidesWhatIsCutShort(t *testing.T) {
+	t.Parallel()
+	body := page(60)
+	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if n == 1 {
+			w.Write(body[:len(body)/2])
+			return
+		}
+		w.Write(body)
+	})
+	c := httpx.New(fastConfig(nil))
+	var calls int
+	var decoded []byte
+	resp, err := c.Do(t.Context(), httpx.Request{URL: s.URL, Resource: "time_entries", Page: 1,
+		Decode: func(b []byte, _ time.Time) error {
+			calls++
+			if !json.Valid(b) {
+				return fmt.Errorf("page 1: %w", httpx.ErrBodyCutShort)
+			}
+			decoded = b
+			return nil
+		}})
+	if err != nil || calls != 2 || string(decoded) != string(body) || string(resp.Body) != string(body) {
+		t.Fatalf("err %v, %d decodes", err, calls)
+	}
+
+	bad := errors.New("time_entries[0].id: missing")
+	calls = 0
+	_, err = c.Do(t.Context(), httpx.Request{URL: s.URL, Resource: "time_entries", Page: 1,
+		Decode: func([]byte, time.Time) error { calls++; return bad }})
+	if err != bad || calls != 1 {
+		t.Fatalf("a decode error that is not a cut body: %v after %d decodes, want it returned at once", err, calls)
 	}
 }

@@ -237,6 +237,13 @@ type Request struct {
 	Header   http.Header // extra, non-secret
 	Resource string
 	Page     int
+	// Decode, when set, decodes a 2xx body inside the retry loop: an error
+	// wrapping ErrBodyCutShort (the JSON ended before its top-level value
+	// closed) retries the request like any body cut short, within the
+	// budget; any other error is returned as it is. The completeness check
+	// is then left to it, so a provider whose decoder reads every byte
+	// anyway does not pay for a second pass.
+	Decode func(body []byte, receivedAt time.Time) error
 }
 
 // Response is a successful (2xx) response, body fully read.
@@ -292,10 +299,22 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		}
 		switch {
 		case res.err == nil && res.status >= 200 && res.status < 300:
-			return &Response{
+			resp := &Response{
 				Status: res.status, Header: res.header, Body: res.body,
 				Date: parseDate(res.header), ReceivedAt: time.Now(),
-			}, nil
+			}
+			if req.Decode == nil {
+				return resp, nil
+			}
+			derr := req.Decode(resp.Body, resp.ReceivedAt)
+			if derr == nil {
+				return resp, nil
+			}
+			if !errors.Is(derr, ErrBodyCutShort) {
+				return nil, derr
+			}
+			// The decoder found the JSON cut short: a transfer fault.
+			res.err = &cutShortError{got: int64(len(res.body)), want: -1}
 
 		case res.err == nil && (res.status == http.StatusTooManyRequests || res.status == http.StatusPaymentRequired):
 			waits++
@@ -441,7 +460,7 @@ func (c *Client) attempt(ctx context.Context, method string, req Request) attemp
 		return attemptResult{status: resp.StatusCode, header: resp.Header, body: b,
 			err: &cutShortError{got: int64(len(b)), want: resp.ContentLength, cause: terr}}
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 && checkComplete(method, resp.StatusCode, resp.Header, b) && !completeJSON(b) {
+	if req.Decode == nil && resp.StatusCode >= 200 && resp.StatusCode < 300 && checkComplete(method, resp.StatusCode, resp.Header, b) && !completeJSON(b) {
 		// HTTP saw a whole body, but the JSON stops before it closes: a
 		// prefix was sent as if it were everything. Missing bytes are a
 		// transfer fault, not bad input.
