@@ -137,7 +137,7 @@ func TestRowAndAccessors(t *testing.T) {
 	rec := clients.Record{ID: "1", Row: te.Row(schema.Values{
 		"spent_date": day, "hours": clients.Decimal("1.5"), "user_id": "7", "billable": true, "notes": "n",
 	})}
-	if len(rec.Row) != te.Width() || te.Width() != 13 {
+	if len(rec.Row) != te.Width() || te.Width() != 19 {
 		t.Fatalf("row of %d values, table of %d columns", len(rec.Row), te.Width())
 	}
 	if te.Date(rec, "spent_date") != day || te.Decimal(rec, "hours") != "1.5" || te.Text(rec, "user_id") != "7" ||
