@@ -241,3 +241,29 @@ func FuzzDecodeResourcesMatchEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// approval_status and external_reference get columns (issue 10): what
+// reports filter on. The reference is kept as sent (an object, or null).
+func TestDecodeApprovalAndExternalReference(t *testing.T) {
+	t.Parallel()
+	ext := `{"id":"8412","group_id":"1102","account_id":null,"permalink":"https://tracker.example.com/issues/8412","service":"tracker.example.com","service_icon_url":"https://tracker.example.com/favicon.png"}`
+	entry := strings.Replace(goodEntry, `"is_closed":true`, `"is_closed":true,"approval_status":"approved","external_reference":`+ext, 1)
+	null := strings.Replace(goodEntry, `"is_closed":true`, `"is_closed":true,"approval_status":null,"external_reference":null`, 1)
+	recs, _, err := newDecoder("acme", nil).decodePage(clients.TimeEntries, 1, []byte(page("time_entries", entry+","+strings.Replace(null, `"id":1`, `"id":2`, 1))), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	te := schema.TimeEntries
+	if got := te.Text(recs[0], "approval_status"); got != "approved" {
+		t.Errorf("approval_status %q", got)
+	}
+	if got := recs[0].Row[te.Index("external_reference")]; fmt.Sprintf("%s", got) != ext {
+		t.Errorf("external_reference %s", got)
+	}
+	if !te.IsNull(recs[1], "approval_status") || !te.IsNull(recs[1], "external_reference") {
+		t.Errorf("nulls: %#v", recs[1].Row)
+	}
+	bad := strings.Replace(goodEntry, `"is_closed":true`, `"is_closed":true,"external_reference":"8412"`, 1)
+	_, _, err = newDecoder("acme", nil).decodePage(clients.TimeEntries, 1, []byte(page("time_entries", bad)), time.Now())
+	sourcetest.WantDecodeError(t, err, "acme", "time_entries", 1, "time_entries[0].external_reference", "want an object or null")
+}

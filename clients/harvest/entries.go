@@ -20,13 +20,16 @@ type entryJSON struct {
 	user, project, task, client, invoice   string // ref ids
 	notes                                  string
 	hasNotes                               bool // notes present and not null
+	approval                               string
+	hasApproval                            bool
+	extRef                                 []byte // external_reference as sent, nil when null
 	billable, isLocked, isClosed, isBilled bool
 	isRunning                              bool
 }
 
 var (
 	entryKeys = []string{"id", "updated_at", "created_at", "spent_date", "hours", "notes", "user", "project", "task", "client",
-		"invoice", "billable", "is_locked", "is_closed", "is_billed", "is_running"}
+		"invoice", "billable", "is_locked", "is_closed", "is_billed", "is_running", "approval_status", "external_reference"}
 	refKeys = []string{"id"}
 )
 
@@ -96,6 +99,8 @@ var (
 	teBilled    = te.Index("is_billed")
 	teRunning   = te.Index("is_running")
 	teInvoice   = te.Index("invoice_id")
+	teApproval  = te.Index("approval_status")
+	teExtRef    = te.Index("external_reference")
 )
 
 // entrySink decodes time entries during the envelope scan, in one pass
@@ -236,6 +241,10 @@ func (e *entryJSON) read(s *scanner, text string) *decode.FieldError {
 			fe = s.ref(text, &e.client, "client", "client.id")
 		case "invoice":
 			fe = s.ref(text, &e.invoice, "invoice", "invoice.id")
+		case "approval_status":
+			fe = s.optStr(text, &e.approval, &e.hasApproval, "approval_status")
+		case "external_reference":
+			fe = s.rawObject(&e.extRef, "external_reference")
 		case "billable":
 			fe = s.boolean(&e.billable, "billable")
 		case "is_locked":
@@ -332,6 +341,24 @@ func (s *scanner) strField(text string, dst *string, field string) *decode.Field
 		_, _, _ = s.literal()
 	default:
 		return decode.Field(field, "want string, got "+k.String())
+	}
+	return nil
+}
+
+// rawObject keeps an object value as it was sent (nil for null).
+func (s *scanner) rawObject(dst *[]byte, field string) *decode.FieldError {
+	switch k := s.peek(); k {
+	case kObject:
+		lo := s.i
+		if s.skip() != nil {
+			return syntaxFE
+		}
+		*dst = s.b[lo:s.i:s.i]
+	case kNull:
+		_, _, _ = s.literal()
+		*dst = nil
+	default:
+		return decode.Field(field, "want an object or null, got "+k.String())
 	}
 	return nil
 }
@@ -455,6 +482,12 @@ func (e *entryJSON) fill(row []any, rec *clients.Record, b *boxer) *decode.Field
 	row[teUser], row[teProject] = b.str(user), b.str(project)
 	row[teTask], row[teClient], row[teInvoice] = b.str(task), b.str(client), b.str(invoice)
 	row[teBillable], row[teLocked], row[teClosed], row[teBilled], row[teRunning] = e.billable, e.isLocked, e.isClosed, e.isBilled, e.isRunning
+	if e.hasApproval {
+		row[teApproval] = b.str(e.approval)
+	}
+	if e.extRef != nil {
+		row[teExtRef] = json.RawMessage(e.extRef)
+	}
 	return nil
 }
 

@@ -123,19 +123,21 @@ func task(j *taskJSON, row []any, rec *clients.Record) *decode.FieldError {
 
 type timeEntryJSON struct {
 	common
-	SpentDate string      `json:"spent_date"`
-	Hours     json.Number `json:"hours"`
-	Notes     *string     `json:"notes"`
-	User      ref         `json:"user"`
-	Project   ref         `json:"project"`
-	Task      ref         `json:"task"`
-	Client    ref         `json:"client"`
-	Invoice   ref         `json:"invoice"`
-	Billable  bool        `json:"billable"`
-	IsLocked  bool        `json:"is_locked"`
-	IsClosed  bool        `json:"is_closed"`
-	IsBilled  bool        `json:"is_billed"`
-	IsRunning bool        `json:"is_running"`
+	SpentDate string          `json:"spent_date"`
+	Hours     json.Number     `json:"hours"`
+	Notes     *string         `json:"notes"`
+	User      ref             `json:"user"`
+	Project   ref             `json:"project"`
+	Task      ref             `json:"task"`
+	Client    ref             `json:"client"`
+	Invoice   ref             `json:"invoice"`
+	Billable  bool            `json:"billable"`
+	IsLocked  bool            `json:"is_locked"`
+	IsClosed  bool            `json:"is_closed"`
+	IsBilled  bool            `json:"is_billed"`
+	IsRunning bool            `json:"is_running"`
+	Approval  *string         `json:"approval_status"`
+	ExtRef    json.RawMessage `json:"external_reference"`
 }
 
 func timeEntry(j *timeEntryJSON, row []any, rec *clients.Record) *decode.FieldError {
@@ -179,6 +181,15 @@ func timeEntry(j *timeEntryJSON, row []any, rec *clients.Record) *decode.FieldEr
 	}
 	if j.Notes != nil {
 		v["notes"] = *j.Notes
+	}
+	if j.Approval != nil && *j.Approval != "" {
+		v["approval_status"] = *j.Approval
+	}
+	if len(j.ExtRef) > 0 && string(j.ExtRef) != "null" {
+		if j.ExtRef[0] != '{' {
+			return decode.Field("external_reference", "want an object or null")
+		}
+		v["external_reference"] = j.ExtRef
 	}
 	copy(row, schema.TimeEntries.Row(v))
 	return nil
