@@ -22,7 +22,8 @@ type harness struct{}
 
 // Listings with `since` include deleted records (server_deleted_at): time
 // entries, projects and tasks. Clients and users are listed whole, without
-// `since`, and leave deleted records out: reconcile finds those.
+// `since`, and leave deleted records out: reconcile finds those. Workspace
+// users carry no `at`: the listing's clock versions them.
 func (harness) Capabilities() conformance.Capabilities {
 	return conformance.Capabilities{
 		Deletions: map[clients.Resource]conformance.Deletion{
@@ -32,7 +33,8 @@ func (harness) Capabilities() conformance.Capabilities {
 			clients.Clients:     conformance.Reconciled,
 			clients.Users:       conformance.Reconciled,
 		},
-		ListedWhole: map[clients.Resource]bool{clients.Clients: true, clients.Users: true},
+		ListingClock: map[clients.Resource]bool{clients.Users: true},
+		ListedWhole:  map[clients.Resource]bool{clients.Clients: true, clients.Users: true},
 	}
 }
 

@@ -52,11 +52,15 @@ type taskJSON struct {
 	Active bool   `json:"active"`
 }
 
+// userJSON is an element of GET /workspaces/{wid}/users: documented with
+// email, fullname, id, inactive, is_active, is_admin and role, and no `at`
+// (APIS.md, "Workspace users"): it is versioned by the listing's clock.
 type userJSON struct {
-	common
-	Email    string `json:"email"`
-	Fullname string `json:"fullname"`
-	Inactive bool   `json:"inactive"`
+	ID       json.Number `json:"id"`
+	Email    string      `json:"email"`
+	Fullname string      `json:"fullname"`
+	Inactive bool        `json:"inactive"`
+	IsActive *bool       `json:"is_active"`
 }
 
 // decoder normalizes pages of one source.
@@ -94,7 +98,9 @@ func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched, 
 	case clients.Clients:
 		err = decode.Objects(d.Errors, r, schema.Clients, page, raws, recs, fetched, client)
 	case clients.Users:
-		err = decode.Objects(d.Errors, r, schema.Users, page, raws, recs, fetched, user)
+		err = decode.Objects(d.Errors, r, schema.Users, page, raws, recs, fetched, func(j *userJSON, row []any, rec *clients.Record) *decode.FieldError {
+			return user(j, row, rec, clock)
+		})
 	case clients.Tasks:
 		err = decode.Objects(d.Errors, r, schema.Tasks, page, raws, recs, fetched, task)
 	default:
@@ -294,13 +300,20 @@ func task(j *taskJSON, row []any, rec *clients.Record) *decode.FieldError {
 	return nil
 }
 
-// user splits fullname at its first space into first and last name.
-func user(j *userJSON, row []any, rec *clients.Record) *decode.FieldError {
-	if fe := j.common.fill(rec); fe != nil {
+// user splits fullname at its first space into first and last name. A
+// workspace user has no version stamp of its own: its version is clock, the
+// source's clock when it served the listing (its Date header), and the
+// write compares it by content hash, so an unchanged user is not rewritten.
+// Deleted users are left out of the listing: reconcile finds them.
+func user(j *userJSON, row []any, rec *clients.Record, clock time.Time) *decode.FieldError {
+	s, fe := reqID(j.ID, "id")
+	if fe != nil {
 		return fe
 	}
+	rec.ID, rec.Version = s, clock.UTC()
 	first, last, _ := strings.Cut(strings.TrimSpace(j.Fullname), " ")
+	active := !j.Inactive && (j.IsActive == nil || *j.IsActive)
 	row[usFirst], row[usLast] = schema.OrNull(first), schema.OrNull(strings.TrimSpace(last))
-	row[usEmail], row[usActive] = schema.OrNull(j.Email), !j.Inactive
+	row[usEmail], row[usActive] = schema.OrNull(j.Email), active
 	return nil
 }

@@ -21,6 +21,11 @@
 //     incremental window that old fails with ErrSinceTooOld, which tells the
 //     operator to backfill. The first sync (zero UpdatedSince) lists the last
 //     MaxSinceAge (less a margin) via since.
+//   - Workspace users (GET /workspaces/{wid}/users) carry no `at` (the
+//     documented element is email, fullname, id, inactive, is_active,
+//     is_admin, role; APIS.md "Workspace users"): each gets the listing's
+//     clock (its Date header) as version, and the write compares it by
+//     content hash, so an unchanged user is not rewritten.
 //   - users (GET /workspaces/{wid}/users) need an admin token; a 403 there
 //     fails the listing with an error that is both clients.ErrUnsupported and
 //     httpx.ErrUnauthorized, naming what to do (drop users from resources).

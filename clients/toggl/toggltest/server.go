@@ -13,7 +13,9 @@
 // listing of /me/time_entries without parameters returns every live entry;
 // projects and tasks page with page/per_page (default 151, at most 200) and
 // answer `since` with deleted records included; clients and users are not
-// paginated; the text of the 400, 402 and 429 bodies; a 429 carries no
+// paginated; workspace users are served without `at` or
+// server_deleted_at (as documented) and listed whole, `since` or not; the
+// text of the 400, 402 and 429 bodies; a 429 carries no
 // Retry-After unless Options.RetryAfter is set.
 package toggltest
 
@@ -364,6 +366,10 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 		return
 	}
 	since, bad := s.parseSince(q)
+	if res == clients.Users {
+		// Users have no `at` to filter on: the listing is always whole.
+		since = time.Time{}
+	}
 	perPage, page := 0, 1
 	if res == clients.Projects || res == clients.Tasks {
 		perPage = DefaultPerPage
@@ -432,8 +438,10 @@ func (s *Server) workspaceJSON(v any) map[string]any {
 			"project_id": v.ProjectID, "name": v.Name, "active": v.Active, "at": s.fmtTime(v.At),
 			"server_deleted_at": s.optTime(v.DeletedAt)}
 	case User:
+		// As documented: no `at` and no server_deleted_at (a deleted
+		// user is left out of the listing).
 		return map[string]any{"id": v.ID, "email": v.Email, "fullname": v.Fullname,
-			"inactive": v.Inactive, "at": s.fmtTime(v.At), "server_deleted_at": s.optTime(v.DeletedAt)}
+			"inactive": v.Inactive, "is_active": !v.Inactive, "is_admin": false, "role": "user"}
 	}
 	panic(fmt.Sprintf("toggltest: no workspace rendering for %T", v))
 }

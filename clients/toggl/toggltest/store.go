@@ -61,7 +61,8 @@ type Task struct {
 	DeletedAt *time.Time
 }
 
-// User is a workspace user.
+// User is a workspace user. At is when it was stored (State's version for
+// it); listings do not serve it, as Toggl documents no `at` for users.
 type User struct {
 	ID        int64
 	Email     string
