@@ -70,21 +70,78 @@ func newDecoder(source string, hc *httpx.Client) decoder {
 	return decoder{decode.NewErrors(source, hc)}
 }
 
-// decodePage parses one list response (a bare JSON array, Toggl's only
-// shape) into normalized records. Records' Raw are slices of body. clock is
-// the source's clock when it served the page: a running timer's hours run to
-// it.
+// envelope is what a listing says of itself. Toggl documents tasks in an
+// object {data, page, per_page, sort_field, sort_order, total_count}; the
+// other listings are bare arrays (total -1: no total).
+type envelope struct{ total, page, perPage int }
+
+// envelopeJSON is the tasks envelope. Data stays raw: absent (nil) is not
+// a listing, null is an empty one.
+type envelopeJSON struct {
+	Data       json.RawMessage `json:"data"`
+	Page       *int            `json:"page"`
+	PerPage    *int            `json:"per_page"`
+	TotalCount *int            `json:"total_count"`
+}
+
+// enveloped says which listings may come in the envelope: tasks as
+// documented, and projects, paged the same way, in case they do too.
+func enveloped(r clients.Resource) bool { return r == clients.Tasks || r == clients.Projects }
+
+// decodePage parses one bare-array list response into normalized records
+// (see decodeListing).
 func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched, clock time.Time) ([]clients.Record, error) {
-	var raws []json.RawMessage
-	if err := json.Unmarshal(body, &raws); err != nil {
-		field, what := decode.Describe(err)
-		if t := decode.FirstByte(body); t != '[' && t != 0 && json.Valid(body) {
-			what = "want an array of records, got " + decode.KindOf(body)
+	recs, _, err := d.decodeListing(r, page, body, fetched, clock)
+	return recs, err
+}
+
+// decodeListing parses one list response (a bare JSON array, or for tasks
+// and projects the envelope too) into normalized records and what the
+// listing says of itself. Records' Raw are slices of body. clock is the
+// source's clock when it served the page: a running timer's hours run to
+// it, and records without a version stamp (workspace users) take it.
+func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetched, clock time.Time) ([]clients.Record, envelope, error) {
+	env := envelope{total: -1}
+	list := body
+	if enveloped(r) && decode.FirstByte(body) == '{' {
+		var e envelopeJSON
+		if err := json.Unmarshal(body, &e); err != nil {
+			field, what := decode.Describe(err)
+			return nil, env, d.Page(r, page, field, what, body)
 		}
-		return nil, d.Page(r, page, field, what, body)
+		if len(e.Data) == 0 {
+			return nil, env, d.Page(r, page, "data", "missing: want an array of records or an envelope {data, page, per_page, total_count}", body)
+		}
+		if string(e.Data) == "null" {
+			e.Data = []byte("[]")
+		}
+		list = e.Data
+		if e.TotalCount != nil {
+			if *e.TotalCount < 0 {
+				return nil, env, d.Page(r, page, "total_count", fmt.Sprintf("want a count, got %d", *e.TotalCount), body)
+			}
+			env.total = *e.TotalCount
+		}
+		if e.Page != nil {
+			env.page = *e.Page
+		}
+		if e.PerPage != nil && *e.PerPage > 0 {
+			env.perPage = *e.PerPage
+		}
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(list, &raws); err != nil {
+		field, what := decode.Describe(err)
+		if t := decode.FirstByte(list); t != '[' && t != 0 && json.Valid(list) {
+			what = "want an array of records, got " + decode.KindOf(list)
+		}
+		if len(list) != len(body) && field == "" {
+			field = "data"
+		}
+		return nil, env, d.Page(r, page, field, what, body)
 	}
 	if raws == nil {
-		return nil, d.Page(r, page, "", "want an array of records, got null", body)
+		return nil, env, d.Page(r, page, "", "want an array of records, got null", body)
 	}
 	recs := make([]clients.Record, len(raws))
 	var err error
@@ -104,12 +161,12 @@ func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched, 
 	case clients.Tasks:
 		err = decode.Objects(d.Errors, r, schema.Tasks, page, raws, recs, fetched, task)
 	default:
-		return nil, fmt.Errorf("%s: resource %s: %w", d.Source, r, clients.ErrUnsupported)
+		return nil, env, fmt.Errorf("%s: resource %s: %w", d.Source, r, clients.ErrUnsupported)
 	}
 	if err != nil {
-		return nil, err
+		return nil, env, err
 	}
-	return recs, nil
+	return recs, env, nil
 }
 
 // id validates a Toggl integer id and returns it as decimal text.

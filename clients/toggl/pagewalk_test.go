@@ -60,8 +60,10 @@ func TestWorkspaceListingLosesNothingWhenARecordLeavesMidWalk(t *testing.T) {
 					t.Errorf("%s %d was never served", r, i)
 				}
 			}
-			if !strings.Contains(logs.String(), "listing shifted while walking; walking it again") {
-				t.Errorf("no Info line about walking again")
+			// Projects (no total) walk again; tasks (total_count) read the
+			// page before again.
+			if !strings.Contains(logs.String(), "listing shifted while walking; ") {
+				t.Errorf("no Info line about the shifted listing")
 			}
 		})
 	}
@@ -131,5 +133,38 @@ func TestSinceListingAtTheCapIsCapped(t *testing.T) {
 		if !errors.Is(err, clients.ErrCapped) {
 			t.Errorf("window %+v: err = %v, want ErrCapped", w, err)
 		}
+	}
+}
+
+// Tasks come in an envelope with total_count: a walk whose pages add up to
+// the total is taken without a confirming second walk, and requests ask
+// for the documented page/per_page.
+func TestTasksEnvelopeWalkedByItsTotal(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{})
+	at := f.Now().Add(-time.Hour)
+	for i := 1; i <= 450; i++ {
+		f.PutTask(toggltest.Task{ID: int64(i), ProjectID: 1, Name: fmt.Sprintf("T%d", i), Active: true, At: at})
+	}
+	c := newClient(t, f, nil)
+	pages, err := sourcetest.Collect(t, c, clients.Tasks, clients.Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sourcetest.Records(pages)); n != 450 || f.RequestCount() != 3 {
+		t.Fatalf("%d tasks in %d requests, want 450 in 3", n, f.RequestCount())
+	}
+	for i, rq := range f.Requests() {
+		if rq.Path != "/workspaces/4242/tasks" || rq.Query.Get("page") != strconv.Itoa(i+1) || rq.Query.Get("per_page") != "200" {
+			t.Errorf("request %+v", rq)
+		}
+	}
+	// A provider that stops before the pages its total announced cut the
+	// listing short: ErrCapped, so that reconcile tombstones nothing.
+	f.ResetRequests()
+	f.SetTaskTotalBias(200)
+	_, err = sourcetest.Collect(t, c, clients.Tasks, clients.Window{})
+	if !errors.Is(err, clients.ErrCapped) {
+		t.Fatalf("err = %v, want ErrCapped", err)
 	}
 }

@@ -51,3 +51,56 @@ func TestDecodeWorkspaceUsersWithoutAt(t *testing.T) {
 		t.Errorf("ids %s %s", recs[0].ID, recs[1].ID)
 	}
 }
+
+// tasksEnvelopePage is GET /workspaces/{wid}/tasks as documented: an object
+// {data, page, per_page, sort_field, sort_order, total_count}, not a bare
+// array.
+const tasksEnvelopePage = `{
+  "data": [
+    {"id": 88001, "name": "Discovery", "workspace_id": 2230580, "project_id": 155392684, "user_id": null, "active": true,
+     "estimated_seconds": null, "tracked_seconds": 5400, "at": "2024-12-12T09:14:03.512274Z", "server_deleted_at": null},
+    {"id": 88002, "name": "Wrap-up", "workspace_id": 2230580, "project_id": 155392684, "user_id": 2166261, "active": false,
+     "estimated_seconds": 7200, "tracked_seconds": 0, "at": "2024-12-13T17:40:00+00:00", "server_deleted_at": null}
+  ],
+  "page": 2,
+  "per_page": 2,
+  "sort_field": "name",
+  "sort_order": "ASC",
+  "total_count": 5
+}`
+
+func TestDecodeTasksEnvelope(t *testing.T) {
+	t.Parallel()
+	d := newDecoder("acme", nil)
+	now := time.Now()
+	recs, env, err := d.decodeListing(clients.Tasks, 2, []byte(tasksEnvelopePage), now, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].ID != "88001" || recs[1].ID != "88002" {
+		t.Fatalf("records %+v", recs)
+	}
+	if !recs[0].Version.Equal(time.Date(2024, 12, 12, 9, 14, 3, 512274000, time.UTC)) {
+		t.Errorf("version %v", recs[0].Version)
+	}
+	if w := schema.Tasks.Row(schema.Values{"name": "Wrap-up", "is_active": false}); !reflect.DeepEqual(recs[1].Row, w) {
+		t.Errorf("row %#v, want %#v", recs[1].Row, w)
+	}
+	if env != (envelope{total: 5, page: 2, perPage: 2}) {
+		t.Errorf("envelope %+v", env)
+	}
+	// The bare array is accepted too, without a total.
+	recs, env, err = d.decodeListing(clients.Tasks, 1, []byte(`[{"id":1,"name":"T","active":true,"at":"2024-12-12T09:14:03Z"}]`), now, now)
+	if err != nil || len(recs) != 1 || env.total != -1 {
+		t.Fatalf("bare array: %v, %d records, envelope %+v", err, len(recs), env)
+	}
+	// An empty listing may come as data: null.
+	recs, env, err = d.decodeListing(clients.Tasks, 1, []byte(`{"data":null,"page":1,"per_page":200,"sort_field":"name","sort_order":"ASC","total_count":0}`), now, now)
+	if err != nil || len(recs) != 0 || env.total != 0 {
+		t.Fatalf("empty envelope: %v, %d records, envelope %+v", err, len(recs), env)
+	}
+	// An object without data is not a listing.
+	if _, _, err := d.decodeListing(clients.Tasks, 1, []byte(`{"error":"nope"}`), now, now); err == nil {
+		t.Error("an object without data passed")
+	}
+}

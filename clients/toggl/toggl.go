@@ -49,8 +49,12 @@
 //     day still at the cap fails with clients.ErrCapped; a `since` listing
 //     (which cannot be split) at the cap fails with clients.ErrCapped, so
 //     the cursor does not move and reconcile tombstones nothing.
-//   - Projects and tasks page by number over a live list (bare arrays, no
-//     total): see clients/pagewalk.
+//   - Projects and tasks page by number (page, per_page) over a live list.
+//     Tasks come in the documented envelope {data, page, per_page,
+//     sort_field, sort_order, total_count} (APIS.md; a bare array is
+//     accepted too): the walk follows total_count under the total rules of
+//     clients/pagewalk. Projects are bare arrays without a total: a walk
+//     of several pages is confirmed by a second one (clients/pagewalk).
 package toggl
 
 import (
@@ -71,6 +75,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/pagewalk"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
 	"github.com/tidemarkhq/tidemark/schema"
@@ -513,9 +518,14 @@ func (c *Client) sinceParam(w clients.Window) int64 {
 	return w.UpdatedSince.Unix()
 }
 
-// listPaged lists projects or tasks with page/per_page until a short page.
-// These are bare arrays over a live list: a walk of several pages is
-// confirmed by a second one, and walked again if it shifted (pagewalk).
+// listPaged lists projects or tasks with page/per_page under the page-walk
+// defence (clients/pagewalk). Tasks come in an envelope with total_count
+// (and so may projects): the walk follows the total, and a walk whose
+// pages add up to it is taken as it is; a total that changes mid-walk
+// reads the page before again, and a listing that stops short of its
+// total fails with clients.ErrCapped. Bare arrays (projects) have no
+// total: they end at a short page, and a walk of several pages is
+// confirmed by a second one and walked again if it shifted.
 func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
 	q := url.Values{}
 	q.Set("per_page", strconv.Itoa(PerPage))
@@ -524,30 +534,47 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 	}
 	var prevFirst string
 	number := 0 // pages of the listing, across walks
-	return listing.UntilShort(ctx, string(r), 1, PerPage, 0, func(ctx context.Context, page int) ([]string, int, error) {
+	walker := pagewalk.New(string(r))
+	return walker.Numbered(ctx, 1, func(ctx context.Context, page int) (pagewalk.Page, error) {
 		number++
 		q.Set("page", strconv.Itoa(page))
-		resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), q), Resource: string(r), Page: number})
+		var recs []clients.Record
+		var env envelope
+		resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), q), Resource: string(r), Page: number,
+			Decode: func(body []byte, received time.Time) (err error) {
+				recs, env, err = c.dec.decodeListing(r, number, body, received, received)
+				return err
+			}})
 		if err != nil {
-			return nil, 0, err
+			return pagewalk.Page{}, err
 		}
-		clock := c.observe(resp)
-		recs, err := c.dec.decodePage(r, number, resp.Body, resp.ReceivedAt, clock)
-		if err != nil {
-			return nil, 0, err
-		}
+		c.observe(resp)
 		if page > 1 && len(recs) > 0 && recs[0].ID == prevFirst {
-			return nil, 0, c.dec.Errf(string(r), number, "page", "repeats the previous page (is `page` ignored?)", nil)
+			return pagewalk.Page{}, c.dec.Errf(string(r), number, "page", "repeats the previous page (is `page` ignored?)", nil)
 		}
 		if len(recs) > 0 {
 			prevFirst = recs[0].ID
 		}
-		c.log.Debug().Str("resource", string(r)).Int("page", number).Int("records", len(recs)).Msg("page fetched")
+		c.log.Debug().Str("resource", string(r)).Int("page", number).Int("records", len(recs)).Int("total", env.total).Msg("page fetched")
 		if err := fn(ctx, clients.Page{Resource: r, Number: number, SourceTime: resp.Date, Records: recs}); err != nil {
-			return nil, 0, err
+			return pagewalk.Page{}, err
 		}
-		return listing.IDs(recs), len(recs), nil
+		return walkPage(recs, env, page), nil
 	})
+}
+
+// walkPage describes page n of a workspace listing for the page walk: with
+// the envelope's total, the listing goes on while the pages before and
+// this one hold fewer than the total (and this one was not empty); without
+// one, while pages are full.
+func walkPage(recs []clients.Record, env envelope, n int) pagewalk.Page {
+	size := cmp.Or(env.perPage, PerPage)
+	p := pagewalk.Page{IDs: listing.IDs(recs), Total: -1, TotalPages: -1, Size: size, More: len(recs) >= size}
+	if env.total >= 0 {
+		p.Total, p.TotalPages = env.total, (env.total+size-1)/size
+		p.More = len(recs) > 0 && n*size < env.total
+	}
+	return p
 }
 
 // listOnce lists clients or users: one response, no pagination.

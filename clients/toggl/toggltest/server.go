@@ -12,7 +12,10 @@
 // exclusive; start_date/end_date listings leave deleted entries out; a
 // listing of /me/time_entries without parameters returns every live entry;
 // projects and tasks page with page/per_page (default 151, at most 200) and
-// answer `since` with deleted records included; clients and users are not
+// answer `since` with deleted records included; tasks come in the documented
+// envelope {data, page, per_page, sort_field, sort_order, total_count}
+// (total_count counts the listing, `since` applied), projects as a bare
+// array; clients and users are not
 // paginated; workspace users are served without `at` or
 // server_deleted_at (as documented) and listed whole, `since` or not; the
 // text of the 400, 402 and 429 bodies; a 429 carries no
@@ -95,6 +98,8 @@ type Server struct {
 
 	late   fakeapi.Late[fakeapi.Key[int64], any] // the store's lock; writes not yet visible
 	tables map[clients.Resource]records          // deleted records too
+
+	taskTotalBias int // SetTaskTotalBias; under the store's lock
 }
 
 var dialect = fakeapi.Dialect{
@@ -350,7 +355,7 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) {
 	for i, e := range out {
 		objs[i] = s.entryJSON(e)
 	}
-	s.writeList(w, clients.TimeEntries, 1, objs)
+	s.writeList(w, clients.TimeEntries, 1, objs, nil)
 }
 
 func parseDay(v string) (time.Time, error) {
@@ -412,6 +417,7 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 		}
 	}
 	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.id, b.id) })
+	total := len(items)
 	if perPage > 0 {
 		lo := min((page-1)*perPage, len(items))
 		items = items[lo:min(lo+perPage, len(items))]
@@ -420,7 +426,24 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 	for i, it := range items {
 		objs[i] = it.obj
 	}
-	s.writeList(w, res, page, objs)
+	if res == clients.Tasks {
+		// As documented: an envelope, not a bare array.
+		s.writeList(w, res, page, objs, func(data []map[string]any) any {
+			return map[string]any{"data": data, "page": page, "per_page": perPage,
+				"sort_field": "id", "sort_order": "ASC", "total_count": total + s.taskTotalBias}
+		})
+		return
+	}
+	s.writeList(w, res, page, objs, nil)
+}
+
+// SetTaskTotalBias adds n to every tasks envelope's total_count: a
+// provider whose envelope promises more than it serves (a listing cut
+// short).
+func (s *Server) SetTaskTotalBias(n int) {
+	s.late.Lock()
+	s.taskTotalBias = n
+	s.late.Unlock()
 }
 
 // workspaceJSON renders a project, client, task or user.
@@ -478,9 +501,10 @@ func (s *Server) entryJSON(e TimeEntry) map[string]any {
 	}
 }
 
-// writeList renders a bare JSON array, page `page` of res, breaking it
-// as asked by Malform. Called with the store locked.
-func (s *Server) writeList(w http.ResponseWriter, res clients.Resource, page int, objs []map[string]any) {
+// writeList renders page `page` of res, a bare JSON array or, with wrap,
+// the value wrap makes of it (an envelope), breaking it as asked by
+// Malform. Called with the store locked.
+func (s *Server) writeList(w http.ResponseWriter, res clients.Resource, page int, objs []map[string]any, wrap func([]map[string]any) any) {
 	mal := s.Malformed(string(res), page)
 	if len(objs) > 0 {
 		switch mal {
@@ -495,7 +519,11 @@ func (s *Server) writeList(w http.ResponseWriter, res clients.Resource, page int
 	if objs == nil {
 		objs = []map[string]any{}
 	}
-	b, err := json.Marshal(objs)
+	var v any = objs
+	if wrap != nil {
+		v = wrap(objs)
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("toggltest: render: %v", err))
 	}
