@@ -29,7 +29,10 @@ type entryJSON struct {
 	Billable    bool        `json:"billable"`
 	Description *string     `json:"description"`
 	Start       *string     `json:"start"`
+	Stop        *string     `json:"stop"`
 	Duration    json.Number `json:"duration"`
+	// Tags are the entry's tag names (null when it has none).
+	Tags []string `json:"tags"`
 }
 
 type projectJSON struct {
@@ -88,10 +91,10 @@ type envelopeJSON struct {
 // documented, and projects, paged the same way, in case they do too.
 func enveloped(r clients.Resource) bool { return r == clients.Tasks || r == clients.Projects }
 
-// decodePage parses one bare-array list response into normalized records
-// (see decodeListing).
+// decodePage parses one list response into normalized records, dating
+// time entries in UTC (see decodeListing).
 func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched, clock time.Time) ([]clients.Record, error) {
-	recs, _, err := d.decodeListing(r, page, body, fetched, clock)
+	recs, _, err := d.decodeListing(r, page, body, fetched, clock, time.UTC)
 	return recs, err
 }
 
@@ -99,8 +102,9 @@ func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched, 
 // and projects the envelope too) into normalized records and what the
 // listing says of itself. Records' Raw are slices of body. clock is the
 // source's clock when it served the page: a running timer's hours run to
-// it, and records without a version stamp (workspace users) take it.
-func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetched, clock time.Time) ([]clients.Record, envelope, error) {
+// it, and records without a version stamp (workspace users) take it. Time
+// entries are dated in zone (the user's, as Toggl's reports date them).
+func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetched, clock time.Time, zone *time.Location) ([]clients.Record, envelope, error) {
 	env := envelope{total: -1}
 	list := body
 	if enveloped(r) && decode.FirstByte(body) == '{' {
@@ -148,7 +152,7 @@ func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetche
 	switch r {
 	case clients.TimeEntries:
 		err = decode.Objects(d.Errors, r, schema.TimeEntries, page, raws, recs, fetched, func(j *entryJSON, row []any, rec *clients.Record) *decode.FieldError {
-			return entry(j, row, rec, clock)
+			return entry(j, row, rec, clock, zone)
 		})
 	case clients.Projects:
 		err = decode.Objects(d.Errors, r, schema.Projects, page, raws, recs, fetched, project)
@@ -252,6 +256,8 @@ var (
 	teClient, teInvoice           = schema.TimeEntries.Index("client_id"), schema.TimeEntries.Index("invoice_id")
 	teBillable, teRunning         = schema.TimeEntries.Index("billable"), schema.TimeEntries.Index("is_running")
 	teLocked, teClosed, teBilled  = schema.TimeEntries.Index("is_locked"), schema.TimeEntries.Index("is_closed"), schema.TimeEntries.Index("is_billed")
+	teStarted, teEnded            = schema.TimeEntries.Index("started_at"), schema.TimeEntries.Index("ended_at")
+	teZone, teTags                = schema.TimeEntries.Index("time_zone"), schema.TimeEntries.Index("tags")
 	prName, prClient, prActive    = schema.Projects.Index("name"), schema.Projects.Index("client_id"), schema.Projects.Index("is_active")
 	prCode, prBillable            = schema.Projects.Index("code"), schema.Projects.Index("is_billable")
 	clName, clActive, clCurrency  = schema.Clients.Index("name"), schema.Clients.Index("is_active"), schema.Clients.Index("currency")
@@ -260,7 +266,12 @@ var (
 	usActive                      = schema.Users.Index("is_active")
 )
 
-func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time) *decode.FieldError {
+// entry fills a time entry's row. spent_date is start's day in zone, the
+// user's own time zone, as Toggl's reports date an entry; started_at and
+// ended_at are the instants (ended_at null while the timer runs), time_zone
+// names the zone used and tags are the tag names as a JSON array (null when
+// Toggl sends none).
+func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time, zone *time.Location) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
@@ -293,7 +304,32 @@ func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time) *decod
 	if fe != nil {
 		return fe
 	}
-	row[teSpentDate], row[teHours] = clients.DateOf(start), Hours(secs)
+	var ended any
+	if !running {
+		stop, fe := parseStamp(j.Stop, "stop", false)
+		if fe != nil {
+			return fe
+		}
+		if stop.IsZero() {
+			// A stopped entry without stop (not seen, but possible for
+			// duration-only entries): it ended duration after start.
+			stop = start.Add(time.Duration(secs) * time.Second)
+		}
+		ended = stop
+	}
+	var tags any
+	if j.Tags != nil {
+		b, err := json.Marshal(j.Tags)
+		if err != nil {
+			return decode.Field("tags", err.Error())
+		}
+		tags = json.RawMessage(b)
+	}
+	if zone == nil {
+		zone = time.UTC
+	}
+	row[teSpentDate], row[teHours] = clients.DateOf(start.In(zone)), Hours(secs)
+	row[teStarted], row[teEnded], row[teZone], row[teTags] = start, ended, zone.String(), tags
 	if j.Description != nil {
 		row[teNotes] = *j.Description
 	}

@@ -1,6 +1,7 @@
 package toggl
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -87,6 +88,8 @@ func TestDecodeEntryFields(t *testing.T) {
 	want := te.Row(schema.Values{
 		"spent_date": clients.Date{Year: 2026, Month: 1, Day: 3}, "hours": clients.Decimal("1.5"), "notes": "n",
 		"user_id": "2", "project_id": "3", "billable": true,
+		"started_at": time.Date(2026, 1, 3, 1, 30, 0, 0, time.UTC), "ended_at": time.Date(2026, 1, 3, 3, 0, 0, 0, time.UTC),
+		"time_zone": "UTC", "tags": json.RawMessage(`[]`),
 	})
 	if r.ID != "1" || !r.Version.Equal(time.Date(2026, 1, 3, 3, 0, 0, 0, time.UTC)) || !r.FetchedAt.Equal(time.Unix(5, 0)) ||
 		string(r.Raw) != goodEntry || r.DeletedAt != nil || !reflect.DeepEqual(r.Row, want) {

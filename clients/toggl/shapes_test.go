@@ -1,6 +1,7 @@
 package toggl
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestDecodeTasksEnvelope(t *testing.T) {
 	t.Parallel()
 	d := newDecoder("acme", nil)
 	now := time.Now()
-	recs, env, err := d.decodeListing(clients.Tasks, 2, []byte(tasksEnvelopePage), now, now)
+	recs, env, err := d.decodeListing(clients.Tasks, 2, []byte(tasksEnvelopePage), now, now, time.UTC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,17 +91,88 @@ func TestDecodeTasksEnvelope(t *testing.T) {
 		t.Errorf("envelope %+v", env)
 	}
 	// The bare array is accepted too, without a total.
-	recs, env, err = d.decodeListing(clients.Tasks, 1, []byte(`[{"id":1,"name":"T","active":true,"at":"2024-12-12T09:14:03Z"}]`), now, now)
+	recs, env, err = d.decodeListing(clients.Tasks, 1, []byte(`[{"id":1,"name":"T","active":true,"at":"2024-12-12T09:14:03Z"}]`), now, now, time.UTC)
 	if err != nil || len(recs) != 1 || env.total != -1 {
 		t.Fatalf("bare array: %v, %d records, envelope %+v", err, len(recs), env)
 	}
 	// An empty listing may come as data: null.
-	recs, env, err = d.decodeListing(clients.Tasks, 1, []byte(`{"data":null,"page":1,"per_page":200,"sort_field":"name","sort_order":"ASC","total_count":0}`), now, now)
+	recs, env, err = d.decodeListing(clients.Tasks, 1, []byte(`{"data":null,"page":1,"per_page":200,"sort_field":"name","sort_order":"ASC","total_count":0}`), now, now, time.UTC)
 	if err != nil || len(recs) != 0 || env.total != 0 {
 		t.Fatalf("empty envelope: %v, %d records, envelope %+v", err, len(recs), env)
 	}
 	// An object without data is not a listing.
-	if _, _, err := d.decodeListing(clients.Tasks, 1, []byte(`{"error":"nope"}`), now, now); err == nil {
+	if _, _, err := d.decodeListing(clients.Tasks, 1, []byte(`{"error":"nope"}`), now, now, time.UTC); err == nil {
 		t.Error("an object without data passed")
+	}
+}
+
+// meEntriesNearMidnight is /me/time_entries in the recorded shape (start
+// with +00:00, at with microseconds, tags [] / null / names, duration -1
+// while running), for a user whose /me timezone is Europe/Berlin. The first
+// entry starts at 23:41 UTC on 14 Dec: 00:41 on 15 Dec in Berlin, the day
+// Toggl's own reports give it; dated in UTC it would land on the 14th.
+const meEntriesNearMidnight = `[
+{"id":3730011001,"workspace_id":2230580,"project_id":193467840,"task_id":null,"billable":false,"start":"2024-12-14T23:41:07+00:00","stop":"2024-12-15T00:52:19+00:00","duration":4272,"description":"Reading","tags":["deep work","café"],"tag_ids":[17001,17002],"duronly":true,"at":"2024-12-15T00:52:21.118204Z","server_deleted_at":null,"user_id":2166261,"uid":2166261,"wid":2230580,"pid":193467840},
+{"id":3730011002,"workspace_id":2230580,"project_id":null,"task_id":null,"billable":false,"start":"2024-12-14T21:05:00+00:00","stop":"2024-12-14T22:05:00+00:00","duration":3600,"description":null,"tags":[],"tag_ids":[],"duronly":true,"at":"2024-12-14T22:05:02.5Z","server_deleted_at":null,"user_id":2166261,"uid":2166261,"wid":2230580},
+{"id":3730011003,"workspace_id":2230580,"project_id":null,"task_id":null,"billable":false,"start":"2024-12-15T23:10:00Z","stop":null,"duration":-1,"description":"late call","tags":null,"tag_ids":null,"duronly":true,"at":"2024-12-15T23:10:01.02Z","server_deleted_at":null,"user_id":2166261,"uid":2166261,"wid":2230580}
+]`
+
+func TestDecodeEntriesInTheUsersZone(t *testing.T) {
+	t.Parallel()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDecoder("acme", nil)
+	clock := time.Date(2024, 12, 15, 23, 40, 1, 0, time.UTC)
+	recs, _, err := d.decodeListing(clients.TimeEntries, 1, []byte(meEntriesNearMidnight), clock, clock, berlin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	te := schema.TimeEntries
+	day := func(d int) clients.Date { return clients.Date{Year: 2024, Month: 12, Day: d} }
+	utc := func(s string) time.Time { t, _ := time.Parse(time.RFC3339, s); return t.UTC() }
+	for i, c := range []struct {
+		spent   clients.Date
+		start   time.Time
+		end     any
+		tags    any
+		hours   clients.Decimal
+		running bool
+	}{
+		{day(15), utc("2024-12-14T23:41:07Z"), utc("2024-12-15T00:52:19Z"), json.RawMessage(`["deep work","café"]`), "1.186667", false},
+		{day(14), utc("2024-12-14T21:05:00Z"), utc("2024-12-14T22:05:00Z"), json.RawMessage(`[]`), "1", false},
+		// 23:10 UTC on the 15th is 00:10 on the 16th in Berlin; running:
+		// no end, and hours to the source's clock.
+		{day(16), utc("2024-12-15T23:10:00Z"), nil, nil, "0.500278", true},
+	} {
+		r := recs[i]
+		if got := te.Date(r, "spent_date"); got != c.spent {
+			t.Errorf("entry %d: spent_date %v, want %v", i, got, c.spent)
+		}
+		row := r.Row
+		if st, ok := row[te.Index("started_at")].(time.Time); !ok || !st.Equal(c.start) || st.Location() != time.UTC {
+			t.Errorf("entry %d: started_at %#v, want %v", i, row[te.Index("started_at")], c.start)
+		}
+		if got := row[te.Index("ended_at")]; !reflect.DeepEqual(got, c.end) {
+			t.Errorf("entry %d: ended_at %#v, want %#v", i, got, c.end)
+		}
+		if got := row[te.Index("time_zone")]; got != "Europe/Berlin" {
+			t.Errorf("entry %d: time_zone %#v", i, got)
+		}
+		if got := row[te.Index("tags")]; !reflect.DeepEqual(got, c.tags) {
+			t.Errorf("entry %d: tags %#v, want %#v", i, got, c.tags)
+		}
+		if te.Decimal(r, "hours") != c.hours || te.Bool(r, "is_running") != c.running {
+			t.Errorf("entry %d: hours %s running %v", i, te.Decimal(r, "hours"), te.Bool(r, "is_running"))
+		}
+	}
+	// Dated in UTC (no zone known), the first entry lands a day early.
+	recs, err = d.decodePage(clients.TimeEntries, 1, []byte(meEntriesNearMidnight), clock, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := te.Date(recs[0], "spent_date"); got != day(14) || recs[0].Row[te.Index("time_zone")] != "UTC" {
+		t.Errorf("UTC: spent_date %v, zone %#v", got, recs[0].Row[te.Index("time_zone")])
 	}
 }

@@ -542,7 +542,7 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 		var env envelope
 		resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), q), Resource: string(r), Page: number,
 			Decode: func(body []byte, received time.Time) (err error) {
-				recs, env, err = c.dec.decodeListing(r, number, body, received, received)
+				recs, env, err = c.dec.decodeListing(r, number, body, received, received, time.UTC)
 				return err
 			}})
 		if err != nil {

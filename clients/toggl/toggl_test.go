@@ -1,6 +1,7 @@
 package toggl_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -76,6 +77,7 @@ func TestEntriesNormalizedWithTombstonesAndRunningTimer(t *testing.T) {
 	want := te.Row(schema.Values{
 		"hours": clients.Decimal("0.027778"), "notes": "design \"v2\"", "user_id": "7", "project_id": "8", "task_id": "9",
 		"billable": true, "spent_date": clients.DateOf(stop.Add(-100 * time.Second)),
+		"started_at": stop.Add(-100 * time.Second), "ended_at": stop, "time_zone": "UTC", "tags": json.RawMessage(`[]`),
 	})
 	if !reflect.DeepEqual(e1.Row, want) || e1.DeletedAt != nil {
 		t.Errorf("entry 1 = %+v\nrow  %#v\nwant %#v", e1, e1.Row, want)
