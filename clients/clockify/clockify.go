@@ -384,6 +384,39 @@ type lister struct {
 	c    *Client
 	fn   func(context.Context, clients.Page) error
 	page int
+	// usersRead and projectsRead say this listing already walked the
+	// users or projects (to learn zones and clients): at most once each.
+	usersRead, projectsRead bool
+}
+
+// decodeEntries runs decode (a page of time entries) and, when it met a
+// user or project the source's refs did not know, walks that collection
+// once per listing and decodes the page again.
+func (l *lister) decodeEntries(ctx context.Context, decode func(ms *misses) error) error {
+	var ms misses
+	if err := decode(&ms); err != nil {
+		return err
+	}
+	again := false
+	if len(ms.users) > 0 && !l.usersRead {
+		if _, err := l.users(ctx, true); err != nil {
+			return err
+		}
+		l.c.dec.refs.forget(l.c.dec.refs.zones, ms.users)
+		again = true
+	}
+	if len(ms.projects) > 0 && !l.projectsRead {
+		if _, err := l.ids(ctx, clients.Projects, l.c.path("projects"), nil); err != nil {
+			return err
+		}
+		l.projectsRead = true
+		l.c.dec.refs.forget(l.c.dec.refs.clients, ms.projects)
+		again = true
+	}
+	if again {
+		return decode(nil)
+	}
+	return nil
 }
 
 func (c *Client) path(parts ...string) string {
@@ -443,7 +476,14 @@ func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q 
 	if resp.Date.IsZero() {
 		return nil, 0, c.dec.Errf(string(r), l.page, "Date header", "missing: listed records are versioned by the source's clock", nil)
 	}
-	recs, err := c.dec.decodeList(r, l.page, resp.Body, resp.Date, resp.ReceivedAt)
+	var recs []clients.Record
+	err = l.decodeEntries(ctx, func(ms *misses) (err error) {
+		if r != clients.TimeEntries {
+			ms = nil
+		}
+		recs, err = c.dec.decodeListM(r, l.page, resp.Body, resp.Date, resp.ReceivedAt, ms)
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -457,8 +497,9 @@ func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q 
 	return listing.IDs(recs), len(recs), nil
 }
 
-// ids walks a listing for its ids only (users, projects): the union of
-// every walk, in first-seen order.
+// ids walks a listing for its ids (users, projects): the union of every
+// walk, in first-seen order. The records are decoded whole, so that the
+// source's refs learn the users' zones and the projects' clients.
 func (l *lister) ids(ctx context.Context, r clients.Resource, path string, extra url.Values) ([]string, error) {
 	c := l.c
 	var ids []string
@@ -472,10 +513,11 @@ func (l *lister) ids(ctx context.Context, r clients.Resource, path string, extra
 		if err != nil {
 			return nil, 0, err
 		}
-		got, err := c.dec.decodeIDs(r, page, resp.Body)
+		recs, err := c.dec.decodeList(r, page, resp.Body, resp.Date, resp.ReceivedAt)
 		if err != nil {
 			return nil, 0, err
 		}
+		got := listing.IDs(recs)
 		for _, id := range got {
 			if !seen[id] {
 				seen[id] = true
@@ -487,11 +529,13 @@ func (l *lister) ids(ctx context.Context, r clients.Resource, path string, extra
 	return ids, err
 }
 
-// users returns the configured user ids, or every user of the workspace.
-func (l *lister) users(ctx context.Context) ([]string, error) {
-	if len(l.c.userIDs) > 0 {
+// users returns the configured user ids, or (all, or none configured)
+// every user of the workspace.
+func (l *lister) users(ctx context.Context, all bool) ([]string, error) {
+	if len(l.c.userIDs) > 0 && !all {
 		return l.c.userIDs, nil
 	}
+	l.usersRead = true
 	return l.ids(ctx, clients.Users, l.c.path("users"), url.Values{"status": {"ALL"}})
 }
 
@@ -499,7 +543,7 @@ func (l *lister) users(ctx context.Context) ([]string, error) {
 // (end zero: open).
 func (l *lister) entries(ctx context.Context, start, end time.Time) error {
 	c := l.c
-	users, err := l.users(ctx)
+	users, err := l.users(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -526,6 +570,7 @@ func (l *lister) tasks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.projectsRead = true
 	for _, pid := range pids {
 		if err := l.plain(ctx, clients.Tasks, c.path("projects", pid, "tasks"), nil); err != nil {
 			return err
@@ -615,7 +660,12 @@ func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, listedT
 		if err != nil {
 			return nil, 0, err
 		}
-		recs, n, err := c.dec.decodeFeed(k, l.page, resp.Body, resp.ReceivedAt)
+		var recs []clients.Record
+		var n int
+		err = l.decodeEntries(ctx, func(ms *misses) (err error) {
+			recs, n, err = c.dec.decodeFeedM(k, l.page, resp.Body, resp.ReceivedAt, ms)
+			return err
+		})
 		if err != nil {
 			return nil, 0, err
 		}

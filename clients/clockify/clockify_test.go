@@ -232,7 +232,20 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 	}
 	// An entry outside the range.
 	f.PutTimeEntry(entry(clockifytest.NewID(), userA, day.Add(-48*time.Hour), time.Hour))
+	// The entries' project, with its client (the entries carry none). A
+	// pass lists projects before time entries: the client knows every
+	// project's client then, and the entries cost no further request.
+	f.PutProject(clockifytest.Project{ID: "65f0000000000000000000f1", Name: "Web", ClientID: "65f0000000000000000000c1"})
 	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.PageSize = 10 })
+	warm := func(c *clockify.Client, rs ...clients.Resource) {
+		for _, r := range rs {
+			if _, err := sourcetest.Collect(t, c, r, clients.Window{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.ResetRequests()
+	}
+	warm(c, clients.Projects)
 	from, to := clients.DateOf(day), clients.DateOf(day.Add(24*time.Hour))
 	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: from, To: to})
 	if err != nil {
@@ -277,6 +290,7 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 	// Configured user ids skip the users listing.
 	f.ResetRequests()
 	c = newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.PageSize = 10; p.UserIDs = []string{userB} })
+	warm(c, clients.Users, clients.Projects)
 	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: from, To: to}); err != nil || f.RequestCount() != 4 {
 		t.Fatalf("err %v after %d requests, want 4 (B's two pages, twice)", err, f.RequestCount())
 	}

@@ -3,6 +3,7 @@ package clockify
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -35,11 +36,15 @@ func (k feedKind) stampField() string {
 	return "deletedAt"
 }
 
-// decoder normalizes pages of one source.
-type decoder struct{ decode.Errors }
+// decoder normalizes pages of one source. refs (never nil from
+// newDecoder) resolves the zones and clients entries do not carry.
+type decoder struct {
+	decode.Errors
+	refs *refs
+}
 
 func newDecoder(source string, hc *httpx.Client) decoder {
-	return decoder{decode.NewErrors(source, hc)}
+	return decoder{decode.NewErrors(source, hc), newRefs()}
 }
 
 // validID accepts Clockify's ids (24 hex digits) and, leniently, any short
@@ -92,6 +97,12 @@ func (d decoder) elements(r clients.Resource, page int, body []byte, envelope bo
 // decodeList normalizes a listing page: every record gets version (the
 // page's clock) and fetched.
 func (d decoder) decodeList(r clients.Resource, page int, body []byte, version, fetched time.Time) ([]clients.Record, error) {
+	return d.decodeListM(r, page, body, version, fetched, nil)
+}
+
+// decodeListM is decodeList noting in ms the users and projects refs did
+// not know. A users or projects page teaches refs their zones and clients.
+func (d decoder) decodeListM(r clients.Resource, page int, body []byte, version, fetched time.Time, ms *misses) ([]clients.Record, error) {
 	elems, err := d.elements(r, page, body, false)
 	if err != nil {
 		return nil, err
@@ -100,7 +111,7 @@ func (d decoder) decodeList(r clients.Resource, page int, body []byte, version, 
 	for i, raw := range elems {
 		rec := &recs[i]
 		rec.Raw, rec.Version, rec.FetchedAt = raw, version.UTC(), fetched
-		if fe := fill(r, raw, rec); fe != nil {
+		if fe := d.fill(r, raw, rec, ms); fe != nil {
 			return nil, d.Elem(r, page, i, fe, raw)
 		}
 	}
@@ -108,16 +119,20 @@ func (d decoder) decodeList(r clients.Resource, page int, body []byte, version, 
 }
 
 // fill decodes one record of r into rec's typed fields and id.
-func fill(r clients.Resource, raw []byte, rec *clients.Record) *decode.FieldError {
+func (d decoder) fill(r clients.Resource, raw []byte, rec *clients.Record, ms *misses) *decode.FieldError {
 	switch r {
 	case clients.TimeEntries:
-		return fillEntry(raw, rec)
+		return fillEntry(raw, rec, d.refs, ms)
 	case clients.Projects:
 		var j projectJSON
 		if fe := decode.Unmarshal(raw, &j); fe != nil {
 			return fe
 		}
-		return j.fill(rec)
+		if fe := j.fill(rec); fe != nil {
+			return fe
+		}
+		d.refs.setClient(rec.ID, schema.Projects.Text(*rec, "client_id"))
+		return nil
 	case clients.Clients:
 		var j clientJSON
 		if fe := decode.Unmarshal(raw, &j); fe != nil {
@@ -129,7 +144,11 @@ func fill(r clients.Resource, raw []byte, rec *clients.Record) *decode.FieldErro
 		if fe := decode.Unmarshal(raw, &j); fe != nil {
 			return fe
 		}
-		return j.fill(rec)
+		if fe := j.fill(rec); fe != nil {
+			return fe
+		}
+		d.refs.setZone(rec.ID, j.zone())
+		return nil
 	case clients.Tasks:
 		var j taskJSON
 		if fe := decode.Unmarshal(raw, &j); fe != nil {
@@ -140,122 +159,157 @@ func fill(r clients.Resource, raw []byte, rec *clients.Record) *decode.FieldErro
 	return decode.Field("", "unknown resource "+string(r))
 }
 
-// decodeIDs reads only the ids of a listing page (users for the per-user
-// listings, projects for their tasks).
-func (d decoder) decodeIDs(r clients.Resource, page int, body []byte) ([]string, error) {
-	elems, err := d.elements(r, page, body, false)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(elems))
-	for i, raw := range elems {
-		var j struct {
-			ID *string `json:"id"`
-		}
-		fe := decode.Unmarshal(raw, &j)
-		if fe == nil {
-			ids[i], fe = reqID(j.ID, "id")
-		}
-		if fe != nil {
-			return nil, d.Elem(r, page, i, fe, raw)
-		}
-	}
-	return ids, nil
+type changeJSON struct {
+	ID            *string         `json:"id"`
+	CreatedAt     *string         `json:"createdAt"`
+	UpdatedAt     *string         `json:"updatedAt"`
+	DeletedAt     *string         `json:"deletedAt"`
+	Document      json.RawMessage `json:"document"`
+	TimeInterval  json.RawMessage `json:"timeInterval"`
+	AuditMetadata *struct {
+		CreatedAt *string `json:"createdAt"`
+		UpdatedAt *string `json:"updatedAt"`
+	} `json:"auditMetadata"`
 }
 
-type changeJSON struct {
-	ID        *string         `json:"id"`
-	CreatedAt *string         `json:"createdAt"`
-	UpdatedAt *string         `json:"updatedAt"`
-	DeletedAt *string         `json:"deletedAt"`
-	Document  json.RawMessage `json:"document"`
-}
+// errShape marks a feed page whose elements have a shape this client does
+// not know (bare ids, objects with neither a document nor a time entry's
+// fields, an envelope without response): the feed changed, and the client
+// falls back to listings (see the package doc). It is in the chain of the
+// decode error, whose text does not change.
+var errShape = errors.New("unknown change-feed shape")
+
+type shapeError struct{ err *httpx.Error }
+
+func (e shapeError) Error() string   { return e.err.Error() }
+func (e shapeError) Unwrap() []error { return []error{e.err, errShape} }
 
 // decodeFeed normalizes a change-feed page. It returns the records and the
 // number of changes on the page (which decides whether it was short).
 func (d decoder) decodeFeed(k feedKind, page int, body []byte, fetched time.Time) ([]clients.Record, int, error) {
+	return d.decodeFeedM(k, page, body, fetched, nil)
+}
+
+func (d decoder) decodeFeedM(k feedKind, page int, body []byte, fetched time.Time, ms *misses) ([]clients.Record, int, error) {
 	const r = clients.TimeEntries
 	elems, err := d.elements(r, page, body, true)
 	if err != nil {
+		var he *httpx.Error
+		if errors.As(err, &he) && (strings.HasPrefix(he.What, "want an object") || he.Field == "response") {
+			return nil, 0, shapeError{he}
+		}
 		return nil, 0, err
 	}
 	recs := make([]clients.Record, len(elems))
 	for i, raw := range elems {
-		if fe := fillChange(k, raw, &recs[i], fetched); fe != nil {
-			return nil, 0, d.Elem(r, page, i, fe, raw)
+		if fe, unknown := fillChange(k, raw, &recs[i], fetched, d.refs, ms); fe != nil {
+			he := d.Elem(r, page, i, fe, raw)
+			if unknown {
+				return nil, 0, shapeError{he}
+			}
+			return nil, 0, he
 		}
 	}
 	return recs, len(elems), nil
 }
 
-func fillChange(k feedKind, raw []byte, rec *clients.Record, fetched time.Time) *decode.FieldError {
+// fillChange normalizes one feed element, of either shape (package doc):
+// the documented change document {id, <stamp>, document:{entry}}, or what
+// the live feed serves, the entry itself plus documentCode and
+// auditMetadata.{createdAt,updatedAt}; a deletion {deletedAt,
+// document:{_id|id,…}, id}. unknown says the element is neither.
+func fillChange(k feedKind, raw []byte, rec *clients.Record, fetched time.Time, rf *refs, ms *misses) (fe *decode.FieldError, unknown bool) {
 	var j changeJSON
 	if fe := decode.Unmarshal(raw, &j); fe != nil {
-		return fe
+		return fe, false
 	}
-	var st *string
+	doc := bytes.TrimSpace(j.Document)
+	hasDoc := len(doc) > 0 && doc[0] == '{'
+	if len(doc) > 0 && !hasDoc && string(doc) != "null" {
+		return decode.Field("document", "want an object, got "+decode.KindOf(doc)), true
+	}
+	// The live shape: the entity itself, stamped by auditMetadata.
+	entity := !hasDoc && k != feedDeleted && len(j.TimeInterval) > 0
+	created, updated := j.CreatedAt, j.UpdatedAt
+	cField, uField := "createdAt", "updatedAt"
+	if entity || (j.AuditMetadata != nil && created == nil && updated == nil) {
+		cField, uField = "auditMetadata.createdAt", "auditMetadata.updatedAt"
+		created, updated = nil, nil
+		if j.AuditMetadata != nil {
+			created, updated = j.AuditMetadata.CreatedAt, j.AuditMetadata.UpdatedAt
+		}
+	}
+	var at time.Time
 	switch k {
 	case feedCreated:
-		st = j.CreatedAt
+		at, fe = reqTime(created, cField)
 	case feedUpdated:
-		st = j.UpdatedAt
+		at, fe = reqTime(updated, uField)
 	default:
-		st = j.DeletedAt
+		at, fe = reqTime(j.DeletedAt, "deletedAt")
 	}
-	at, fe := reqTime(st, k.stampField())
 	if fe != nil {
-		return fe
+		return fe, false
 	}
 	// A created entry may have been updated since (inside the window, so
 	// /updated leaves it out): its document is the later state, and its
 	// version must be that state's stamp, not the creation's.
-	if k == feedCreated && j.UpdatedAt != nil {
-		up, fe := reqTime(j.UpdatedAt, "updatedAt")
+	if k == feedCreated && updated != nil {
+		up, fe := reqTime(updated, uField)
 		if fe != nil {
-			return fe
+			return fe, false
 		}
 		if up.After(at) {
 			at = up
 		}
 	}
 	rec.Version, rec.FetchedAt = at, fetched
-	doc := bytes.TrimSpace(j.Document)
-	hasDoc := len(doc) > 0 && doc[0] == '{'
-	if len(doc) > 0 && !hasDoc && string(doc) != "null" {
-		return decode.Field("document", "want an object, got "+decode.KindOf(doc))
-	}
 	if k == feedDeleted {
-		// A tombstone: the whole change document is kept as Raw.
+		// A tombstone: the whole change document is kept as Raw. The
+		// entity's id is document.id, or document._id (the live feed);
+		// the element's own id is the change's, used only without a
+		// document.
 		rec.Raw = raw
 		rec.DeletedAt = &at
 		var id *string
+		field := "document.id"
 		if hasDoc {
 			var dj struct {
-				ID *string `json:"id"`
+				ID    *string `json:"id"`
+				MID   *string `json:"_id"`
+				Inner *struct {
+					ID *string `json:"id"`
+				} `json:"document"`
 			}
 			if fe := decode.Unmarshal(doc, &dj); fe != nil {
-				return decode.Under("document", fe)
+				return decode.Under("document", fe), false
 			}
 			id = dj.ID
+			if id == nil && dj.MID != nil {
+				id, field = dj.MID, "document._id"
+			}
 		}
-		field := "document.id"
 		if id == nil {
 			id, field = j.ID, "id"
 		}
 		rec.ID, fe = reqID(id, field)
-		return fe
+		return fe, false
+	}
+	if entity {
+		rec.Raw = raw
+		return fillEntry(raw, rec, rf, ms), false
 	}
 	if !hasDoc {
-		return decode.Field("document", "missing: a "+string(k)+" change must carry the time entry")
+		return decode.Field("document", "missing: a "+string(k)+" change must carry the time entry"), true
 	}
 	rec.Raw = doc
-	if fe := fillEntry(doc, rec); fe != nil {
-		return decode.Under("document", fe)
+	if fe := fillEntry(doc, rec, rf, ms); fe != nil {
+		return decode.Under("document", fe), false
 	}
 	if j.ID != nil && *j.ID != rec.ID {
-		return decode.Field("id", fmt.Sprintf("%q differs from document.id %q", *j.ID, rec.ID))
+		return decode.Field("id", fmt.Sprintf("%q differs from document.id %q", *j.ID, rec.ID)), false
 	}
-	return nil
+	return nil, false
 }
 
 type entryJSON struct {
@@ -264,24 +318,37 @@ type entryJSON struct {
 	ProjectID *string `json:"projectId"`
 	TaskID    *string `json:"taskId"`
 	ClientID  *string `json:"clientId"`
-	Project   *struct {
+	// Hydrated entries (and webhook bodies) embed the project, the user
+	// and the tags.
+	Project *struct {
 		ClientID *string `json:"clientId"`
 	} `json:"project"`
-	Description  *string `json:"description"`
-	Billable     bool    `json:"billable"`
-	IsLocked     bool    `json:"isLocked"`
+	User *struct {
+		Settings *struct {
+			TimeZone string `json:"timeZone"`
+		} `json:"settings"`
+	} `json:"user"`
+	Tags []struct {
+		Name *string `json:"name"`
+	} `json:"tags"`
+	TagIDs       []string `json:"tagIds"`
+	Description  *string  `json:"description"`
+	Billable     bool     `json:"billable"`
+	IsLocked     bool     `json:"isLocked"`
 	TimeInterval *struct {
-		Start    *string `json:"start"`
-		End      *string `json:"end"`
-		Duration *string `json:"duration"`
+		Start    *string         `json:"start"`
+		End      *string         `json:"end"`
+		Duration json.RawMessage `json:"duration"`
+		TimeZone string          `json:"timeZone"`
 	} `json:"timeInterval"`
 }
 
-// fillEntry normalizes one time entry. spent_date is the UTC date of
-// timeInterval.start; hours come from timeInterval.duration (or end −
-// start when the duration is null on a stopped entry); a running entry
-// (end null) has hours 0 and is_running.
-func fillEntry(raw []byte, rec *clients.Record) *decode.FieldError {
+// fillEntry normalizes one time entry (see the package doc for the day,
+// the zone, the client and the tags). hours come from
+// timeInterval.duration, ISO 8601 text or a number of seconds (or end −
+// start when it is null on a stopped entry); a running entry (end null)
+// has hours 0, is_running and no ended_at. rf and ms may be nil.
+func fillEntry(raw []byte, rec *clients.Record, rf *refs, ms *misses) *decode.FieldError {
 	var j entryJSON
 	if fe := decode.Unmarshal(raw, &j); fe != nil {
 		return fe
@@ -306,9 +373,17 @@ func fillEntry(raw []byte, rec *clients.Record) *decode.FieldError {
 	if fe != nil {
 		return fe
 	}
-	if client == "" && j.Project != nil {
-		if client, fe = optID(j.Project.ClientID, "project.clientId"); fe != nil {
-			return fe
+	if client == "" {
+		switch {
+		case j.Project != nil && j.Project.ClientID != nil:
+			if client, fe = optID(j.Project.ClientID, "project.clientId"); fe != nil {
+				return fe
+			}
+		case project != "":
+			var ok bool
+			if client, ok = rf.client(project); !ok {
+				ms.project(project)
+			}
 		}
 	}
 	ti := j.TimeInterval
@@ -320,18 +395,21 @@ func fillEntry(raw []byte, rec *clients.Record) *decode.FieldError {
 		return fe
 	}
 	var hoursText string
+	var ended any
 	switch {
 	case ti.End == nil:
 		hoursText = "0"
-	case ti.Duration != nil:
-		h, err := hours(*ti.Duration)
+	case len(ti.Duration) > 0 && string(ti.Duration) != "null":
+		ns, err := durationOf(ti.Duration)
 		if err != nil {
 			return decode.Field("timeInterval.duration", err.Error())
 		}
-		hoursText = h
-		if _, fe := reqTime(ti.End, "timeInterval.end"); fe != nil {
+		hoursText = hoursOf(ns)
+		end, fe := reqTime(ti.End, "timeInterval.end")
+		if fe != nil {
 			return fe
 		}
+		ended = end
 	default:
 		end, fe := reqTime(ti.End, "timeInterval.end")
 		if fe != nil {
@@ -344,17 +422,80 @@ func fillEntry(raw []byte, rec *clients.Record) *decode.FieldError {
 			return decode.Field("timeInterval.end", "too far after timeInterval.start")
 		}
 		hoursText = hoursOf(int64(end.Sub(start)))
+		ended = end
 	}
+	// The day: in the entry's own zone, else its user's, else UTC.
+	var userZone string
+	if j.User != nil && j.User.Settings != nil && j.User.Settings.TimeZone != "" {
+		userZone = j.User.Settings.TimeZone
+	} else if z, ok := rf.zone(user); ok {
+		userZone = z
+	} else if ti.TimeZone == "" || loadZone(ti.TimeZone) == nil {
+		ms.user(user)
+	}
+	y, m, d, zone := DateIn(start, ti.TimeZone, userZone)
 	row := make([]any, schema.TimeEntries.Width())
-	row[teSpentDate], row[teHours] = clients.DateOf(start), clients.Decimal(hoursText)
+	row[teSpentDate], row[teHours] = clients.Date{Year: y, Month: m, Day: d}, clients.Decimal(hoursText)
+	row[teStarted], row[teEnded], row[teZone], row[teTags] = start, ended, zone, tagsOf(&j)
 	if j.Description != nil {
 		row[teNotes] = *j.Description
 	}
 	// Clockify has no approval, billing or invoice state on an entry.
 	row[teUser], row[teProject], row[teTask], row[teClient], row[teInvoice] = user, project, schema.OrNull(task), schema.OrNull(client), nil
 	row[teBillable], row[teLocked], row[teRunning], row[teClosed], row[teBilled] = j.Billable, j.IsLocked, ti.End == nil, false, false
+	row[teApproval], row[teExtRef] = nil, nil
 	rec.Row = row
 	return nil
+}
+
+// tagsOf is the tags column: the names when the body carries tag objects
+// with names (hydrated entries, webhooks), else the tagIds, else null.
+func tagsOf(j *entryJSON) any {
+	var list []string
+	switch {
+	case len(j.Tags) > 0 && j.Tags[0].Name != nil:
+		for _, t := range j.Tags {
+			if t.Name != nil {
+				list = append(list, *t.Name)
+			}
+		}
+	case j.TagIDs != nil:
+		list = j.TagIDs
+	case j.Tags != nil:
+		list = []string{}
+	default:
+		return nil
+	}
+	if list == nil {
+		list = []string{}
+	}
+	b, _ := json.Marshal(list)
+	return json.RawMessage(b)
+}
+
+// durationOf reads timeInterval.duration: ISO 8601 text ("PT3H") or a
+// number of seconds (4, 5400.5), as nanoseconds.
+func durationOf(v json.RawMessage) (int64, error) {
+	if v[0] == '"' {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return 0, fmt.Errorf("want an ISO 8601 duration like PT8H30M or seconds, got %s", v)
+		}
+		return parseDuration(s)
+	}
+	var n json.Number
+	if err := json.Unmarshal(v, &n); err != nil {
+		return 0, fmt.Errorf("want an ISO 8601 duration like PT8H30M or a number of seconds, got %s", decode.KindOf(v))
+	}
+	secs, err := strconv.ParseFloat(n.String(), 64)
+	if err != nil || secs < 0 || secs > maxSeconds {
+		return 0, fmt.Errorf("want a number of seconds in 0..%d, got %s", int64(maxSeconds), n)
+	}
+	// Whole seconds exactly; a fraction to the nanosecond.
+	if i, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+		return i * 1_000_000_000, nil
+	}
+	return int64(secs*1e9 + 0.5), nil
 }
 
 // Positions of the columns the decoder fills, resolved once.
@@ -364,6 +505,8 @@ var (
 	teClient, teInvoice           = schema.TimeEntries.Index("client_id"), schema.TimeEntries.Index("invoice_id")
 	teBillable, teRunning         = schema.TimeEntries.Index("billable"), schema.TimeEntries.Index("is_running")
 	teLocked, teClosed, teBilled  = schema.TimeEntries.Index("is_locked"), schema.TimeEntries.Index("is_closed"), schema.TimeEntries.Index("is_billed")
+	teStarted, teEnded, teZone    = schema.TimeEntries.Index("started_at"), schema.TimeEntries.Index("ended_at"), schema.TimeEntries.Index("time_zone")
+	teTags, teApproval, teExtRef  = schema.TimeEntries.Index("tags"), schema.TimeEntries.Index("approval_status"), schema.TimeEntries.Index("external_reference")
 )
 
 type projectJSON struct {
@@ -408,10 +551,21 @@ func (j *clientJSON) fill(rec *clients.Record) *decode.FieldError {
 }
 
 type userJSON struct {
-	ID     *string `json:"id"`
-	Name   string  `json:"name"`
-	Email  *string `json:"email"`
-	Status string  `json:"status"`
+	ID       *string `json:"id"`
+	Name     string  `json:"name"`
+	Email    *string `json:"email"`
+	Status   string  `json:"status"`
+	Settings *struct {
+		TimeZone string `json:"timeZone"`
+	} `json:"settings"`
+}
+
+// zone is the user's settings.timeZone ("" when none).
+func (j *userJSON) zone() string {
+	if j.Settings == nil {
+		return ""
+	}
+	return j.Settings.TimeZone
 }
 
 // fill puts Clockify's single name into FirstName: splitting a name into

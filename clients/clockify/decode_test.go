@@ -1,6 +1,7 @@
 package clockify
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -84,7 +85,9 @@ var decodeCases = []struct {
 	{"id with slash", "users", "", `[{"id":"../x"}]`, "users[0].id", "want a Clockify id"},
 	{"userId missing", "time_entries", "", arr(strings.Replace(goodEntry, `"userId":"5a0ab5acb07987125438b60f",`, ``, 1)), "time_entries[0].userId", "missing"},
 	{"duration malformed", "time_entries", "", arr(strings.Replace(goodEntry, `PT8H30M`, `PT8X`, 1)), "time_entries[0].timeInterval.duration", "want an ISO 8601 duration"},
-	{"duration number", "time_entries", "", arr(strings.Replace(goodEntry, `"PT8H30M"`, `8.5`, 1)), "time_entries[0].timeInterval.duration", "want string, got number"},
+	{"good duration seconds", "time_entries", "", arr(strings.Replace(goodEntry, `"PT8H30M"`, `30600`, 1)), "", ""},
+	{"duration boolean", "time_entries", "", arr(strings.Replace(goodEntry, `"PT8H30M"`, `true`, 1)), "time_entries[0].timeInterval.duration", "or a number of seconds, got boolean"},
+	{"duration negative", "time_entries", "", arr(strings.Replace(goodEntry, `"PT8H30M"`, `-4`, 1)), "time_entries[0].timeInterval.duration", "want a number of seconds"},
 	{"start missing", "time_entries", "", arr(strings.Replace(goodEntry, `"start":"2026-03-01T23:30:00Z",`, ``, 1)), "time_entries[0].timeInterval.start", "missing"},
 	{"start bad", "time_entries", "", arr(strings.Replace(goodEntry, `2026-03-01T23:30:00Z`, `yesterday`, 1)), "time_entries[0].timeInterval.start", "want yyyy-MM-ddThh:mm:ssZ"},
 	{"timeInterval missing", "time_entries", "", `[{"id":"e1","userId":"u1"}]`, "time_entries[0].timeInterval", "missing"},
@@ -143,6 +146,8 @@ func TestDecodeEntryFields(t *testing.T) {
 	want := te.Row(schema.Values{
 		"spent_date": clients.Date{Year: 2026, Month: 3, Day: 1}, "hours": clients.Decimal("8.5"), "notes": "Design review",
 		"user_id": "5a0ab5acb07987125438b60f", "project_id": "5b641568b07987035750505f", "billable": true,
+		"started_at": time.Date(2026, 3, 1, 23, 30, 0, 0, time.UTC), "ended_at": time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC),
+		"time_zone": "UTC", "tags": json.RawMessage(`[]`),
 	})
 	if r.ID != "5b641568b07987035750505e" || string(r.Raw) != goodEntry || r.Version != time.Date(2026, 3, 2, 23, 0, 0, 0, time.UTC) ||
 		!reflect.DeepEqual(r.Row, want) || r.DeletedAt != nil {

@@ -253,7 +253,7 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 			elems = append(elems, mustJSON(map[string]any{
 				"id": u.ID, "name": u.Name, "email": u.Email, "status": u.Status,
 				"activeWorkspace": s.opts.WorkspaceID, "defaultWorkspace": s.opts.WorkspaceID,
-				"memberships": []any{}, "profilePicture": "", "settings": map[string]any{"timeZone": "Europe/Berlin"},
+				"memberships": []any{}, "profilePicture": "", "settings": map[string]any{"weekStart": "MONDAY", "timeZone": nilIfEmpty(u.zone())},
 			}))
 		}
 	case "projects":
@@ -417,23 +417,51 @@ func (s *Server) write(w http.ResponseWriter, elems []json.RawMessage, mal fakea
 }
 
 // renderEntry renders an entry as Clockify's per-user list does (with
-// fields the client ignores).
+// fields the client ignores): no clientId unless the entry has one set,
+// timeInterval in UTC with an ISO 8601 duration, or, for an entry with a
+// TimeZone, in that zone's offset with the newer fields (and the duration
+// in seconds when NumericDuration).
 func (s *Server) renderEntry(e TimeEntry) json.RawMessage {
+	loc := time.UTC
+	if e.TimeZone != "" {
+		if l, err := time.LoadLocation(e.TimeZone); err == nil {
+			loc = l
+		}
+	}
+	stampIn := func(t time.Time) string { return t.In(loc).Format(time.RFC3339) }
 	var end, dur any
 	if e.End != nil {
-		end = e.End.UTC().Format(time.RFC3339)
-		dur = isoDuration(e.End.Sub(e.Start))
+		end = stampIn(*e.End)
+		d := e.End.Sub(e.Start).Truncate(time.Second)
+		dur = isoDuration(d)
+		if e.NumericDuration {
+			dur = int64(d / time.Second)
+		}
 	}
 	if e.Duration != "" {
 		dur = e.Duration
 	}
+	ti := map[string]any{"start": stampIn(e.Start), "end": end, "duration": dur}
+	if e.TimeZone != "" {
+		_, off := e.Start.In(loc).Zone()
+		ti["timeZone"], ti["offStart"], ti["offEnd"] = e.TimeZone, off, off
+		ti["zonedStart"], ti["zonedEnd"] = e.Start.In(loc).Format("2006-01-02T15:04:05"), nil
+		if e.End != nil {
+			_, offEnd := e.End.In(loc).Zone()
+			ti["offEnd"], ti["zonedEnd"] = offEnd, e.End.In(loc).Format("2006-01-02T15:04:05")
+		}
+	}
+	tags := e.TagIDs
+	if tags == nil {
+		tags = []string{}
+	}
 	m := map[string]any{
-		"id": e.ID, "description": e.Description, "tagIds": []string{}, "userId": e.UserID,
+		"id": e.ID, "description": e.Description, "tagIds": tags, "userId": e.UserID,
 		"billable": e.Billable, "taskId": nilIfEmpty(e.TaskID), "projectId": nilIfEmpty(e.ProjectID),
 		"workspaceId": s.opts.WorkspaceID, "isLocked": e.IsLocked, "type": "REGULAR", "kioskId": nil,
 		"hourlyRate": map[string]any{"amount": 10000, "currency": "USD"}, "costRate": nil,
 		"customFieldValues": []any{},
-		"timeInterval":      map[string]any{"start": e.Start.UTC().Format(time.RFC3339), "end": end, "duration": dur},
+		"timeInterval":      ti,
 	}
 	if e.ClientID != "" {
 		m["clientId"] = e.ClientID

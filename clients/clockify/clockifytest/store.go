@@ -2,6 +2,7 @@ package clockifytest
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -14,9 +15,19 @@ import (
 type TimeEntry struct {
 	ID, UserID        string
 	ProjectID, TaskID string // "" renders null
-	// ClientID, when set, is rendered as the entry's clientId (Clockify
-	// does not always send it).
-	ClientID    string
+	// ClientID, when set, is rendered as the entry's clientId. Real
+	// non-hydrated entries never carry it: leave it empty and the client
+	// must take it from the project (Live does the same).
+	ClientID string
+	// TimeZone, when set, is rendered as timeInterval.timeZone, with
+	// start and end in that zone's offset and offStart, offEnd,
+	// zonedStart and zonedEnd, as newer real bodies have them.
+	TimeZone string
+	// NumericDuration renders the duration as a number of seconds (4), as
+	// newer real bodies do, instead of ISO 8601 text.
+	NumericDuration bool
+	// TagIDs are rendered as tagIds (nil: []).
+	TagIDs      []string
 	Description *string
 	Billable    bool
 	IsLocked    bool
@@ -45,10 +56,27 @@ type Client struct {
 	UpdatedAt              time.Time
 }
 
-// User is a stored user. Status defaults to ACTIVE.
+// User is a stored user. Status defaults to ACTIVE, TimeZone (its
+// settings.timeZone) to DefaultUserTimeZone; NoTimeZone sends none.
 type User struct {
 	ID, Name, Email, Status string
+	TimeZone                string
+	NoTimeZone              bool
 	UpdatedAt               time.Time
+}
+
+// DefaultUserTimeZone is a stored user's settings.timeZone by default.
+const DefaultUserTimeZone = "Europe/Berlin"
+
+// zone is the user's settings.timeZone as served.
+func (u User) zone() string {
+	if u.NoTimeZone {
+		return ""
+	}
+	if u.TimeZone == "" {
+		return DefaultUserTimeZone
+	}
+	return u.TimeZone
 }
 
 // Task is a stored task of a project. Status defaults to ACTIVE.
@@ -285,7 +313,7 @@ func (s *Server) Live(r clients.Resource) map[string]clients.Record {
 	switch r {
 	case clients.TimeEntries:
 		for id, e := range s.st.entries.rows {
-			out[id] = clients.Record{ID: id, Row: expectEntry(e)}
+			out[id] = clients.Record{ID: id, Row: s.st.expectEntry(e)}
 		}
 	case clients.Projects:
 		for id, p := range s.st.projects.rows {
@@ -310,17 +338,41 @@ func (s *Server) Live(r clients.Resource) map[string]clients.Record {
 	return out
 }
 
-func expectEntry(e TimeEntry) []any {
+// expectEntry is the row a correct client makes of e: dated in e's zone,
+// else its user's (when the user is stored), else UTC; the client from e,
+// else from its project (when stored).
+func (st *store) expectEntry(e TimeEntry) []any {
+	zone := "UTC"
+	if e.TimeZone != "" {
+		zone = e.TimeZone
+	} else if u, ok := st.users.rows[e.UserID]; ok && u.zone() != "" {
+		zone = u.zone()
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		loc, zone = time.UTC, "UTC"
+	}
+	client := e.ClientID
+	if p, ok := st.projects.rows[e.ProjectID]; ok && client == "" {
+		client = p.ClientID
+	}
+	tags := e.TagIDs
+	if tags == nil {
+		tags = []string{}
+	}
+	tb, _ := json.Marshal(tags)
 	v := schema.Values{
-		"spent_date": clients.DateOf(e.Start.UTC()), "user_id": e.UserID,
-		"project_id": e.ProjectID, "task_id": e.TaskID, "client_id": e.ClientID,
+		"spent_date": clients.DateOf(e.Start.In(loc)), "user_id": e.UserID,
+		"project_id": e.ProjectID, "task_id": e.TaskID, "client_id": client,
 		"billable": e.Billable, "is_locked": e.IsLocked, "is_running": e.End == nil, "hours": clients.Decimal("0"),
+		"started_at": e.Start.UTC().Truncate(time.Second), "time_zone": zone, "tags": json.RawMessage(tb),
 	}
 	if e.Description != nil {
 		v["notes"] = *e.Description
 	}
 	if e.End != nil {
-		v["hours"] = clients.Decimal(hoursText(e.End.Sub(e.Start)))
+		v["hours"] = clients.Decimal(hoursText(e.End.Sub(e.Start).Truncate(time.Second)))
+		v["ended_at"] = e.End.UTC().Truncate(time.Second)
 	}
 	return schema.TimeEntries.Row(v)
 }

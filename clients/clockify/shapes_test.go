@@ -1,0 +1,95 @@
+package clockify
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+)
+
+// Fixtures of the shapes real Clockify bodies have (see the package doc):
+// written for these tests, with made-up ids and values.
+
+// zonedEntry: a 2026 listing element with a numeric duration (seconds),
+// start/end with a +02:00 offset and the extra zone fields, no clientId.
+const zonedEntry = `{"id":"6b00000000000000000000a1","description":"","tagIds":[],"userId":"6b00000000000000000000b1",` +
+	`"billable":true,"taskId":null,"projectId":"6b00000000000000000000c1","workspaceId":"6b00000000000000000000d1",` +
+	`"timeInterval":{"start":"2026-08-04T00:29:15+02:00","offStart":7200,"offEnd":7200,"end":"2026-08-04T00:29:19+02:00",` +
+	`"duration":4,"timeZone":"Europe/Belgrade","zonedStart":"2026-08-04T00:29:15","zonedEnd":"2026-08-04T00:29:19"},` +
+	`"customFieldValues":[],"type":"REGULAR","kioskId":null,"hourlyRate":{"amount":15000,"currency":"USD"},` +
+	`"costRate":{"amount":0,"currency":"USD"},"isLocked":false}`
+
+// plainEntry: a non-hydrated listing element with an ISO duration, UTC
+// stamps, tagIds null, and no clientId.
+const plainEntry = `{"id":"6b00000000000000000000a2","description":"review","tagIds":null,"userId":"6b00000000000000000000b2",` +
+	`"billable":false,"taskId":null,"projectId":"6b00000000000000000000c2","workspaceId":"6b00000000000000000000d1",` +
+	`"timeInterval":{"start":"2026-07-09T22:30:00Z","end":"2026-07-10T01:30:00Z","duration":"PT3H"},` +
+	`"customFieldValues":[],"type":"REGULAR","kioskId":null,"hourlyRate":{"amount":0,"currency":"USD"},` +
+	`"costRate":{"amount":0,"currency":"USD"},"isLocked":false}`
+
+// hydratedEntry: hydrated=true carries the user (with settings.timeZone),
+// the project (with clientId) and tag objects with names.
+const hydratedEntry = `{"id":"6b00000000000000000000a3","description":"call","tags":[{"id":"6b00000000000000000000e1","name":"urgent","workspaceId":"6b00000000000000000000d1","archived":false}],` +
+	`"user":{"id":"6b00000000000000000000b3","name":"Ann","settings":{"weekStart":"MONDAY","timeZone":"Australia/Sydney"},"status":"ACTIVE"},` +
+	`"userId":"6b00000000000000000000b3","billable":true,"task":null,` +
+	`"project":{"id":"6b00000000000000000000c3","name":"P","clientId":"6b00000000000000000000f3","clientName":"C"},` +
+	`"timeInterval":{"start":"2023-08-27T20:00:00Z","end":"2023-08-27T22:54:00Z","duration":"PT2H54M"},` +
+	`"workspaceId":"6b00000000000000000000d1","taskId":null,"tagIds":["6b00000000000000000000e1"],"projectId":"6b00000000000000000000c3","isLocked":false}`
+
+func decodeOne(t *testing.T, d decoder, body string) clients.Record {
+	t.Helper()
+	recs, err := d.decodeList(clients.TimeEntries, 1, []byte("["+body+"]"), time.Unix(5, 0), time.Unix(7, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs[0]
+}
+
+func TestDecodeRealShapes(t *testing.T) {
+	t.Parallel()
+	d := newDecoder("acme", nil)
+	// Numeric duration, offset stamps, extra fields; dated in the entry's
+	// own zone (00:29 in Belgrade is the 4th, 22:29 UTC the 3rd).
+	r := decodeOne(t, d, zonedEntry)
+	start := time.Date(2026, 8, 3, 22, 29, 15, 0, time.UTC)
+	if te.Decimal(r, "hours") != "0.001111" || te.Date(r, "spent_date") != (clients.Date{Year: 2026, Month: 8, Day: 4}) ||
+		te.Text(r, "time_zone") != "Europe/Belgrade" {
+		t.Errorf("zoned entry row %#v", r.Row)
+	}
+	if got := r.Row[teStarted]; got != start {
+		t.Errorf("started_at %v, want %v", got, start)
+	}
+	if got := r.Row[teEnded]; got != start.Add(4*time.Second) {
+		t.Errorf("ended_at %v", got)
+	}
+	if got, _ := r.Row[teTags].(json.RawMessage); string(got) != `[]` {
+		t.Errorf("tags %s, want []", got)
+	}
+	// Fractional seconds as a number too.
+	r = decodeOne(t, d, strings.Replace(zonedEntry, `"duration":4,`, `"duration":5400.5,`, 1))
+	if te.Decimal(r, "hours") != "1.500139" {
+		t.Errorf("hours %s", te.Decimal(r, "hours"))
+	}
+	// ISO text, no zone anywhere: UTC, tagIds null → tags null, no client.
+	r = decodeOne(t, d, plainEntry)
+	if te.Decimal(r, "hours") != "3" || te.Date(r, "spent_date") != (clients.Date{Year: 2026, Month: 7, Day: 9}) ||
+		te.Text(r, "time_zone") != "UTC" || r.Row[teTags] != nil || r.Row[teClient] != nil {
+		t.Errorf("plain entry row %#v", r.Row)
+	}
+	// Hydrated: the user's zone, the project's client, tag names.
+	r = decodeOne(t, d, hydratedEntry)
+	if te.Date(r, "spent_date") != (clients.Date{Year: 2023, Month: 8, Day: 28}) || te.Text(r, "time_zone") != "Australia/Sydney" ||
+		te.Text(r, "client_id") != "6b00000000000000000000f3" {
+		t.Errorf("hydrated entry row %#v", r.Row)
+	}
+	if got, _ := r.Row[teTags].(json.RawMessage); string(got) != `["urgent"]` {
+		t.Errorf("tags %s, want names", got)
+	}
+	// Running: no end, ended_at null.
+	r = decodeOne(t, d, strings.Replace(zonedEntry, `"end":"2026-08-04T00:29:19+02:00","duration":4`, `"end":null,"duration":null`, 1))
+	if r.Row[teEnded] != nil || !te.Bool(r, "is_running") {
+		t.Errorf("running row %#v", r.Row)
+	}
+}
