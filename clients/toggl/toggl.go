@@ -7,8 +7,16 @@
 //
 // Choices, for operators and readers of the mirror:
 //
-//   - spent_date is the UTC calendar day of `start` (Toggl sends start with an
-//     offset; the user's own time zone is not known to this client).
+//   - spent_date is the day of `start` in the token owner's own time zone,
+//     as Toggl's reports date an entry (APIS.md "Time zone": the /me
+//     object's `timezone`, e.g. Europe/Berlin; `start` is UTC). The zone
+//     comes from GET /me, asked after the first time-entries response and
+//     then at most once per ZoneRefresh (/me calls are 30 an hour on every
+//     plan); a source without /me (404) or without a known zone dates in
+//     UTC, logged. started_at and ended_at are the instants (ended_at null
+//     while a timer runs), time_zone the zone used, and tags the tag names
+//     as a JSON array (null when Toggl sends none). By spent date (backfill,
+//     reconcile) the window is the user's days.
 //   - hours is duration/3600 as exact decimal text, rounded half up to 6
 //     decimals by integer arithmetic (5400 s → "1.5", 100 s → "0.027778").
 //     A running timer (negative duration) gets the hours from start to the
@@ -61,6 +69,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -70,6 +79,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	_ "time/tzdata" // the users' zones, also where the system has no zoneinfo
 
 	"github.com/rs/zerolog"
 
@@ -77,6 +87,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/pagewalk"
 	"github.com/tidemarkhq/tidemark/clients/provider"
+	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
 	"github.com/tidemarkhq/tidemark/schema"
 )
@@ -100,6 +111,9 @@ const (
 	// DefaultRetryAfter is the wait after a 429 without Retry-After: the
 	// leaky bucket drains about one request per second.
 	DefaultRetryAfter = 2 * time.Second
+	// ZoneRefresh is how long the user's time zone from /me is kept
+	// before /me is asked again.
+	ZoneRefresh = 24 * time.Hour
 	// DefaultContact names the project in the User-Agent when no contact is
 	// configured (Toggl does not require one).
 	DefaultContact = "https://github.com/tidemarkhq/tidemark"
@@ -216,6 +230,10 @@ type Client struct {
 	mu     sync.Mutex
 	offset time.Duration // source clock − our clock, from the last Date header
 	known  bool          // a Date header was seen
+
+	zoneMu sync.Mutex     // held while /me is asked, so it is asked once
+	zone   *time.Location // the token owner's zone (/me timezone); nil: not asked yet
+	zoneAt time.Time      // our clock when zone was learnt
 }
 
 var _ clients.Source = (*Client)(nil)
@@ -435,6 +453,76 @@ func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(cont
 	return nil
 }
 
+// userZone returns the token owner's time zone, the `timezone` of GET /me,
+// asked at most once per ZoneRefresh (the /me quota is 30 an hour on every
+// plan) and after the first time-entries response, so that a refused
+// window costs no /me. A source that does not serve /me (404), or names no
+// zone or one this build does not know, dates in UTC, logged once; a
+// failed /me keeps the zone learnt before, or fails the listing when there
+// is none (entries dated in the wrong zone would not be rewritten: their
+// content hash is the raw JSON's).
+func (c *Client) userZone(ctx context.Context) (*time.Location, error) {
+	c.zoneMu.Lock()
+	defer c.zoneMu.Unlock()
+	if c.zone != nil && time.Since(c.zoneAt) < ZoneRefresh {
+		return c.zone, nil
+	}
+	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url("/me", nil), Resource: "me", Page: 1})
+	if err != nil {
+		var he *httpx.Error
+		switch {
+		case errors.As(err, &he) && he.Status == http.StatusNotFound:
+			c.log.Warn().Msg("GET /me is not served (404): dating time entries in UTC, not in the user's time zone")
+			c.zone, c.zoneAt = time.UTC, time.Now()
+			return c.zone, nil
+		case c.zone != nil && ctx.Err() == nil:
+			c.log.Warn().Err(err).Str("time_zone", c.zone.String()).Msg("GET /me failed: keeping the time zone learnt before")
+			c.zoneAt = time.Now()
+			return c.zone, nil
+		}
+		return nil, fmt.Errorf("%s time_entries: the user's time zone (GET /me), needed to date entries as Toggl does: %w", c.name, err)
+	}
+	c.observe(resp)
+	name, why := meZone(resp.Body)
+	loc, lerr := time.LoadLocation(name)
+	switch {
+	case why != "":
+		loc = time.UTC
+	case lerr != nil || name == "":
+		loc, why = time.UTC, fmt.Sprintf("unknown time zone %q", name)
+	}
+	if why != "" {
+		c.log.Warn().Str("reason", why).Msg("GET /me gives no usable time zone: dating time entries in UTC, not in the user's time zone")
+	} else if c.zone == nil || c.zone.String() != loc.String() {
+		c.log.Info().Str("time_zone", loc.String()).Msg("dating time entries in the user's time zone (GET /me)")
+	}
+	c.zone, c.zoneAt = loc, time.Now()
+	return loc, nil
+}
+
+// meZone reads the `timezone` of a /me body (an object; an array holding
+// one is accepted), or says why it cannot.
+func meZone(body []byte) (string, string) {
+	var me struct {
+		Timezone *string `json:"timezone"`
+	}
+	b := body
+	if decode.FirstByte(b) == '[' {
+		var arr []json.RawMessage
+		if err := json.Unmarshal(b, &arr); err != nil || len(arr) == 0 {
+			return "", "/me is not a user object"
+		}
+		b = arr[0]
+	}
+	if err := json.Unmarshal(b, &me); err != nil {
+		return "", "/me is not a user object: " + err.Error()
+	}
+	if me.Timezone == nil || *me.Timezone == "" {
+		return "", "/me has no timezone"
+	}
+	return *me.Timezone, ""
+}
+
 // entryLister lists /me/time_entries and numbers its responses as pages.
 type entryLister struct {
 	c    *Client
@@ -452,7 +540,11 @@ func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients
 		return clients.Page{}, 0, err
 	}
 	clock := c.observe(resp)
-	recs, err := c.dec.decodePage(clients.TimeEntries, l.page, resp.Body, resp.ReceivedAt, clock)
+	zone, err := c.userZone(ctx)
+	if err != nil {
+		return clients.Page{}, 0, err
+	}
+	recs, _, err := c.dec.decodeListing(clients.TimeEntries, l.page, resp.Body, resp.ReceivedAt, clock, zone)
 	if err != nil {
 		return clients.Page{}, 0, err
 	}
@@ -470,7 +562,8 @@ func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients
 	return clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: resp.Date, Records: recs}, n, nil
 }
 
-// byDate lists the entries whose UTC start day is in from..to. A response
+// byDate lists the entries whose start day (in the user's zone) is in
+// from..to. A response
 // at the cap may have been cut: its range is split in two and each half
 // listed instead, down to a single day; a single day at the cap is handed
 // over and then fails with ErrCapped. A range under the cap costs one
@@ -478,7 +571,8 @@ func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients
 func (l *entryLister) byDate(ctx context.Context, from, to clients.Date) error {
 	// Toggl filters on start in the user's time zone and may treat
 	// end_date as exclusive: ask one day wider on each side, and keep the
-	// entries whose UTC start day is in the window.
+	// entries whose spent_date (their start's day in the user's zone) is in
+	// the window.
 	q := url.Values{}
 	q.Set("start_date", from.AddDays(-1).String())
 	q.Set("end_date", to.AddDays(2).String())

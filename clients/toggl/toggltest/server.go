@@ -8,8 +8,10 @@
 // source's clock is skewable and drives the Date header, default stamps
 // and the limits.
 //
+// GET /me serves the token owner with its `timezone` (Options.TimeZone).
+//
 // What it assumes where the documentation is silent: end_date is
-// exclusive; start_date/end_date listings leave deleted entries out; a
+// exclusive; start_date/end_date are days in the user's zone; start_date/end_date listings leave deleted entries out; a
 // listing of /me/time_entries without parameters returns every live entry;
 // projects and tasks page with page/per_page (default 151, at most 200) and
 // answer `since` with deleted records included; tasks come in the documented
@@ -81,6 +83,11 @@ type Options struct {
 	// first EntryCap entries (newest start first): Toggl serves at most
 	// 1000 there and says nothing when it cuts.
 	EntryCap int
+	// TimeZone is the token owner's zone, served as /me's `timezone`
+	// (default "UTC"); start_date/end_date are that zone's days.
+	TimeZone string
+	// NoMe answers 404 to GET /me (a source that does not serve it).
+	NoMe bool
 	// LateEvery, when above 1, delays only every LateEvery-th write (the
 	// others are visible at once), like a few long transactions among
 	// quick ones: a listing then shows writes stamped after one it does
@@ -100,6 +107,7 @@ type Server struct {
 	tables map[clients.Resource]records          // deleted records too
 
 	taskTotalBias int // SetTaskTotalBias; under the store's lock
+	userZone      *time.Location
 }
 
 var dialect = fakeapi.Dialect{
@@ -124,7 +132,12 @@ func New(o Options) *Server {
 	if o.Zone == nil {
 		o.Zone = time.UTC
 	}
-	s := &Server{opts: o, tables: newTables()}
+	o.TimeZone = cmp.Or(o.TimeZone, "UTC")
+	loc, err := time.LoadLocation(o.TimeZone)
+	if err != nil {
+		panic(fmt.Sprintf("toggltest: time zone %q: %v", o.TimeZone, err))
+	}
+	s := &Server{opts: o, tables: newTables(), userZone: loc}
 	s.late.Delay, s.late.Every, s.late.Apply = o.VisibilityDelay, o.LateEvery, s.apply
 	s.Kit = fakeapi.New(dialect, fakeapi.Config{
 		Clock: o.Clock, Skew: o.Skew, Bucket: o.Bucket, RetryAfter: o.RetryAfter,
@@ -271,6 +284,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.listEntries(w, r.URL.Query())
 		return
 	}
+	if path == "me" && !s.opts.NoMe {
+		s.writeMe(w)
+		return
+	}
 	parts := strings.Split(path, "/")
 	if len(parts) != 3 || parts[0] != "workspaces" {
 		fakeapi.WriteJSON(w, http.StatusNotFound, `"Not Found"`)
@@ -318,8 +335,8 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) {
 			bad = `"start_date and end_date must be given together"`
 		default:
 			var err1, err2 error
-			from, err1 = parseDay(q.Get("start_date"))
-			to, err2 = parseDay(q.Get("end_date"))
+			from, err1 = parseDay(q.Get("start_date"), s.userZone)
+			to, err2 = parseDay(q.Get("end_date"), s.userZone)
 			if err1 != nil || err2 != nil {
 				bad = `"start_date and end_date must be YYYY-MM-DD or RFC 3339"`
 			} else if to.Before(from) {
@@ -358,8 +375,9 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) {
 	s.writeList(w, clients.TimeEntries, 1, objs, nil)
 }
 
-func parseDay(v string) (time.Time, error) {
-	if t, err := time.Parse(time.DateOnly, v); err == nil {
+// parseDay reads a date (midnight in the user's zone) or an RFC 3339 stamp.
+func parseDay(v string, zone *time.Location) (time.Time, error) {
+	if t, err := time.ParseInLocation(time.DateOnly, v, zone); err == nil {
 		return t, nil
 	}
 	return time.Parse(time.RFC3339, v)
@@ -444,6 +462,21 @@ func (s *Server) SetTaskTotalBias(n int) {
 	s.late.Lock()
 	s.taskTotalBias = n
 	s.late.Unlock()
+}
+
+// writeMe answers GET /me: the token owner, with the documented fields a
+// client reads (timezone among them).
+func (s *Server) writeMe(w http.ResponseWriter) {
+	b, err := json.Marshal(map[string]any{
+		"id": 1, "api_token": "********************************", "email": "owner@example.com", "fullname": "Token Owner",
+		"timezone": s.opts.TimeZone, "default_workspace_id": s.opts.WorkspaceID, "beginning_of_week": 1,
+		"image_url": "", "created_at": "2020-01-01T00:00:00Z", "updated_at": "2020-01-01T00:00:00Z",
+		"openid_enabled": false, "has_password": true, "at": "2020-01-01T00:00:00Z",
+	})
+	if err != nil {
+		panic(err)
+	}
+	fakeapi.WriteJSON(w, http.StatusOK, string(b))
 }
 
 // workspaceJSON renders a project, client, task or user.
