@@ -167,6 +167,11 @@ type Params struct {
 	FirstSyncDays int
 	// MaxPages defaults to DefaultMaxPages.
 	MaxPages int
+	// FallbackDays (default DefaultFallbackDays) and FeedRetry (default
+	// DefaultFeedRetry) shape the listings used while the feed is
+	// unusable.
+	FallbackDays int
+	FeedRetry    time.Duration
 	// Overlap, when set, is the poller's overlap for this source: Validate
 	// refuses one shorter than SafetyLag (see CheckOverlap).
 	Overlap    time.Duration
@@ -189,10 +194,14 @@ type Client struct {
 	lag        time.Duration
 	firstDays  int
 	maxPages   int
-	resources  []clients.Resource
-	http       *httpx.Client
-	dec        decoder
-	log        zerolog.Logger
+	// fallbackDays, feedRetry and fs: the feed's fallback (fallback.go).
+	fallbackDays int
+	feedRetry    time.Duration
+	fs           feedState
+	resources    []clients.Resource
+	http         *httpx.Client
+	dec          decoder
+	log          zerolog.Logger
 }
 
 var _ clients.Source = (*Client)(nil)
@@ -210,6 +219,8 @@ func (p Params) withDefaults() Params {
 	p.SafetyLag = cmp.Or(p.SafetyLag, DefaultSafetyLag)
 	p.FirstSyncDays = cmp.Or(p.FirstSyncDays, DefaultFirstSyncDays)
 	p.MaxPages = cmp.Or(p.MaxPages, DefaultMaxPages)
+	p.FallbackDays = cmp.Or(p.FallbackDays, DefaultFallbackDays)
+	p.FeedRetry = cmp.Or(p.FeedRetry, DefaultFeedRetry)
 	if len(p.Resources) == 0 {
 		p.Resources = Resources
 	}
@@ -242,6 +253,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("clockify source %s: first_sync_days %d must be ≥ 1", p.Name, p.FirstSyncDays)
 	case p.MaxPages < 1:
 		return fmt.Errorf("clockify source %s: max_pages %d must be ≥ 1", p.Name, p.MaxPages)
+	case p.FallbackDays < 1 || p.FeedRetry < 0:
+		return fmt.Errorf("clockify source %s: fallback_days %d must be ≥ 1", p.Name, p.FallbackDays)
 	}
 	if p.Overlap != 0 {
 		if err := CheckOverlap(p.Overlap, p.SafetyLag); err != nil {
@@ -302,22 +315,24 @@ func New(p Params) (*Client, error) {
 		hc = httpx.New(HTTPConfig(p))
 	}
 	return &Client{
-		name:       p.Name,
-		base:       base,
-		ws:         p.WorkspaceID,
-		userIDs:    slices.Clone(p.UserIDs),
-		pageSize:   p.PageSize,
-		feedLimit:  p.FeedLimit,
-		feedWindow: p.FeedWindow,
-		delWindow:  p.DeletionWindow,
-		delSpan:    p.DeletionSpan,
-		lag:        p.SafetyLag,
-		firstDays:  p.FirstSyncDays,
-		maxPages:   p.MaxPages,
-		resources:  slices.Clone(p.Resources),
-		http:       hc,
-		dec:        newDecoder(p.Name, hc),
-		log:        p.Logger.With().Str("source", p.Name).Logger(),
+		name:         p.Name,
+		base:         base,
+		ws:           p.WorkspaceID,
+		userIDs:      slices.Clone(p.UserIDs),
+		pageSize:     p.PageSize,
+		feedLimit:    p.FeedLimit,
+		feedWindow:   p.FeedWindow,
+		delWindow:    p.DeletionWindow,
+		delSpan:      p.DeletionSpan,
+		lag:          p.SafetyLag,
+		firstDays:    p.FirstSyncDays,
+		maxPages:     p.MaxPages,
+		fallbackDays: p.FallbackDays,
+		feedRetry:    p.FeedRetry,
+		resources:    slices.Clone(p.Resources),
+		http:         hc,
+		dec:          newDecoder(p.Name, hc),
+		log:          p.Logger.With().Str("source", p.Name).Logger(),
 	}, nil
 }
 
@@ -365,7 +380,7 @@ func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window,
 			// The zero UpdatedSince (first sync) reads the feed too, from
 			// FirstSyncDays back: versions then always come from the same
 			// stamps, whichever pass saw the entry first.
-			return l.feed(ctx, w.UpdatedSince)
+			return l.incremental(ctx, w.UpdatedSince)
 		}
 	case clients.Projects:
 		return l.plain(ctx, r, c.path("projects"), nil)
@@ -650,7 +665,8 @@ func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, listedT
 	c := l.c
 	path := c.path("entities", string(k))
 	what := fmt.Sprintf("feed %s %s..%s", k, stamp(start), stamp(end))
-	return listing.UntilShort(ctx, what, 0, c.feedLimit, 0, func(ctx context.Context, fp int) ([]string, int, error) {
+	// fetch reads feed page fp of this window.
+	fetch := func(ctx context.Context, fp int) ([]clients.Record, int, error) {
 		l.page++
 		q := url.Values{
 			"type": {"TIME_ENTRY"}, "start": {stamp(start)}, "end": {stamp(end)},
@@ -666,17 +682,65 @@ func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, listedT
 			recs, n, err = c.dec.decodeFeedM(k, l.page, resp.Body, resp.ReceivedAt, ms)
 			return err
 		})
+		c.log.Debug().Str("feed", string(k)).Int("page", l.page).Int("records", len(recs)).
+			Time("start", start).Time("end", end).Msg("feed page fetched")
+		return recs, n, err
+	}
+	seen := map[string]bool{} // ids served by this walk's pages
+	err := listing.UntilShort(ctx, what, 0, c.feedLimit, 0, func(ctx context.Context, fp int) ([]string, int, error) {
+		if fp == 0 {
+			clear(seen)
+		}
+		recs, n, err := fetch(ctx, fp)
 		if err != nil {
 			return nil, 0, err
 		}
-		if n > c.feedLimit {
-			return nil, 0, c.dec.Errf(string(clients.TimeEntries), l.page, "(page)", fmt.Sprintf("%d changes on a page of limit %d", n, c.feedLimit), nil)
+		ids := listing.IDs(recs)
+		switch {
+		case n > c.feedLimit && fp == 0:
+			// The feed ignored limit (as live probes saw it do). Page 0 is
+			// the whole window if page 1 serves nothing new.
+			more, _, err := fetch(ctx, 1)
+			if err != nil {
+				return nil, 0, err
+			}
+			in := map[string]bool{}
+			for _, id := range ids {
+				in[id] = true
+			}
+			for _, r := range more {
+				if !in[r.ID] {
+					return nil, 0, fmt.Errorf("%s: %w: %d changes on a page of limit %d, and page 1 serves others", what, errUnstable, n, c.feedLimit)
+				}
+			}
+			n = 0 // one page, the whole window
+		case n > c.feedLimit:
+			return nil, 0, fmt.Errorf("%s: %w: %d changes on page %d of limit %d", what, errUnstable, n, fp, c.feedLimit)
+		case fp > 0 && n > 0 && all(ids, seen):
+			// The feed ignored page: this page repeats earlier ones.
+			return nil, 0, nil
 		}
-		c.log.Debug().Str("feed", string(k)).Int("page", l.page).Int("records", len(recs)).
-			Time("start", start).Time("end", end).Msg("feed page fetched")
+		for _, id := range ids {
+			seen[id] = true
+		}
 		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: listedTo, Records: recs}); err != nil {
 			return nil, 0, err
 		}
-		return listing.IDs(recs), n, nil
+		return ids, n, nil
 	})
+	var he *httpx.Error
+	if errors.Is(err, clients.ErrCapped) && !errors.As(err, &he) && strings.HasPrefix(err.Error(), what) {
+		return fmt.Errorf("%w (%w)", err, errUnstable)
+	}
+	return err
+}
+
+// all reports whether every id is in set.
+func all(ids []string, set map[string]bool) bool {
+	for _, id := range ids {
+		if !set[id] {
+			return false
+		}
+	}
+	return true
 }

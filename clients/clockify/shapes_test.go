@@ -2,6 +2,8 @@ package clockify
 
 import (
 	"encoding/json"
+	"errors"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +93,46 @@ func TestDecodeRealShapes(t *testing.T) {
 	r = decodeOne(t, d, strings.Replace(zonedEntry, `"end":"2026-08-04T00:29:19+02:00","duration":4`, `"end":null,"duration":null`, 1))
 	if r.Row[teEnded] != nil || !te.Bool(r, "is_running") {
 		t.Errorf("running row %#v", r.Row)
+	}
+}
+
+// The change feed as live probes saw it: created/updated elements are the
+// entity itself plus documentCode and auditMetadata, with no top-level
+// stamp; a deletion names the entity in document._id.
+func TestDecodeLiveFeedShape(t *testing.T) {
+	t.Parallel()
+	d := newDecoder("acme", nil)
+	live := strings.Replace(zonedEntry, `"isLocked":false}`, `"isLocked":false,"documentCode":"TIME_ENTRY",`+
+		`"auditMetadata":{"createdAt":"2026-08-03T22:29:20Z","updatedAt":"2026-08-03T22:31:00.250Z"}}`, 1)
+	recs, n, err := d.decodeFeed(feedCreated, 1, []byte("["+live+"]"), time.Unix(7, 0))
+	if err != nil || n != 1 {
+		t.Fatal(err, n)
+	}
+	r := recs[0]
+	if r.ID != "6b00000000000000000000a1" || !r.Version.Equal(time.Date(2026, 8, 3, 22, 31, 0, 250e6, time.UTC)) || string(r.Raw) != live ||
+		te.Decimal(r, "hours") != "0.001111" || r.DeletedAt != nil {
+		t.Fatalf("created %+v", r)
+	}
+	recs, _, err = d.decodeFeed(feedUpdated, 1, []byte("["+live+"]"), time.Unix(7, 0))
+	if err != nil || !recs[0].Version.Equal(time.Date(2026, 8, 3, 22, 31, 0, 250e6, time.UTC)) {
+		t.Fatalf("updated %v %+v", err, recs)
+	}
+	noStamp := strings.Replace(live, `"updatedAt":"2026-08-03T22:31:00.250Z"`, `"x":1`, 1)
+	_, _, err = d.decodeFeed(feedUpdated, 1, []byte("["+noStamp+"]"), time.Unix(7, 0))
+	if err == nil || !strings.Contains(err.Error(), "auditMetadata.updatedAt: missing") || errors.Is(err, errShape) {
+		t.Fatalf("missing stamp: %v", err)
+	}
+	del := `{"deletedAt":"2026-08-04T10:00:00.071Z","document":{"_id":"6b00000000000000000000a1","auditMetadata":{},` +
+		`"workspaceId":"6b00000000000000000000d1"},"documentCode":"TIME_ENTRY","id":"6b00000000000000000000ff"}`
+	recs, _, err = d.decodeFeed(feedDeleted, 1, []byte("["+del+"]"), time.Unix(7, 0))
+	if err != nil || recs[0].ID != "6b00000000000000000000a1" || recs[0].DeletedAt == nil {
+		t.Fatalf("deleted %v %+v", err, recs)
+	}
+	// Shapes it does not know are marked, so that the client falls back.
+	for _, body := range []string{`["6b00000000000000000000a1"]`, `[{"id":"x","createdAt":"2026-08-03T22:29:20Z"}]`, `{"items":[]}`} {
+		_, _, err := d.decodeFeed(feedCreated, 1, []byte(body), time.Unix(7, 0))
+		if !errors.Is(err, errShape) || !errors.Is(err, httpx.ErrDecode) {
+			t.Errorf("%s: %v, want an unknown-shape decode error", body, err)
+		}
 	}
 }

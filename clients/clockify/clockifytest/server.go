@@ -63,6 +63,17 @@ type Options struct {
 	NoDeletionDelay bool
 	// Envelope wraps feed pages in {"response":[...]}.
 	Envelope bool
+	// LiveFeed serves the feed as third-party live probes saw it (APIS.md):
+	// /created and /updated elements are the entry itself plus
+	// documentCode and auditMetadata.{createdAt,updatedAt}, no top-level
+	// stamp; a /deleted element is {deletedAt, document:{_id,
+	// auditMetadata, workspaceId}, documentCode, id} with id the change's
+	// own; page and limit are ignored (every page serves the whole
+	// window).
+	LiveFeed bool
+	// FeedStatus, when set, answers every feed request with that status
+	// (404: the experimental feed is gone, 403: not allowed).
+	FeedStatus int
 	// VisibilityDelay makes a time entry's creation or update reach
 	// /entities/created and /entities/updated that long after its stamp
 	// (per-user lists show it at once). LateEvery, when above 1, delays
@@ -299,6 +310,10 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 
 // feed serves one change feed: time entries changed in [start, end].
 func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time.Time) {
+	if st := s.opts.FeedStatus; st != 0 {
+		fakeapi.WriteJSON(w, st, `{"message":"`+http.StatusText(st)+`","code":`+strconv.Itoa(st)+`}`)
+		return
+	}
 	if q.Get("type") != "TIME_ENTRY" {
 		badRequest(w, "type must be TIME_ENTRY for this fake")
 		return
@@ -331,9 +346,9 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 		return !t.Before(start) && !t.After(end)
 	}
 	type change struct {
-		at, updated time.Time
-		id          string
-		doc         json.RawMessage
+		at, created, updated time.Time
+		id                   string
+		doc                  json.RawMessage
 	}
 	var cs []change
 	s.mu.Lock()
@@ -341,19 +356,19 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 	case "created":
 		for _, e := range s.st.entries.rows {
 			if in(e.CreatedAt) && !now.Before(s.visibleAt[e.ID]) {
-				cs = append(cs, change{e.CreatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
+				cs = append(cs, change{e.CreatedAt, e.CreatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
 			}
 		}
 	case "updated":
 		for _, e := range s.st.entries.rows {
 			if in(e.UpdatedAt) && !in(e.CreatedAt) && !now.Before(s.visibleAt[e.ID]) {
-				cs = append(cs, change{e.UpdatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
+				cs = append(cs, change{e.UpdatedAt, e.CreatedAt, e.UpdatedAt, e.ID, s.renderEntry(e)})
 			}
 		}
 	case "deleted":
 		for id, d := range s.st.deleted[clients.TimeEntries] {
 			if in(d.at) && !in(d.createdAt) && !now.Before(d.at.Add(s.opts.DeletionDelay)) {
-				cs = append(cs, change{d.at, d.at, id, s.renderEntry(d.last.(TimeEntry))})
+				cs = append(cs, change{d.at, d.createdAt, d.last.(TimeEntry).UpdatedAt, id, s.renderEntry(d.last.(TimeEntry))})
 			}
 		}
 	}
@@ -365,6 +380,12 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 		}
 		return strings.Compare(a.id, b.id)
 	})
+	if s.opts.LiveFeed {
+		s.write(w, liveChanges(kind, cs, func(c change) (time.Time, time.Time, time.Time, string, json.RawMessage) {
+			return c.at, c.created, c.updated, c.id, c.doc
+		}, s.opts.WorkspaceID), mal, s.opts.Envelope)
+		return
+	}
 	stampKey := map[string]string{"created": "createdAt", "updated": "updatedAt", "deleted": "deletedAt"}[kind]
 	lo := min(page*limit, len(cs))
 	hi := min(lo+limit, len(cs))
@@ -381,6 +402,29 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 		elems = append(elems, mustJSON(m))
 	}
 	s.write(w, elems, mal, s.opts.Envelope)
+}
+
+// liveChanges renders a whole window in the live feed's shape.
+func liveChanges[C any](kind string, cs []C, parts func(C) (at, created, updated time.Time, id string, doc json.RawMessage), ws string) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(cs))
+	for _, c := range cs {
+		at, created, updated, id, doc := parts(c)
+		audit := map[string]any{"createdAt": created.UTC().Format(stampLayout), "updatedAt": updated.UTC().Format(stampLayout)}
+		if kind == "deleted" {
+			out = append(out, mustJSON(map[string]any{
+				"deletedAt": at.UTC().Format(stampLayout), "documentCode": "TIME_ENTRY", "id": NewID(),
+				"document": map[string]any{"_id": id, "auditMetadata": audit, "workspaceId": ws},
+			}))
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(doc, &m); err != nil {
+			panic(err)
+		}
+		m["documentCode"], m["auditMetadata"] = "TIME_ENTRY", audit
+		out = append(out, mustJSON(m))
+	}
+	return out
 }
 
 func (s *Server) write(w http.ResponseWriter, elems []json.RawMessage, mal fakeapi.Malformation, envelope bool) {
