@@ -33,22 +33,73 @@
 // starts (an overlap) before the end of what was read, never after changes
 // made inside the lag and not yet listed.
 //
-// The feed's response shape is barely documented. This client assumes, and
-// clockifytest serves:
+// The feed's response shape is barely documented, and live probes saw
+// another one than the docs (APIS.md, "Change feed, as third-party live
+// probes saw it"; realworld/clockify/evidence). The client accepts both:
 //
-//   - pages numbered from 0 (the documented default of page), limit records
-//     each (the documented default, 50, unless configured), ending at a
-//     short page;
-//   - a body that is either a bare JSON array or the documented envelope
+//   - a body that is a bare JSON array or the documented envelope
 //     {"response":[...]};
-//   - elements shaped like the documented LogBinDocumentDto:
-//     {"id":…, "documentCode":"TIME_ENTRY", "<stamp>":"2026-03-01T09:00:00.123Z",
-//     "document":{…the time entry…}} where <stamp> is createdAt for
-//     /created, updatedAt for /updated and deletedAt for /deleted (the one
-//     documented). The document is required for created and updated
-//     elements (a feed that sent bare ids would fail loudly, naming the
-//     field); for a deletion the entity id is document.id when present,
-//     else the element's id.
+//   - created and updated elements either shaped like the documented
+//     LogBinDocumentDto, {"id", "documentCode", "<stamp>", "document":{the
+//     entry}} with <stamp> createdAt (/created) or updatedAt (/updated),
+//     or as the live feed serves them: the entry itself plus documentCode
+//     and auditMetadata.{createdAt,updatedAt}, no top-level stamp;
+//   - deletion elements {"deletedAt", "document":{…}, "id"}: the entity
+//     id is document.id, else document._id (the live feed, whose element
+//     id is the change's own), else, without a document, the element's id;
+//   - pages numbered from 0, limit records each, ending at a short page;
+//     the live feed ignores the page size (and the page): a page 0 with
+//     more than limit changes is taken as the whole window once page 1
+//     serves nothing it did not (one more request), and a later page that
+//     only repeats earlier ones ends the walk.
+//
+// When the feed is unusable. The feed is experimental (APIS.md: "plan for
+// it to change or vanish"). A pass whose feed requests answer 403, 404,
+// 405, 410 or 501, whose elements have a shape neither of the above
+// (bare ids, objects with neither a document nor a timeInterval, an
+// object without response), or whose window cannot be walked stably
+// (clients.ErrCapped from the page walk, a page size ignored in a way page
+// 1 does not confirm) does not fail: the source falls back to per-user
+// listings by start date, from FallbackDays (14) before the cursor to now,
+// versioned by each page's clock like every listing; unchanged entries
+// are discarded by the write's content-hash comparison; deletions are
+// then found by reconcile only, and edits to entries started before the
+// window too. The first switch is logged at Warn (later ones at Info);
+// the feed is tried again FeedRetry (6h) later. A malformed element of a
+// known shape (a stamp or id missing, a bad duration) still fails the
+// pass, naming the field. FeedMode() returns "feed" or "listing: <why>".
+// Showing the mode in `tidemark cursors` needs the lead's wiring: the
+// command holds clients.Source values, so it would type-assert an
+// interface{ FeedMode() string } on the built source (the mode lives in
+// the running daemon's client: a separate `cursors` process sees "feed"
+// until its own pass fails, so a persisted mode would need a column or a
+// cursor note written by the poller when FeedMode changes).
+//
+// Time entries (real shapes: APIS.md "Real bodies"; realworld/clockify).
+// timeInterval.duration is ISO 8601 text ("PT3H") on older bodies and a
+// number of seconds (4) on newer ones: both are accepted; start and end
+// may carry an offset (+02:00) and are stored as instants (started_at,
+// ended_at; ended_at null while running); offStart, offEnd, timeZone,
+// zonedStart and zonedEnd may be present. spent_date is the entry's start
+// dated as Clockify's own reports date it: in timeInterval.timeZone when
+// the entry has one, else in its user's settings.timeZone (a hydrated
+// entry's user, or the users listing), else in UTC; time_zone stores the
+// zone used ("UTC" in the last case). client_id is the entry's clientId,
+// else a hydrated entry's project.clientId, else its project's clientId
+// from the projects listing: non-hydrated entries, which this client
+// requests, carry only projectId (realworld: time_entries_notes_*,
+// time_entries_trace_*). The users' zones and the projects' clients are
+// cached per source (refs.go): every users or projects listing the client
+// makes (the users walk of per-user listings, a pass's users and projects
+// resources, which run before time entries) refreshes them, and an entry
+// naming a user or project the cache does not know costs one walk of that
+// collection per listing (an id the walk does not show is then known as
+// "none": UTC, no client). tags is a JSON array of tag names when the body
+// carries tag objects with names (hydrated entries, webhook bodies), else
+// of the tag ids (tagIds: what non-hydrated listings and the feed carry),
+// [] when the body has an empty list, null when it has neither (tagIds
+// null). Zone names are resolved with the embedded tz database
+// (time/tzdata). DateIn is the zone-dating helper, here until shared.
 //
 // A first sync (the zero UpdatedSince) reads the feed as well, from
 // FirstSyncDays back: a per-user listing would version entries by its

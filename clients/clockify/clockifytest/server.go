@@ -15,7 +15,14 @@
 // "createdAt"|"updatedAt"|"deletedAt", "document":{the time entry}}
 // (a /created element also carries updatedAt, the entry's latest change), the
 // feed body is a bare array (Options.Envelope: {"response":[...]}), and
-// only an entry's latest change is reported. Over its rate limit (50 per
+// only an entry's latest change is reported. Options.LiveFeed serves the
+// feed as live probes saw it instead (bare entities with auditMetadata,
+// deletions by document._id, page and limit ignored), Options.FeedStatus
+// makes it unavailable. Entries carry no clientId (unless set: the client
+// takes it from the project), users a settings.timeZone, and an entry may
+// carry its own timeInterval.timeZone with offset stamps and a duration
+// in seconds (TimeEntry.TimeZone, NumericDuration), as real bodies do;
+// Live dates each entry as Clockify's reports do. Over its rate limit (50 per
 // second by default) it answers 429 without Retry-After, as Clockify does.
 // Its Date header comes from a skewable clock.
 package clockifytest
