@@ -39,8 +39,19 @@
 //     httpx.ErrUnauthorized, naming what to do (drop users from resources).
 //     It never turns into an empty listing, which reconcile would read as
 //     "every user was deleted".
-//   - 402 (hourly quota spent) waits until the next full quota window of the
-//     source's clock; QuotaWaitUntil reports the wait while it lasts.
+//   - 402 (hourly quota spent) waits for the window Toggl states. Its quota
+//     window "begins when the initial request is made and remains valid for
+//     60 minutes" (support.toggl.com/en/articles/11484112-api-webhook-limits,
+//     "Understanding how API limits work"), per user and organization, and
+//     /me calls have their own 30 an hour. Toggl says usage is "displayed
+//     within response headers" (support.toggl.com/en/articles/11623558-faqs-
+//     about-api-limits); the headers are X-Toggl-Quota-Remaining and
+//     X-Toggl-Quota-Resets-In (seconds), as third-party Toggl clients read
+//     them (the stored docs text found for this client does not print the
+//     names). A 402 with X-Toggl-Quota-Resets-In waits that long; without
+//     it, until 60 minutes (QuotaWindow) after the first request of the
+//     current window as this client tracked it, never until a clock hour.
+//     QuotaWaitUntil reports the wait while it lasts.
 //   - /me/time_entries has no pagination and a cap. Toggl's v8 reference
 //     said so outright: "The limit of returned time entries is 1000. So
 //     only the first 1000 found time entries are returned" (toggl/
@@ -163,8 +174,9 @@ type Params struct {
 	RateLimit httpx.RateLimit
 	// Resources defaults to every resource Toggl serves (Resources).
 	Resources []clients.Resource
-	// QuotaWindow is the 402 quota window (default DefaultQuotaWindow): a
-	// 402 waits until its next multiple on the source's clock.
+	// QuotaWindow is the hourly quota window (default DefaultQuotaWindow):
+	// it starts at the first request and, when a 402 carries no
+	// X-Toggl-Quota-Resets-In, the wait runs to its end.
 	QuotaWindow time.Duration
 	// Quota records 402 waits. When HTTP is set, build it from
 	// HTTPConfig(p) with the same Quota so that QuotaWaitUntil sees them;
@@ -178,10 +190,30 @@ type Params struct {
 	OnWait     func(reason string, d time.Duration)
 }
 
-// Quota tracks a source's 402 quota wait. The zero value is ready.
+// Quota tracks a source's hourly quota window and its 402 wait. The zero
+// value is ready.
 type Quota struct {
 	mu    sync.Mutex
 	until time.Time
+	start time.Time // our clock: the first request of the current window
+}
+
+// request notes a request sent at (our clock): the first one after the
+// tracked window ended starts the next window.
+func (q *Quota) request(at time.Time, window time.Duration) {
+	q.mu.Lock()
+	if q.start.IsZero() || !at.Before(q.start.Add(window)) {
+		q.start = at
+	}
+	q.mu.Unlock()
+}
+
+// windowStart is the first request of the current window (our clock), or
+// the zero time before any.
+func (q *Quota) windowStart() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.start
 }
 
 // Until returns when the current quota wait ends (our clock), or the zero
@@ -286,15 +318,26 @@ func HTTPConfig(p Params) httpx.Config {
 			base64.StdEncoding.EncodeToString([]byte(p.Token+":api_token"))}},
 		Logger: p.Logger,
 		QuotaWait: func(resp *http.Response) time.Duration {
-			d := untilNextWindow(resp.Header, window)
+			var start time.Time
 			if q != nil {
-				q.set(time.Now().Add(d))
+				start = q.windowStart()
 			}
-			log.Warn().Dur("wait", d).Time("until", time.Now().Add(d)).
-				Msg("Toggl API quota spent (402): waiting for the next quota window")
+			now := time.Now()
+			d := quotaWait(resp.Header, start, window, now)
+			if q != nil {
+				q.set(now.Add(d))
+			}
+			ev := log.Warn().Dur("wait", d).Time("until", now.Add(d))
+			if v := resp.Header.Get(HeaderQuotaResetsIn); v != "" {
+				ev = ev.Str("resets_in", v).Str("remaining", resp.Header.Get(HeaderQuotaRemaining))
+			}
+			ev.Msg("Toggl API quota spent (402): waiting for the next quota window")
 			return d
 		},
 		OnResponse: func(status int, took time.Duration) {
+			if q != nil {
+				q.request(time.Now().Add(-took), window)
+			}
 			if q != nil && status != http.StatusPaymentRequired {
 				if until, ok := q.resumed(); ok {
 					log.Info().Time("waited_until", until).Msg("Toggl API quota window passed: source resumed")
@@ -308,16 +351,31 @@ func HTTPConfig(p Params) httpx.Config {
 	}
 }
 
-// untilNextWindow waits until the next multiple of window on the source's
-// clock (its Date header, else ours).
-func untilNextWindow(h http.Header, window time.Duration) time.Duration {
-	now := time.Now()
-	if v := h.Get("Date"); v != "" {
-		if t, err := http.ParseTime(v); err == nil {
-			now = t
+// Toggl's quota headers: the requests left in the current window and the
+// seconds until it resets (see the package doc).
+const (
+	HeaderQuotaRemaining = "X-Toggl-Quota-Remaining"
+	HeaderQuotaResetsIn  = "X-Toggl-Quota-Resets-In"
+)
+
+// quotaWait is the wait after a 402 at now: the seconds the provider states
+// in X-Toggl-Quota-Resets-In when it sends them, else until window after
+// start, the first request of the window as the client tracked it (a
+// whole window when it tracked none, or the tracked one has passed). At
+// least a second.
+func quotaWait(h http.Header, start time.Time, window time.Duration, now time.Time) time.Duration {
+	d := window
+	if v := strings.TrimSpace(h.Get(HeaderQuotaResetsIn)); v != "" {
+		if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 && secs <= 24*3600 {
+			return max(time.Duration(secs*float64(time.Second)), time.Second)
 		}
 	}
-	return now.Truncate(window).Add(window).Sub(now)
+	if !start.IsZero() {
+		if end := start.Add(window); end.After(now) {
+			d = end.Sub(now)
+		}
+	}
+	return max(d, time.Second)
 }
 
 // New validates p and returns a Client.

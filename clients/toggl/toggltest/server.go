@@ -5,6 +5,8 @@
 // 3 months refused; bare JSON arrays; workspace projects, clients, tasks and
 // users; a leaky bucket answering 429; hourly quotas answering 402) and
 // injects faults on demand through the fake kit (internal/fakeapi). The
+// hourly quota is its own: a window from the first request, with Toggl's
+// X-Toggl-Quota-* headers. The
 // source's clock is skewable and drives the Date header, default stamps
 // and the limits.
 //
@@ -29,11 +31,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -66,10 +70,16 @@ type Options struct {
 	Bucket httpx.RateLimit
 	// RetryAfter, when set, is sent with every 429.
 	RetryAfter string
-	// Quota is the number of requests served per QuotaWindow (aligned on the
-	// source clock, default one hour) before answering 402. Zero: no quota.
-	Quota       int
-	QuotaWindow time.Duration
+	// Quota is the number of requests served per QuotaWindow (default one
+	// hour) before answering 402. Zero: no quota. As Toggl documents it,
+	// the window starts at the first request (on the source's clock) and
+	// lasts QuotaWindow; the next request after it starts the next one.
+	// Every answer then carries X-Toggl-Quota-Remaining and
+	// X-Toggl-Quota-Resets-In (whole seconds, rounded up), unless
+	// NoQuotaHeaders.
+	Quota          int
+	QuotaWindow    time.Duration
+	NoQuotaHeaders bool
 	// ForbidUsers answers 403 to the workspace users list (a non-admin
 	// token).
 	ForbidUsers bool
@@ -108,6 +118,10 @@ type Server struct {
 
 	taskTotalBias int // SetTaskTotalBias; under the store's lock
 	userZone      *time.Location
+
+	quotaMu    sync.Mutex
+	quotaStart time.Time // source clock: the first request of the window
+	quotaUsed  int
 }
 
 var dialect = fakeapi.Dialect{
@@ -133,6 +147,7 @@ func New(o Options) *Server {
 		o.Zone = time.UTC
 	}
 	o.TimeZone = cmp.Or(o.TimeZone, "UTC")
+	o.QuotaWindow = cmp.Or(o.QuotaWindow, time.Hour)
 	loc, err := time.LoadLocation(o.TimeZone)
 	if err != nil {
 		panic(fmt.Sprintf("toggltest: time zone %q: %v", o.TimeZone, err))
@@ -141,7 +156,6 @@ func New(o Options) *Server {
 	s.late.Delay, s.late.Every, s.late.Apply = o.VisibilityDelay, o.LateEvery, s.apply
 	s.Kit = fakeapi.New(dialect, fakeapi.Config{
 		Clock: o.Clock, Skew: o.Skew, Bucket: o.Bucket, RetryAfter: o.RetryAfter,
-		Quota: o.Quota, QuotaWindow: o.QuotaWindow,
 	}, s.route)
 	s.late.Now = s.Now
 	return s
@@ -274,6 +288,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		fakeapi.WriteJSON(w, http.StatusForbidden, `"Incorrect username and/or password"`)
 		return
 	}
+	if !s.quota(w, fakeapi.Arrival(r)) {
+		fakeapi.WriteJSON(w, http.StatusPaymentRequired, dialect.Fault(http.StatusPaymentRequired))
+		return
+	}
 	s.Listing(r)
 	path, ok := strings.CutPrefix(r.URL.Path, dialect.Base+"/")
 	if !ok || r.Method != http.MethodGet {
@@ -303,6 +321,30 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.listWorkspace(w, res, r.URL.Query())
+}
+
+// quota counts a request that arrived at now (source clock) against the
+// hourly quota and sets the quota headers; false: spent (answer 402).
+func (s *Server) quota(w http.ResponseWriter, now time.Time) bool {
+	if s.opts.Quota <= 0 {
+		return true
+	}
+	s.quotaMu.Lock()
+	defer s.quotaMu.Unlock()
+	win := s.opts.QuotaWindow
+	if s.quotaStart.IsZero() || !now.Before(s.quotaStart.Add(win)) {
+		s.quotaStart, s.quotaUsed = now, 0
+	}
+	ok := s.quotaUsed < s.opts.Quota
+	if ok {
+		s.quotaUsed++
+	}
+	if !s.opts.NoQuotaHeaders {
+		left := s.quotaStart.Add(win).Sub(now)
+		w.Header().Set("X-Toggl-Quota-Remaining", strconv.Itoa(s.opts.Quota-s.quotaUsed))
+		w.Header().Set("X-Toggl-Quota-Resets-In", strconv.Itoa(int(math.Ceil(left.Seconds()))))
+	}
+	return ok
 }
 
 type badRequest string
