@@ -22,6 +22,8 @@ func init() {
 			ReconcileSchedule: "0 4 * * 0",
 		},
 		Resources: Resources,
+		// Budgets per plan (budget.go).
+		Plans: Plans, DefaultPlan: DefaultPlan, PassCost: PassCost,
 		Validate: func(s *provider.Settings) *provider.FieldError {
 			// The feed's windows end a safety lag before the source's clock.
 			if err := CheckOverlap(s.Overlap, DefaultSafetyLag); err != nil {

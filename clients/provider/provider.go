@@ -37,6 +37,13 @@ const (
 	KeyUserIDs     Key = "user_ids"
 	KeyToken       Key = "token"
 	KeySimulated   Key = "simulated"
+	// KeyScope is whose time entries a source mirrors (Toggl: me or
+	// workspace); KeyTrailingDays how many days of spent dates an
+	// incremental pass re-lists where no updated-since filter exists.
+	KeyScope        Key = "scope"
+	KeyTrailingDays Key = "trailing_days"
+	// KeyPlan is common to every kind; a kind without Plans refuses it.
+	KeyPlan Key = "plan"
 )
 
 // Settings is what a kind sees of one configured source.
@@ -53,6 +60,13 @@ type Settings struct {
 	// Timeout bounds one HTTP request.
 	Timeout   time.Duration
 	Simulated Simulated
+	// Scope and TrailingDays: see KeyScope and KeyTrailingDays ("" and 0
+	// when not configured; the kind applies its defaults).
+	Scope        string
+	TrailingDays int
+	// Plan is the source's plan (one of its kind's Plans; "" when the kind
+	// declares none).
+	Plan string
 }
 
 // Simulated configures the built-in simulated tracker (kind simulated).
@@ -121,6 +135,86 @@ type Kind struct {
 	Validate func(*Settings) *FieldError
 	// New builds the source.
 	New func(ctx context.Context, s Settings, env Env) (Built, error)
+	// Plans are the provider's plans, smallest first: each one's budget is
+	// the default of a source on it. None: the kind takes no `plan:` and
+	// its budget is Defaults.RateLimit.
+	Plans []Plan
+	// DefaultPlan is the plan of a source that names none.
+	DefaultPlan string
+	// PassCost is what one incremental pass of a resource costs (see
+	// Cost); nil: one request per resource per pass.
+	PassCost func(r clients.Resource, p PassShape, s Settings) Cost
+}
+
+// Plan is a provider plan's budget.
+type Plan struct {
+	// Name is the `plan:` value.
+	Name string
+	// RateLimit is the per-request budget: the default rate_limit of a
+	// source on this plan (an explicit rate_limit wins).
+	RateLimit httpx.RateLimit
+	// Hourly is the requests an hour the plan allows in total; 0: none
+	// beyond RateLimit.
+	Hourly int
+	// Caps are narrower hourly caps on some of the requests (Toggl's /me
+	// calls: 30 an hour on every plan), by name.
+	Caps map[string]int
+	// Doc says where the numbers come from.
+	Doc string
+}
+
+// PassShape is what the cost of an incremental pass depends on.
+type PassShape struct {
+	// Span is the window one incremental pass reads: the time since the
+	// previous pass plus the overlap.
+	Span time.Duration
+	// Projects and Users are the counts assumed for listings made per
+	// project or per user (the planner cannot know them; at least 1).
+	Projects, Users int
+}
+
+// Cost is what one incremental pass of a resource costs at least: one page
+// per listing.
+type Cost struct {
+	// Requests are made on every pass.
+	Requests int
+	// Daily are made at most once a day (Toggl's /me for the user's time
+	// zone); the planner counts them in the busiest hour.
+	Daily int
+	// Cap names the Plan cap all of this resource's requests also count
+	// against ("" none).
+	Cap string
+	// Note says what the requests are.
+	Note string
+}
+
+// PlanOf returns the plan called name (the kind's DefaultPlan when name is
+// ""), or an error on the `plan` key naming the plans there are.
+func (k Kind) PlanOf(name string) (string, Plan, *FieldError) {
+	if len(k.Plans) == 0 {
+		if name != "" {
+			return "", Plan{}, Fieldf(KeyPlan, "kind %s has no plans (its budget is rate_limit); remove plan", k.Name)
+		}
+		return "", Plan{RateLimit: k.Defaults.RateLimit}, nil
+	}
+	if name == "" {
+		name = k.DefaultPlan
+	}
+	for _, p := range k.Plans {
+		if p.Name == name {
+			return name, p, nil
+		}
+	}
+	return "", Plan{}, Fieldf(KeyPlan, "%q: kind %s has plans %s", name, k.Name, strings.Join(k.PlanNames(), ", "))
+}
+
+// PlanNames lists the kind's plans, in its order.
+func (k Kind) PlanNames() []string {
+	out := make([]string, len(k.Plans))
+	for i, p := range k.Plans {
+		out[i] = p.Name
+	}
+	return out
 }
 
 var (
@@ -140,6 +234,16 @@ func Register(k Kind) error {
 		return fmt.Errorf("provider %s: no constructor", k.Name)
 	case len(k.Resources) == 0:
 		return fmt.Errorf("provider %s: serves no resources", k.Name)
+	case len(k.Plans) > 0 && k.DefaultPlan == "":
+		return fmt.Errorf("provider %s: plans but no default plan", k.Name)
+	}
+	if len(k.Plans) > 0 && !slices.Contains(k.PlanNames(), k.DefaultPlan) {
+		return fmt.Errorf("provider %s: default plan %q is not one of its plans", k.Name, k.DefaultPlan)
+	}
+	for _, p := range k.Plans {
+		if !nameRE.MatchString(p.Name) || p.RateLimit.Requests < 1 || p.RateLimit.Per <= 0 || p.Hourly < 0 {
+			return fmt.Errorf("provider %s: plan %q: want a lower-case name, a rate limit and an hourly budget >= 0", k.Name, p.Name)
+		}
 	}
 	for _, r := range k.Required {
 		if !slices.Contains(k.Keys, r) && r != KeyToken {
@@ -203,7 +307,7 @@ func (k Kind) Serves(r clients.Resource) bool { return slices.Contains(k.Resourc
 // resources it serves, then its own validation. Defaults are applied by the
 // caller, which knows which keys were left out.
 func (k Kind) Check(s *Settings, set func(Key) bool) *FieldError {
-	for _, key := range []Key{KeyAccountID, KeyWorkspaceID, KeyUserIDs, KeySimulated} {
+	for _, key := range []Key{KeyAccountID, KeyWorkspaceID, KeyUserIDs, KeySimulated, KeyScope, KeyTrailingDays} {
 		if set(key) && !k.Takes(key) {
 			return Fieldf(key, "kind %s does not take %s%s", k.Name, key, takesList(k))
 		}

@@ -68,6 +68,7 @@ type Source struct {
 	// UserIDs limits Clockify's per-user listings (default: every user).
 	UserIDs   []string  `yaml:"user_ids"`
 	Token     Secret    `yaml:"token"`
+	Plan      string    `yaml:"plan"` // the provider plan: its budget is the default
 	Schedule  string    `yaml:"schedule"`
 	Overlap   Duration  `yaml:"overlap"`
 	RateLimit RateLimit `yaml:"rate_limit"`
@@ -78,6 +79,12 @@ type Source struct {
 	Timeout Duration `yaml:"timeout"`
 	// Simulated configures kind: simulated (the built-in tracker).
 	Simulated Simulated `yaml:"simulated"`
+	// Scope is whose time entries a Toggl source mirrors: me (default) or
+	// workspace.
+	Scope string `yaml:"scope"`
+	// TrailingDays is how many days of spent dates a Toggl workspace-scope
+	// incremental pass re-lists (default 14).
+	TrailingDays int `yaml:"trailing_days"`
 }
 
 // RateLimit is a request budget: at most Requests in any window of Per.
@@ -396,8 +403,14 @@ func (c *Config) validate(root *yaml.Node) error {
 		} else if s.BaseURL != "" {
 			return fail(key("base_url"), "kind %s does not take base_url", s.Kind)
 		}
+		plan, pl, fe := kind.PlanOf(s.Plan)
+		if fe != nil {
+			return fail(key(string(fe.Key)), "%s", fe.Msg)
+		}
+		s.Plan = plan
 		if s.RateLimit.Requests == 0 && s.RateLimit.Per == 0 {
-			s.RateLimit = RateLimit{Requests: kind.Defaults.RateLimit.Requests, Per: Duration(kind.Defaults.RateLimit.Per)}
+			// The plan's budget; an explicit rate_limit wins.
+			s.RateLimit = RateLimit{Requests: pl.RateLimit.Requests, Per: Duration(pl.RateLimit.Per)}
 		}
 		s.Reconcile.Schedule = cmp.Or(s.Reconcile.Schedule, kind.Defaults.ReconcileSchedule)
 		if s.BaseURL != "" {
@@ -471,8 +484,9 @@ func (s *Source) Settings() provider.Settings {
 	return provider.Settings{
 		Name: s.Name, BaseURL: s.BaseURL, Token: s.Token.Value(), AccountID: s.AccountID,
 		WorkspaceID: s.WorkspaceID, UserIDs: s.UserIDs, Resources: rs,
+		Scope: s.Scope, TrailingDays: s.TrailingDays,
 		RateLimit: httpx.RateLimit{Requests: s.RateLimit.Requests, Per: s.RateLimit.Per.D()},
-		Overlap:   s.Overlap.D(), Timeout: s.Timeout.D(),
+		Overlap:   s.Overlap.D(), Timeout: s.Timeout.D(), Plan: s.Plan,
 		Simulated: provider.Simulated{
 			Seed: s.Simulated.Seed, Users: s.Simulated.Users, Days: s.Simulated.Days,
 			MutationsPerTick: s.Simulated.MutationsPerTick, Every: s.Simulated.Every.D(),
@@ -495,6 +509,10 @@ func (s *Source) isSet(k provider.Key) bool {
 		return s.Token != ""
 	case provider.KeySimulated:
 		return s.Simulated != Simulated{}
+	case provider.KeyScope:
+		return s.Scope != ""
+	case provider.KeyTrailingDays:
+		return s.TrailingDays != 0
 	}
 	return false
 }

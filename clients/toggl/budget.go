@@ -1,0 +1,45 @@
+package toggl
+
+import (
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/provider"
+)
+
+// CapMe names the hourly cap of /me calls (/me/time_entries and /me): 30
+// an hour on every plan.
+const CapMe = "/me"
+
+// DefaultPlan is the plan of a source that names none: the smallest, so
+// that an account whose plan is not stated is never sent past its quota.
+const DefaultPlan = "free"
+
+// Plans are Toggl's budgets: about 1 request a second (the leaky bucket)
+// and an hourly quota per user and organization; /me calls have their own
+// 30 an hour on every plan (APIS.md "Limits", support.toggl.com
+// api-webhook-limits). Enterprise's quota is not in the sources we have:
+// Premium's 600 is assumed as its floor.
+var Plans = []provider.Plan{
+	togglPlan("free", 30, "Toggl Free: 30 requests/h per user and organization"),
+	togglPlan("starter", 240, "Toggl Starter: 240 requests/h per user and organization"),
+	togglPlan("premium", 600, "Toggl Premium: 600 requests/h per user and organization"),
+	togglPlan("enterprise", 600, "Toggl Enterprise: not published in our sources; Premium's 600/h assumed as a floor"),
+}
+
+func togglPlan(name string, hourly int, doc string) provider.Plan {
+	return provider.Plan{Name: name, RateLimit: DefaultRateLimit, Hourly: hourly, Caps: map[string]int{CapMe: 30}, Doc: doc + "; /me calls 30/h; about 1 request/s"}
+}
+
+// PassCost is what one incremental pass of r costs at least (one page per
+// listing): time entries are one GET /me/time_entries?since (no paging) and
+// GET /me for the user's time zone once per ZoneRefresh, both /me calls;
+// projects and tasks one page of PerPage; clients and users one response.
+func PassCost(r clients.Resource, _ provider.PassShape, _ provider.Settings) provider.Cost {
+	switch r {
+	case clients.TimeEntries:
+		return provider.Cost{Requests: 1, Daily: 1, Cap: CapMe, Note: "GET /me/time_entries?since (no paging), and GET /me (time zone) once a day"}
+	case clients.Projects, clients.Tasks:
+		return provider.Cost{Requests: 1, Note: "one page of 200 with since (more pages: more requests)"}
+	default:
+		return provider.Cost{Requests: 1, Note: "listed whole in one response"}
+	}
+}
