@@ -37,6 +37,11 @@ const (
 	KeyUserIDs     Key = "user_ids"
 	KeyToken       Key = "token"
 	KeySimulated   Key = "simulated"
+	// KeyScope is whose time entries a source mirrors (Toggl: me or
+	// workspace); KeyTrailingDays how many days of spent dates an
+	// incremental pass re-lists where no updated-since filter exists.
+	KeyScope        Key = "scope"
+	KeyTrailingDays Key = "trailing_days"
 	// KeyPlan is common to every kind; a kind without Plans refuses it.
 	KeyPlan Key = "plan"
 )
@@ -55,6 +60,10 @@ type Settings struct {
 	// Timeout bounds one HTTP request.
 	Timeout   time.Duration
 	Simulated Simulated
+	// Scope and TrailingDays: see KeyScope and KeyTrailingDays ("" and 0
+	// when not configured; the kind applies its defaults).
+	Scope        string
+	TrailingDays int
 	// Plan is the source's plan (one of its kind's Plans; "" when the kind
 	// declares none).
 	Plan string
@@ -298,7 +307,7 @@ func (k Kind) Serves(r clients.Resource) bool { return slices.Contains(k.Resourc
 // resources it serves, then its own validation. Defaults are applied by the
 // caller, which knows which keys were left out.
 func (k Kind) Check(s *Settings, set func(Key) bool) *FieldError {
-	for _, key := range []Key{KeyAccountID, KeyWorkspaceID, KeyUserIDs, KeySimulated} {
+	for _, key := range []Key{KeyAccountID, KeyWorkspaceID, KeyUserIDs, KeySimulated, KeyScope, KeyTrailingDays} {
 		if set(key) && !k.Takes(key) {
 			return Fieldf(key, "kind %s does not take %s%s", k.Name, key, takesList(k))
 		}

@@ -69,7 +69,9 @@ func TestCheckNamesTheKey(t *testing.T) {
 	}{
 		{provider.Settings{WorkspaceID: "12"}, []provider.Key{provider.KeyWorkspaceID}, "token: missing; give it as ${VAR}, e.g. token: ${TOGGL_TOKEN}"},
 		{provider.Settings{WorkspaceID: "x"}, []provider.Key{provider.KeyWorkspaceID, provider.KeyToken}, "workspace_id: \"x\": want Toggl's numeric workspace id"},
-		{provider.Settings{}, []provider.Key{provider.KeyToken, provider.KeyAccountID}, "account_id: kind toggl does not take account_id (it takes workspace_id)"},
+		{provider.Settings{}, []provider.Key{provider.KeyToken, provider.KeyAccountID}, "account_id: kind toggl does not take account_id (it takes workspace_id, scope, trailing_days)"},
+		{provider.Settings{WorkspaceID: "1", Scope: "team"}, []provider.Key{provider.KeyWorkspaceID, provider.KeyToken, provider.KeyScope}, `scope: "team": want me`},
+		{provider.Settings{WorkspaceID: "1", Scope: "workspace", TrailingDays: -3}, []provider.Key{provider.KeyWorkspaceID, provider.KeyToken, provider.KeyScope, provider.KeyTrailingDays}, "trailing_days: -3: want 1 to 366 days"},
 		{provider.Settings{WorkspaceID: "1", Resources: []clients.Resource{"invoices"}}, []provider.Key{provider.KeyWorkspaceID, provider.KeyToken}, "resources: kind toggl does not serve invoices"},
 	} {
 		if fe := k.Check(&tc.s, set(tc.set...)); fe == nil || !strings.Contains(fe.Error(), tc.want) {

@@ -15,7 +15,7 @@ func init() {
 	provider.MustRegister(provider.Kind{
 		Name:     "toggl",
 		Doc:      "Toggl Track API v9 (API token and workspace id)",
-		Keys:     []provider.Key{provider.KeyBaseURL, provider.KeyWorkspaceID},
+		Keys:     []provider.Key{provider.KeyBaseURL, provider.KeyWorkspaceID, provider.KeyScope, provider.KeyTrailingDays},
 		Required: []provider.Key{provider.KeyWorkspaceID, provider.KeyToken},
 		Defaults: provider.Defaults{
 			BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit,
@@ -30,7 +30,7 @@ func init() {
 			if id, err := strconv.ParseInt(s.WorkspaceID, 10, 64); err != nil || id <= 0 {
 				return provider.Fieldf(provider.KeyWorkspaceID, "%q: want Toggl's numeric workspace id", s.WorkspaceID)
 			}
-			return nil
+			return checkScope(s)
 		},
 		New: func(_ context.Context, s provider.Settings, env provider.Env) (provider.Built, error) {
 			wid, _ := strconv.ParseInt(s.WorkspaceID, 10, 64)
@@ -38,6 +38,7 @@ func init() {
 				Name: s.Name, BaseURL: s.BaseURL, Token: s.Token, WorkspaceID: wid,
 				Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit, Resources: s.Resources,
 				Quota: &Quota{}, Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
+				Scope: s.Scope, TrailingDays: s.TrailingDays,
 			}
 			p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
 			c, err := New(p)

@@ -186,6 +186,14 @@ type Params struct {
 	RateLimit httpx.RateLimit
 	// Resources defaults to every resource Toggl serves (Resources).
 	Resources []clients.Resource
+	// Scope is whose time entries are mirrored: ScopeMe (default, the
+	// token owner's, /me/time_entries) or ScopeWorkspace (every user's,
+	// the Reports API v3 detailed search).
+	Scope string
+	// TrailingDays is how many days of spent dates before today an
+	// incremental pass in workspace scope re-lists (default
+	// DefaultTrailingDays).
+	TrailingDays int
 	// QuotaWindow is the hourly quota window (default DefaultQuotaWindow):
 	// it starts at the first request and, when a 402 carries no
 	// X-Toggl-Quota-Resets-In, the wait runs to its end.
@@ -275,6 +283,13 @@ type Client struct {
 	offset time.Duration // source clock − our clock, from the last Date header
 	known  bool          // a Date header was seen
 
+	scope    string // ScopeMe or ScopeWorkspace
+	trailing int    // workspace scope: days re-listed by an incremental pass
+
+	wsMu sync.Mutex
+	seen map[string]seenEntry // workspace scope: the last complete listing's entries
+	tags map[int64]string     // workspace scope: tag names by id
+
 	zoneMu sync.Mutex     // held while /me is asked, so it is asked once
 	zone   *time.Location // the token owner's zone (/me timezone); nil: not asked yet
 	zoneAt time.Time      // our clock when zone was learnt
@@ -291,6 +306,8 @@ func (p Params) withDefaults() Params {
 		p.Resources = Resources
 	}
 	p.QuotaWindow = cmp.Or(p.QuotaWindow, DefaultQuotaWindow)
+	p.Scope = cmp.Or(p.Scope, ScopeMe)
+	p.TrailingDays = cmp.Or(p.TrailingDays, DefaultTrailingDays)
 	p.Contact = cmp.Or(p.Contact, DefaultContact)
 	return p
 }
@@ -307,6 +324,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("toggl source %s: workspace_id is required (a positive integer: the number in https://track.toggl.com/<workspace_id>/…)", p.Name)
 	case p.QuotaWindow < 0:
 		return fmt.Errorf("toggl source %s: quota window must be positive", p.Name)
+	case p.Scope != ScopeMe && p.Scope != ScopeWorkspace:
+		return fmt.Errorf("toggl source %s: scope %q: want %s or %s", p.Name, p.Scope, ScopeMe, ScopeWorkspace)
+	case p.TrailingDays < 0 || p.TrailingDays > MaxReportDays:
+		return fmt.Errorf("toggl source %s: trailing_days %d: want 1 to %d", p.Name, p.TrailingDays, MaxReportDays)
 	}
 	return provider.CheckParams("toggl", p.Name, p.RateLimit, p.BaseURL, p.Resources)
 }
@@ -413,6 +434,8 @@ func New(p Params) (*Client, error) {
 		dec:       newDecoder(p.Name, hc),
 		log:       p.Logger.With().Str("source", p.Name).Logger(),
 		quota:     p.Quota,
+		scope:     p.Scope,
+		trailing:  p.TrailingDays,
 	}, nil
 }
 
@@ -479,6 +502,9 @@ func (c *Client) workspacePath(r clients.Resource) string {
 }
 
 func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	if c.scope == ScopeWorkspace {
+		return c.listReport(ctx, w, fn)
+	}
 	if w.ByDate() {
 		if w.From.IsZero() || w.To.IsZero() {
 			return fmt.Errorf("%s: time_entries by spent date needs both from and to: %w", c.name, clients.ErrUnsupported)

@@ -79,6 +79,12 @@ type Source struct {
 	Timeout Duration `yaml:"timeout"`
 	// Simulated configures kind: simulated (the built-in tracker).
 	Simulated Simulated `yaml:"simulated"`
+	// Scope is whose time entries a Toggl source mirrors: me (default) or
+	// workspace.
+	Scope string `yaml:"scope"`
+	// TrailingDays is how many days of spent dates a Toggl workspace-scope
+	// incremental pass re-lists (default 14).
+	TrailingDays int `yaml:"trailing_days"`
 }
 
 // RateLimit is a request budget: at most Requests in any window of Per.
@@ -478,6 +484,7 @@ func (s *Source) Settings() provider.Settings {
 	return provider.Settings{
 		Name: s.Name, BaseURL: s.BaseURL, Token: s.Token.Value(), AccountID: s.AccountID,
 		WorkspaceID: s.WorkspaceID, UserIDs: s.UserIDs, Resources: rs,
+		Scope: s.Scope, TrailingDays: s.TrailingDays,
 		RateLimit: httpx.RateLimit{Requests: s.RateLimit.Requests, Per: s.RateLimit.Per.D()},
 		Overlap:   s.Overlap.D(), Timeout: s.Timeout.D(), Plan: s.Plan,
 		Simulated: provider.Simulated{
@@ -502,6 +509,10 @@ func (s *Source) isSet(k provider.Key) bool {
 		return s.Token != ""
 	case provider.KeySimulated:
 		return s.Simulated != Simulated{}
+	case provider.KeyScope:
+		return s.Scope != ""
+	case provider.KeyTrailingDays:
+		return s.TrailingDays != 0
 	}
 	return false
 }

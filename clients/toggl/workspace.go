@@ -1,0 +1,524 @@
+package toggl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
+	"github.com/tidemarkhq/tidemark/clients/provider/decode"
+	"github.com/tidemarkhq/tidemark/schema"
+)
+
+// Scopes: whose time entries a source mirrors.
+const (
+	// ScopeMe is the token owner's entries (GET /me/time_entries): the
+	// cheap mode for single-user accounts, and the default.
+	ScopeMe = "me"
+	// ScopeWorkspace is every user's entries of the workspace, from the
+	// Reports API v3 detailed search.
+	ScopeWorkspace = "workspace"
+)
+
+// Workspace-mode defaults.
+const (
+	// DefaultTrailingDays is how many days of spent dates (before today)
+	// an incremental pass in workspace scope re-lists.
+	DefaultTrailingDays = 14
+	// ReportPageSize is the page_size asked of the detailed search. The
+	// walk follows the next-page headers, so a server that serves fewer
+	// per page is walked just the same.
+	ReportPageSize = 200
+	// MaxReportDays is the longest date range asked in one search; a
+	// longer window is listed in consecutive ranges.
+	MaxReportDays = 366
+	// MaxReportPages bounds one search's page walk: a walk that has not
+	// ended by then fails with clients.ErrCapped.
+	MaxReportPages = 5000
+	// Header names of the detailed search's paging.
+	HeaderNextID        = "X-Next-ID"
+	HeaderNextRowNumber = "X-Next-Row-Number"
+	HeaderNextTimestamp = "X-Next-Timestamp"
+)
+
+// reportsBase derives the Reports API v3 root from the API v9 base URL:
+// https://api.track.toggl.com/api/v9 → https://api.track.toggl.com/reports/api/v3
+// (a base not ending in /api/v9 gets /reports/api/v3 appended).
+func reportsBase(base string) string {
+	b := strings.TrimRight(base, "/")
+	b = strings.TrimSuffix(b, "/api/v9")
+	return b + "/reports/api/v3"
+}
+
+// seenEntry is what the last complete workspace listing said of an entry.
+type seenEntry struct {
+	date    clients.Date
+	version time.Time
+}
+
+// reportRowJSON is a row of the detailed search: the entry's attributes and
+// its time_entries (one when not grouped).
+type reportRowJSON struct {
+	TagIDs      []json.Number     `json:"tag_ids"`
+	TimeEntries []json.RawMessage `json:"time_entries"`
+}
+
+// reportEntryJSON is one time entry of a report row, flattened with the
+// row's attributes (see flattenRows).
+type reportEntryJSON struct {
+	common
+	UserID      json.Number   `json:"user_id"`
+	ProjectID   json.Number   `json:"project_id"`
+	TaskID      json.Number   `json:"task_id"`
+	Billable    bool          `json:"billable"`
+	Description *string       `json:"description"`
+	Start       *string       `json:"start"`
+	Stop        *string       `json:"stop"`
+	Seconds     json.Number   `json:"seconds"`
+	TagIDs      []json.Number `json:"tag_ids"`
+}
+
+// flattenRows turns a search response (a JSON array of rows) into one JSON
+// object per time entry: the row's fields without time_entries and
+// row_number (a position, which moves whenever an earlier row comes or
+// goes, and would change every later entry's content hash), with the
+// entry's own fields (id, seconds, start, stop, at, at_tz) added. Keys are
+// sorted, so the same content gives the same bytes. It also returns the
+// tag ids the rows name.
+func (d decoder) flattenRows(page int, body []byte) ([]json.RawMessage, []int64, error) {
+	r := clients.TimeEntries
+	var rows []json.RawMessage
+	if err := json.Unmarshal(body, &rows); err != nil {
+		field, what := decode.Describe(err)
+		if t := decode.FirstByte(body); t != '[' && t != 0 && json.Valid(body) {
+			what = "want an array of report rows, got " + decode.KindOf(body)
+		}
+		return nil, nil, d.Page(r, page, field, what, body)
+	}
+	if rows == nil {
+		return nil, nil, d.Page(r, page, "", "want an array of report rows, got null", body)
+	}
+	var out []json.RawMessage
+	var tags []int64
+	for i, raw := range rows {
+		var fields map[string]json.RawMessage
+		if decode.FirstByte(raw) != '{' || json.Unmarshal(raw, &fields) != nil {
+			return nil, nil, d.Elem(r, page, i, decode.Field("", "want a report row object, got "+decode.KindOf(raw)), raw)
+		}
+		var row reportRowJSON
+		if fe := decode.Unmarshal(raw, &row); fe != nil {
+			return nil, nil, d.Elem(r, page, i, fe, raw)
+		}
+		if len(row.TimeEntries) == 0 {
+			return nil, nil, d.Elem(r, page, i, decode.Field("time_entries", "missing or empty: want the row's time entries"), raw)
+		}
+		for _, t := range row.TagIDs {
+			n, err := strconv.ParseInt(string(t), 10, 64)
+			if err != nil {
+				return nil, nil, d.Elem(r, page, i, decode.Field("tag_ids", fmt.Sprintf("want integer ids, got %q", string(t))), raw)
+			}
+			tags = append(tags, n)
+		}
+		delete(fields, "time_entries")
+		delete(fields, "row_number")
+		for k, te := range row.TimeEntries {
+			var own map[string]json.RawMessage
+			if decode.FirstByte(te) != '{' || json.Unmarshal(te, &own) != nil {
+				return nil, nil, d.Elem(r, page, i, decode.Field(fmt.Sprintf("time_entries[%d]", k), "want an object, got "+decode.KindOf(te)), raw)
+			}
+			flat := make(map[string]json.RawMessage, len(fields)+len(own))
+			for f, v := range fields {
+				flat[f] = v
+			}
+			for f, v := range own {
+				flat[f] = v
+			}
+			b, err := json.Marshal(flat)
+			if err != nil {
+				return nil, nil, d.Elem(r, page, i, decode.Field(fmt.Sprintf("time_entries[%d]", k), err.Error()), raw)
+			}
+			out = append(out, b)
+		}
+	}
+	return out, tags, nil
+}
+
+// decodeReport decodes flattened report entries. Each is dated at the
+// offset its `start` carries (the zone Toggl's report applied), or, when
+// that offset is UTC, in owner (the /me zone; see the package doc); tag ids
+// become names through tags.
+func (d decoder) decodeReport(page int, raws []json.RawMessage, fetched, clock time.Time, owner *time.Location, tags map[int64]string) ([]clients.Record, error) {
+	recs := make([]clients.Record, len(raws))
+	err := decode.Objects(d.Errors, clients.TimeEntries, schema.TimeEntries, page, raws, recs, fetched, func(j *reportEntryJSON, row []any, rec *clients.Record) *decode.FieldError {
+		e := entryJSON{common: j.common, ProjectID: j.ProjectID, TaskID: j.TaskID, UserID: j.UserID,
+			Billable: j.Billable, Description: j.Description, Start: j.Start, Stop: j.Stop, Duration: j.Seconds}
+		if j.Stop == nil || *j.Stop == "" {
+			e.Duration = "-1" // a running timer: hours to the source's clock
+		}
+		if j.Seconds == "" && e.Duration == "" {
+			return decode.Missing("seconds")
+		}
+		if j.TagIDs != nil {
+			e.Tags = make([]string, 0, len(j.TagIDs))
+			for _, t := range j.TagIDs {
+				n, _ := strconv.ParseInt(string(t), 10, 64)
+				name, ok := tags[n]
+				if !ok {
+					return decode.Field("tag_ids", fmt.Sprintf("tag %d is not among the workspace's tags", n))
+				}
+				e.Tags = append(e.Tags, name)
+			}
+		}
+		return entry(&e, row, rec, clock, entryZone(j.Start, owner))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// entryZone is the zone a report entry is dated in: the offset of its
+// `start` as the report wrote it, named by owner when owner has that offset
+// at that instant ("+02:00" otherwise); a UTC offset means the report gave
+// no zone, and owner (the /me zone) is used.
+func entryZone(start *string, owner *time.Location) *time.Location {
+	if owner == nil {
+		owner = time.UTC
+	}
+	if start == nil {
+		return owner
+	}
+	t, err := time.Parse(time.RFC3339, *start)
+	if err != nil {
+		return owner
+	}
+	_, off := t.Zone()
+	if off == 0 {
+		return owner
+	}
+	if _, o := t.In(owner).Zone(); o == off {
+		return owner
+	}
+	return time.FixedZone(t.Format("-07:00"), off)
+}
+
+var _ clients.Scoper = (*Client)(nil)
+
+// ListScope implements clients.Scoper: a workspace-scope listing covers
+// every user's time entries. A me-scope listing is the token owner's only,
+// but the owner's id is not known before /me is asked, so it says nothing
+// more (every user) as before.
+func (c *Client) ListScope(r clients.Resource, w clients.Window) clients.Scope {
+	return clients.Scope{}
+}
+
+// Scope returns the source's scope (ScopeMe or ScopeWorkspace).
+func (c *Client) Scope() string { return c.scope }
+
+// reportWindow is the spent-date range a workspace listing of w covers: w's
+// own range by date; for an incremental window the trailing TrailingDays
+// before the source's today to tomorrow (zones ahead of UTC), widened back
+// to the day before UpdatedSince when that is older; the first sync (zero
+// UpdatedSince) covers what the me scope's first sync does (MaxSinceAge).
+func (c *Client) reportWindow(w clients.Window) (clients.Date, clients.Date, error) {
+	if w.ByDate() {
+		if w.From.IsZero() || w.To.IsZero() {
+			return clients.Date{}, clients.Date{}, fmt.Errorf("%s: time_entries by spent date needs both from and to: %w", c.name, clients.ErrUnsupported)
+		}
+		return w.From, w.To, nil
+	}
+	today := clients.DateOf(c.SourceNow().UTC())
+	from := today.AddDays(-c.trailing)
+	switch {
+	case w.UpdatedSince.IsZero():
+		from = today.AddDays(-int(MaxSinceAge / (24 * time.Hour)))
+	default:
+		if d := clients.DateOf(w.UpdatedSince.UTC()).AddDays(-1); d.Before(from) {
+			from = d
+		}
+	}
+	return from, today.AddDays(1), nil
+}
+
+// listReport lists every user's time entries of the window from the
+// detailed search, range by range, page by page. When the whole listing
+// was complete, entries the previous complete listing of the same spent
+// dates returned and this one did not are handed over as tombstones (see
+// the package doc); a failed or capped listing tombstones nothing.
+func (c *Client) listReport(ctx context.Context, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	from, to, err := c.reportWindow(w)
+	if err != nil {
+		return err
+	}
+	l := &reportLister{c: c, fn: fn, listed: map[string]seenEntry{}}
+	for start := from; !start.After(to); {
+		end := start.AddDays(MaxReportDays - 1)
+		if end.After(to) {
+			end = to
+		}
+		if err := l.search(ctx, start, end); err != nil {
+			return err
+		}
+		start = end.AddDays(1)
+	}
+	return l.finish(ctx, from, to)
+}
+
+// reportLister walks the detailed search.
+type reportLister struct {
+	c      *Client
+	fn     func(context.Context, clients.Page) error
+	page   int
+	listed map[string]seenEntry // entries handed over, by id
+	last   time.Time            // the last response's Date
+	tagsOK bool                 // the tags were listed during this listing
+}
+
+// searchBody is the detailed search's request body.
+type searchBody struct {
+	StartDate      string `json:"start_date"`
+	EndDate        string `json:"end_date"`
+	PageSize       int    `json:"page_size"`
+	OrderBy        string `json:"order_by,omitempty"`
+	OrderDir       string `json:"order_dir,omitempty"`
+	FirstID        *int64 `json:"first_id,omitempty"`
+	FirstRowNumber *int64 `json:"first_row_number,omitempty"`
+	FirstTimestamp *int64 `json:"first_timestamp,omitempty"`
+}
+
+// search lists the entries spent from..to. It asks a day wider on each
+// side (the report applies each user's zone, and end_date "should be
+// greater than" start_date) and keeps the entries whose spent_date is in
+// from..to.
+func (l *reportLister) search(ctx context.Context, from, to clients.Date) error {
+	c := l.c
+	u := reportsBase(c.base.String()) + "/workspace/" + strconv.FormatInt(c.wid, 10) + "/search/time_entries"
+	body := searchBody{StartDate: from.AddDays(-1).String(), EndDate: to.AddDays(1).String(), PageSize: ReportPageSize,
+		OrderBy: "date", OrderDir: "asc"}
+	seenCursor := map[string]bool{}
+	for n := 1; ; n++ {
+		if n > MaxReportPages {
+			return fmt.Errorf("%s time_entries: %w: the detailed search of %s..%s had more than %d pages", c.name, clients.ErrCapped, from, to, MaxReportPages)
+		}
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		l.page++
+		resp, err := c.http.Do(ctx, httpx.Request{Method: http.MethodPost, URL: u, Body: b,
+			Header:   http.Header{"Content-Type": {"application/json"}},
+			Resource: string(clients.TimeEntries), Page: l.page})
+		if err != nil {
+			var he *httpx.Error
+			if errors.As(err, &he) && he.Status == http.StatusForbidden {
+				return fmt.Errorf("%s time_entries: the workspace's detailed report (scope: workspace) is not available to this token (%d): use a workspace admin's token, or scope: me: %w", c.name, he.Status, err)
+			}
+			return err
+		}
+		clock := c.observe(resp)
+		l.last = resp.Date
+		recs, err := l.decode(ctx, resp, clock)
+		if err != nil {
+			return err
+		}
+		kept := recs[:0]
+		for _, rec := range recs {
+			d := schema.At[clients.Date](&rec, teSpentDate)
+			if d.Before(from) || d.After(to) {
+				continue
+			}
+			l.listed[rec.ID] = seenEntry{date: d, version: rec.Version}
+			kept = append(kept, rec)
+		}
+		c.log.Debug().Str("resource", string(clients.TimeEntries)).Int("page", l.page).Int("records", len(kept)).Msg("report page fetched")
+		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: resp.Date, Records: kept}); err != nil {
+			return err
+		}
+		next := func(h string) (*int64, error) {
+			v := strings.TrimSpace(resp.Header.Get(h))
+			if v == "" {
+				return nil, nil
+			}
+			x, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, c.dec.Errf(string(clients.TimeEntries), l.page, h, fmt.Sprintf("want an integer, got %q", v), nil)
+			}
+			return &x, nil
+		}
+		id, err := next(HeaderNextID)
+		if err != nil {
+			return err
+		}
+		row, err := next(HeaderNextRowNumber)
+		if err != nil {
+			return err
+		}
+		ts, err := next(HeaderNextTimestamp)
+		if err != nil {
+			return err
+		}
+		if id == nil && row == nil {
+			return nil
+		}
+		key := fmt.Sprint(deref(id), "/", deref(row), "/", deref(ts))
+		if seenCursor[key] {
+			return c.dec.Errf(string(clients.TimeEntries), l.page, HeaderNextRowNumber, "the next-page headers repeat an earlier page's: the walk would not end", nil)
+		}
+		seenCursor[key] = true
+		body.FirstID, body.FirstRowNumber, body.FirstTimestamp = id, row, ts
+	}
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// decode flattens and decodes one search response, listing the tags first
+// when a row names one not known yet.
+func (l *reportLister) decode(ctx context.Context, resp *httpx.Response, clock time.Time) ([]clients.Record, error) {
+	c := l.c
+	raws, tagIDs, err := c.dec.flattenRows(l.page, resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	tags := c.knownTags()
+	for _, t := range tagIDs {
+		if _, ok := tags[t]; !ok && !l.tagsOK {
+			if tags, err = c.listTags(ctx); err != nil {
+				return nil, err
+			}
+			l.tagsOK = true
+			break
+		}
+	}
+	owner, err := c.userZone(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.dec.decodeReport(l.page, raws, resp.ReceivedAt, clock, owner, tags)
+}
+
+// finish hands over the tombstones of a complete listing of from..to:
+// entries the previous complete listing dated in from..to that this one
+// did not return at all. Each keeps the version last seen (so that any
+// later state of the entry, say one moved out of the window and listed by
+// a reconcile, wins over it) and is stamped deleted at the listing's
+// clock. Then the memory of from..to is replaced by this listing.
+func (l *reportLister) finish(ctx context.Context, from, to clients.Date) error {
+	c := l.c
+	c.wsMu.Lock()
+	defer c.wsMu.Unlock()
+	del := l.last
+	if del.IsZero() {
+		del = c.SourceNow()
+	}
+	del = del.UTC()
+	var gone []clients.Record
+	if c.seen != nil {
+		for id, s := range c.seen {
+			if s.date.Before(from) || s.date.After(to) {
+				continue
+			}
+			if _, ok := l.listed[id]; ok {
+				continue
+			}
+			raw, _ := json.Marshal(map[string]any{"id": json.Number(id), "server_deleted_at": nil,
+				"tidemark_absent": map[string]string{"from": from.String(), "to": to.String(), "listed_at": del.Format(time.RFC3339)}})
+			at := del
+			gone = append(gone, clients.Record{ID: id, Version: s.version, FetchedAt: time.Now(), DeletedAt: &at, Raw: raw})
+		}
+	}
+	if len(gone) > 0 {
+		l.page++
+		c.log.Info().Int("tombstones", len(gone)).Stringer("from", from).Stringer("to", to).
+			Msg("time entries gone from the detailed report of their spent dates: tombstoned")
+		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: l.last, Records: gone}); err != nil {
+			return err
+		}
+	}
+	if c.seen == nil {
+		c.seen = map[string]seenEntry{}
+	}
+	for id, s := range c.seen {
+		if !s.date.Before(from) && !s.date.After(to) {
+			delete(c.seen, id)
+		}
+	}
+	for id, s := range l.listed {
+		c.seen[id] = s
+	}
+	return nil
+}
+
+// knownTags returns the tag names learnt so far.
+func (c *Client) knownTags() map[int64]string {
+	c.wsMu.Lock()
+	defer c.wsMu.Unlock()
+	return c.tags
+}
+
+// tagJSON is an element of GET /workspaces/{wid}/tags.
+type tagJSON struct {
+	ID   json.Number `json:"id"`
+	Name string      `json:"name"`
+}
+
+// listTags lists the workspace's tags (GET /workspaces/{wid}/tags, a bare
+// array of {id, name, …}): report rows name tags by id only.
+func (c *Client) listTags(ctx context.Context) (map[int64]string, error) {
+	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url("/workspaces/"+strconv.FormatInt(c.wid, 10)+"/tags", nil), Resource: "tags", Page: 1})
+	if err != nil {
+		return nil, fmt.Errorf("%s time_entries: the workspace's tag names (report rows carry tag ids only): %w", c.name, err)
+	}
+	c.observe(resp)
+	var list []tagJSON
+	if err := json.Unmarshal(resp.Body, &list); err != nil {
+		field, what := decode.Describe(err)
+		return nil, c.dec.Errf("tags", 1, field, what, resp.Body)
+	}
+	tags := make(map[int64]string, len(list))
+	for i, t := range list {
+		n, err := strconv.ParseInt(string(t.ID), 10, 64)
+		if err != nil {
+			return nil, c.dec.Errf("tags", 1, fmt.Sprintf("[%d].id", i), fmt.Sprintf("want an integer id, got %q", string(t.ID)), resp.Body)
+		}
+		tags[n] = t.Name
+	}
+	c.wsMu.Lock()
+	c.tags = tags
+	c.wsMu.Unlock()
+	return tags, nil
+}
+
+// checkScope validates (and defaults) the scope and trailing_days keys of a
+// toggl source, naming the key at fault.
+func checkScope(s *provider.Settings) *provider.FieldError {
+	switch s.Scope {
+	case "":
+		s.Scope = ScopeMe
+	case ScopeMe, ScopeWorkspace:
+	default:
+		return provider.Fieldf(provider.KeyScope, "%q: want %s (the token owner's entries, /me/time_entries) or %s (every user's, the Reports API v3 detailed search)",
+			s.Scope, ScopeMe, ScopeWorkspace)
+	}
+	switch {
+	case s.TrailingDays == 0:
+		s.TrailingDays = DefaultTrailingDays
+	case s.TrailingDays < 1 || s.TrailingDays > MaxReportDays:
+		return provider.Fieldf(provider.KeyTrailingDays, "%d: want 1 to %d days", s.TrailingDays, MaxReportDays)
+	}
+	if s.Scope == ScopeMe && s.TrailingDays != DefaultTrailingDays {
+		return provider.Fieldf(provider.KeyTrailingDays, "applies to scope: %s only (scope %s lists what changed since the cursor)", ScopeWorkspace, ScopeMe)
+	}
+	return nil
+}
