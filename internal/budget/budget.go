@@ -1,0 +1,310 @@
+// Package budget plans a source's requests against its provider's budget
+// (issue 10, section 3): what one incremental pass of each resource costs
+// (each kind's provider.Kind.PassCost; one request per resource when it
+// declares none), how many passes the schedule runs in its busiest hour, and
+// the hourly total against the plan's hourly quota, or against what the
+// rate limit lets through in an hour when that is less.
+//
+// The numbers are lower bounds: one page per listing, and the counts
+// (projects, users) that listings made per project or per user depend on
+// are assumed (Assume). A verdict of "does not fit" therefore means the
+// schedule cannot fit whatever the data; "fits" means it fits if the data
+// stays that small.
+package budget
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
+	"github.com/tidemarkhq/tidemark/internal/config"
+)
+
+// Verdict says whether a schedule fits its hourly budget.
+type Verdict string
+
+// Verdicts.
+const (
+	Fits       Verdict = "fits"
+	Tight      Verdict = "tight"
+	DoesNotFit Verdict = "does not fit"
+)
+
+// TightShare is the share of an hourly budget above which a schedule is
+// tight: a few more pages than one per listing spend it.
+const TightShare = 0.8
+
+// Assume are the counts the planner cannot know.
+type Assume struct {
+	// Projects and Users: for listings made per project or per user
+	// (default 1 each).
+	Projects, Users int
+}
+
+// Line is one resource's cost per pass.
+type Line struct {
+	Resource string `json:"resource"`
+	// Requests per pass; Daily at most once a day (counted in the busiest
+	// hour).
+	Requests int    `json:"requests"`
+	Daily    int    `json:"daily,omitempty"`
+	Cap      string `json:"cap,omitempty"`
+	Note     string `json:"note"`
+}
+
+// CapUse is the busiest hour's use of a narrower hourly cap.
+type CapUse struct {
+	Name   string `json:"name"`
+	Hourly int    `json:"hourly"`
+	Quota  int    `json:"quota"`
+}
+
+// Report is a source's budget.
+type Report struct {
+	Source   string `json:"source"`
+	Kind     string `json:"kind"`
+	Plan     string `json:"plan,omitempty"`
+	Schedule string `json:"schedule"`
+	// PassesPerHour is the most passes the schedule starts in any 60
+	// minutes; Interval the shortest time between two; Span what one pass
+	// reads (Interval plus the overlap).
+	PassesPerHour int           `json:"passes_per_hour"`
+	Interval      time.Duration `json:"interval_ns"`
+	Span          time.Duration `json:"span_ns"`
+	Resources     []Line        `json:"resources"`
+	// PassRequests is one pass of every resource (without Daily ones);
+	// HourlyRequests the busiest hour.
+	PassRequests   int `json:"pass_requests"`
+	HourlyRequests int `json:"hourly_requests"`
+	// Quota is the hourly budget (0: none): the plan's hourly quota, or
+	// what the rate limit lets through in an hour when that is less;
+	// QuotaFrom says which.
+	Quota     int      `json:"hourly_quota"`
+	QuotaFrom string   `json:"quota_from"`
+	Caps      []CapUse `json:"caps,omitempty"`
+	// MinPassRequests is one pass on a schedule of once an hour (with its
+	// Daily requests): the least an hour can hold.
+	MinPassRequests int     `json:"min_pass_requests"`
+	Verdict         Verdict `json:"verdict"`
+	// Refuse: even the minimum pass does not fit the hour.
+	Refuse bool `json:"refuse"`
+	// Suggest is the most frequent schedule that fits ("" when the
+	// configured one does, or none does).
+	Suggest     string   `json:"suggest,omitempty"`
+	Assumptions []string `json:"assumptions"`
+}
+
+// Input is what the planner needs of a source.
+type Input struct {
+	Kind     provider.Kind
+	Settings provider.Settings
+	Schedule string
+	Assume   Assume
+}
+
+// ForSource plans a configured source (config.Load has validated it).
+func ForSource(s *config.Source, a Assume) (Report, error) {
+	k, err := provider.Lookup(s.Kind)
+	if err != nil {
+		return Report{}, err
+	}
+	return Plan(Input{Kind: k, Settings: s.Settings(), Schedule: s.Schedule, Assume: a})
+}
+
+// Plan computes the report.
+func Plan(in Input) (Report, error) { return plan(in, true) }
+
+func plan(in Input, withSuggest bool) (Report, error) {
+	a := in.Assume
+	a.Projects, a.Users = max(a.Projects, 1), max(a.Users, 1)
+	s := in.Settings
+	name, pl, fe := in.Kind.PlanOf(s.Plan)
+	if fe != nil {
+		return Report{}, fe
+	}
+	passes, gap, err := Passes(in.Schedule)
+	if err != nil {
+		return Report{}, err
+	}
+	r := Report{
+		Source: s.Name, Kind: in.Kind.Name, Plan: name, Schedule: in.Schedule,
+		PassesPerHour: passes, Interval: gap, Span: gap + s.Overlap,
+		Assumptions: []string{
+			"one page per listing (a listing of more pages costs more)",
+			fmt.Sprintf("%d project(s) and %d user(s) for listings made per project or per user", a.Projects, a.Users),
+		},
+	}
+	r.Quota, r.QuotaFrom = quota(pl, name, s.RateLimit)
+	cost := func(span time.Duration) []Line {
+		shape := provider.PassShape{Span: span, Projects: a.Projects, Users: a.Users}
+		var ls []Line
+		for _, res := range s.Resources {
+			c := provider.Cost{Requests: 1, Note: "one listing"}
+			if in.Kind.PassCost != nil {
+				c = in.Kind.PassCost(res, shape, s)
+			}
+			ls = append(ls, Line{Resource: string(res), Requests: c.Requests, Daily: c.Daily, Cap: c.Cap, Note: c.Note})
+		}
+		return ls
+	}
+	r.Resources = cost(r.Span)
+	hourly, caps := total(r.Resources, passes)
+	for _, l := range r.Resources {
+		r.PassRequests += l.Requests
+	}
+	r.HourlyRequests = hourly
+	minHourly, minCaps := total(cost(time.Hour+s.Overlap), 1)
+	r.MinPassRequests = minHourly
+	over, tight := r.Quota > 0 && hourly > r.Quota, r.Quota > 0 && float64(hourly) > TightShare*float64(r.Quota)
+	r.Refuse = r.Quota > 0 && minHourly > r.Quota
+	for _, n := range capNames(pl) {
+		q := pl.Caps[n]
+		r.Caps = append(r.Caps, CapUse{Name: n, Hourly: caps[n], Quota: q})
+		over = over || caps[n] > q
+		tight = tight || float64(caps[n]) > TightShare*float64(q)
+		r.Refuse = r.Refuse || minCaps[n] > q
+	}
+	switch {
+	case over:
+		r.Verdict = DoesNotFit
+	case tight:
+		r.Verdict = Tight
+	default:
+		r.Verdict = Fits
+	}
+	if withSuggest && r.Verdict == DoesNotFit && !r.Refuse {
+		r.Suggest = suggest(in, a)
+	}
+	return r, nil
+}
+
+// quota is the hourly budget: the plan's, or the rate limit's hourly
+// capacity when that is less.
+func quota(p provider.Plan, name string, rl httpx.RateLimit) (int, string) {
+	capacity := 0
+	if rl.Requests > 0 && rl.Per > 0 {
+		capacity = int(float64(rl.Requests) * float64(time.Hour) / float64(rl.Per))
+	}
+	rlDoc := fmt.Sprintf("rate_limit %d per %s", rl.Requests, rl.Per)
+	switch {
+	case p.Hourly > 0 && (capacity == 0 || p.Hourly <= capacity):
+		return p.Hourly, "plan " + name
+	case capacity > 0:
+		return capacity, rlDoc
+	}
+	return 0, "none"
+}
+
+// total is the busiest hour of passes passes: every pass's requests and
+// the daily ones once, in all and per cap.
+func total(ls []Line, passes int) (int, map[string]int) {
+	n, caps := 0, map[string]int{}
+	for _, l := range ls {
+		h := passes*l.Requests + l.Daily
+		n += h
+		if l.Cap != "" {
+			caps[l.Cap] += h
+		}
+	}
+	return n, caps
+}
+
+func capNames(p provider.Plan) []string {
+	var ns []string
+	for n := range p.Caps {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return ns
+}
+
+// candidates are the schedules suggest tries, most frequent first.
+var candidates = []string{
+	"* * * * *", "*/2 * * * *", "*/5 * * * *", "*/10 * * * *", "*/15 * * * *", "*/20 * * * *", "*/30 * * * *",
+	"0 * * * *", "0 */2 * * *", "0 */3 * * *", "0 */6 * * *", "0 */12 * * *", "0 0 * * *",
+}
+
+// suggest returns the most frequent candidate schedule that fits ("" when
+// none does).
+func suggest(in Input, a Assume) string {
+	for _, c := range candidates {
+		in.Schedule, in.Assume = c, a
+		if r, err := plan(in, false); err == nil && r.Verdict == Fits {
+			return c
+		}
+	}
+	return ""
+}
+
+// week is how far Passes looks; from is a Monday at midnight UTC.
+var (
+	from = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	week = 7 * 24 * time.Hour
+)
+
+// Passes returns the most passes spec starts in any 60 minutes of a week
+// and the shortest time between two passes (a week when it starts at most
+// one a week). A spec that starts none in a week counts as one pass.
+func Passes(spec string) (int, time.Duration, error) {
+	sched, err := config.CronParser.Parse(spec)
+	if err != nil {
+		return 0, 0, fmt.Errorf("schedule %q: %w", spec, err)
+	}
+	var ts []time.Time
+	end := from.Add(week)
+	for t := sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && t.Before(end) && len(ts) < 1_000_000; t = sched.Next(t) {
+		ts = append(ts, t)
+	}
+	if len(ts) <= 1 {
+		return 1, week, nil
+	}
+	most, gap := 0, week
+	j := 0
+	for i, t := range ts {
+		for ts[j].Add(time.Hour).Compare(t) <= 0 {
+			j++
+		}
+		most = max(most, i-j+1)
+		if i > 0 {
+			gap = min(gap, t.Sub(ts[i-1]))
+		}
+	}
+	return most, gap, nil
+}
+
+// Summary is the report in one line.
+func (r Report) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "source %s (%s", r.Source, r.Kind)
+	if r.Plan != "" {
+		fmt.Fprintf(&b, ", plan %s", r.Plan)
+	}
+	fmt.Fprintf(&b, "): schedule %q runs up to %d passes/h; a pass costs at least %d requests", r.Schedule, r.PassesPerHour, r.PassRequests)
+	var parts []string
+	for _, l := range r.Resources {
+		p := fmt.Sprintf("%s %d", l.Resource, l.Requests)
+		if l.Daily > 0 {
+			p += fmt.Sprintf(" +%d/day", l.Daily)
+		}
+		parts = append(parts, p)
+	}
+	fmt.Fprintf(&b, " (%s); %d requests in the busiest hour", strings.Join(parts, ", "), r.HourlyRequests)
+	if r.Quota > 0 {
+		fmt.Fprintf(&b, " against %d/h (%s)", r.Quota, r.QuotaFrom)
+	} else {
+		b.WriteString(" (no hourly quota)")
+	}
+	for _, c := range r.Caps {
+		fmt.Fprintf(&b, "; %s calls %d of %d/h", c.Name, c.Hourly, c.Quota)
+	}
+	fmt.Fprintf(&b, ": %s", r.Verdict)
+	if r.Refuse {
+		fmt.Fprintf(&b, "; even one pass an hour (%d requests) does not fit", r.MinPassRequests)
+	} else if r.Suggest != "" {
+		fmt.Fprintf(&b, "; %q fits", r.Suggest)
+	}
+	return b.String()
+}
