@@ -12,6 +12,10 @@
 //
 // GET /me serves the token owner with its `timezone` (Options.TimeZone).
 //
+// The Reports API v3 detailed search (POST /reports/api/v3/workspace/{wid}/
+// search/time_entries, every user's entries, paged by the X-Next-* headers)
+// and the workspace's tags are served too: see reports.go.
+//
 // What it assumes where the documentation is silent: end_date is
 // exclusive; start_date/end_date are days in the user's zone; start_date/end_date listings leave deleted entries out; a
 // listing of /me/time_entries without parameters returns every live entry;
@@ -98,6 +102,11 @@ type Options struct {
 	TimeZone string
 	// NoMe answers 404 to GET /me (a source that does not serve it).
 	NoMe bool
+	// UserZones are the users' own zones, by user id, as the Reports API
+	// applies them (a user not named: TimeZone).
+	UserZones map[int64]*time.Location
+	// ReportPageCap caps the detailed search's page_size (default 200).
+	ReportPageCap int
 	// LateEvery, when above 1, delays only every LateEvery-th write (the
 	// others are visible at once), like a few long transactions among
 	// quick ones: a listing then shows writes stamped after one it does
@@ -116,7 +125,9 @@ type Server struct {
 	late   fakeapi.Late[fakeapi.Key[int64], any] // the store's lock; writes not yet visible
 	tables map[clients.Resource]records          // deleted records too
 
-	taskTotalBias int // SetTaskTotalBias; under the store's lock
+	taskTotalBias int              // SetTaskTotalBias; under the store's lock
+	reportQueries []ReportQuery    // under the store's lock
+	tagIDs        map[string]int64 // under the store's lock
 	userZone      *time.Location
 
 	quotaMu    sync.Mutex
@@ -293,6 +304,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Listing(r)
+	if s.routeReports(w, r) {
+		return
+	}
 	path, ok := strings.CutPrefix(r.URL.Path, dialect.Base+"/")
 	if !ok || r.Method != http.MethodGet {
 		fakeapi.WriteJSON(w, http.StatusNotFound, `"Not Found"`)
@@ -313,6 +327,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 	if wid, err := strconv.ParseInt(parts[1], 10, 64); err != nil || wid != s.opts.WorkspaceID {
 		fakeapi.WriteJSON(w, http.StatusForbidden, `"Incorrect username and/or password"`)
+		return
+	}
+	if parts[2] == "tags" {
+		s.writeTags(w)
 		return
 	}
 	res := clients.Resource(parts[2])
