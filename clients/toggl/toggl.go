@@ -75,17 +75,75 @@
 //     clients/pagewalk. Projects are bare arrays without a total: a walk
 //     of several pages is confirmed by a second one (clients/pagewalk).
 //
-// Not yet (issue 10, section 2): every user's time. /me/time_entries is the
-// token owner's entries only. Workspace mode needs the Reports API v3
-// detailed search (POST /reports/api/v3/workspace/{wid}/search/time_entries
-// with start_date/end_date, paged by the X-Next-ID / X-Next-Row-Number
-// response headers sent back as first_id / first_row_number), a `scope: me
-// | workspace` key (the lead's config), a trailing window of spent dates
-// re-listed each pass (no updated-since filter; the content hash discards
-// what did not change; deletions by absence inside the window only, never
-// from a truncated listing), each user's own zone for spent_date (the
-// report applies dates in each user's zone; /me gives only the owner's),
-// and the Reports API's own quota in the budget.
+// Scope (the `scope:` key): `me`, the default, is /me/time_entries above,
+// the token owner's entries only (toggl/toggl_api_docs chapters/
+// time_entries.md: "The requests are scoped with the user whose API token
+// is used"; APIS.md "/me/time_entries is the token owner's entries only").
+// `workspace` is every user's entries of the workspace, from the Reports
+// API v3 detailed search (workspace.go), as APIS.md ("Every user's entries
+// of a workspace come only from the Reports API v3 detailed search") and
+// Toggl's reference (developers.track.toggl.com/docs/reports/
+// detailed_reports, "POST Search time entries") describe it:
+//
+//   - POST {reports}/workspace/{wid}/search/time_entries, where {reports}
+//     is the base_url with its /api/v9 replaced by /reports/api/v3
+//     (https://api.track.toggl.com/reports/api/v3 by default), with a JSON
+//     body: start_date and end_date as dates (the reference: "End date,
+//     example time.DateOnly. Should be greater than Start date"),
+//     page_size, and for the next page first_id,
+//     first_row_number and first_timestamp, the values of the X-Next-ID,
+//     X-Next-Row-Number and X-Next-Timestamp headers of the previous
+//     response ("Supports pagination via X-Next-ID and X-Next-Row-Number
+//     headers returned in the response"; X-Next-Timestamp as third-party
+//     clients read it, sent back only when present). The walk ends when a
+//     response carries neither X-Next-ID nor X-Next-Row-Number; a walk
+//     whose headers repeat fails, and one past MaxReportPages fails with
+//     clients.ErrCapped. A range longer than MaxReportDays is asked in
+//     consecutive ranges.
+//   - The response is a bare array of rows. The fields read, as the
+//     reference's body and third-party recorded bodies show them: user_id,
+//     project_id, task_id, billable, description, tag_ids (ids, not
+//     names), and time_entries: [{id, seconds, start, stop, at, at_tz}]
+//     (one per row unless `grouped`, which is not asked). Each entry
+//     becomes one record whose raw JSON is the row's fields with the
+//     entry's merged in, without row_number (a position that moves when an
+//     earlier row comes or goes) and time_entries. Tag names come from GET
+//     /workspaces/{wid}/tags, asked when a row names a tag id not known
+//     yet (at most once a listing; an id still unknown then is kept as
+//     its decimal text, logged, rather than failing every pass); a renamed tag is seen when the entry
+//     next changes (the hash is over the raw, which holds ids). A running
+//     entry (stop null) is hours to the source's clock, as with /me.
+//   - Zones: the report applies dates in each user's own zone (APIS.md,
+//     citing toggl_api_docs #149, #182) and the rows carry no zone name,
+//     and the workspace users listing documents none either. So an entry
+//     is dated at the offset its `start` is written with (the zone the
+//     report applied: time_zone is the /me zone's name when it has that
+//     offset then, else the offset itself, e.g. "+09:00"); a start written
+//     in UTC is dated in the token owner's /me zone, as in scope me.
+//   - No filter on update time exists: an incremental pass re-lists the
+//     spent dates from trailing_days (default DefaultTrailingDays) before
+//     the source's today to tomorrow, widened back to the cursor's day when
+//     the cursor is older; the first sync lists the last MaxSinceAge. The
+//     write's content hash discards what did not change. Backfill and
+//     reconcile list their date windows the same way (asking a day wider
+//     on each side, keeping the entries whose spent_date is inside).
+//   - Deletions by absence: the client remembers, per entry, the spent
+//     date and version the last complete listing gave it. When a listing
+//     of a date range completes (every page served, no error, no cap), an
+//     entry remembered in that range and absent from the listing is handed
+//     over as a tombstone at its last seen version (deleted at the
+//     listing's Date), so any later state of it wins (an entry moved out of
+//     the window, listed again by a reconcile or backfill, comes back). A
+//     listing that failed or was capped hands over no tombstone and keeps
+//     the memory as it was. The memory is the process's: after a restart
+//     the first listing only learns it, and the scheduled reconcile (which
+//     tombstones by absence over lookback_days in the poller) finds what
+//     was deleted meanwhile, and deletions older than the window.
+//   - ListScope (clients.Scoper) says a workspace listing covers every
+//     user. In scope me the owner's user id is not known before /me is
+//     asked, so it says every user too, as before.
+//   - Not measured: the Reports API's own quota and whether page_size above
+//     50 is honoured (the walk follows the headers either way).
 package toggl
 
 import (

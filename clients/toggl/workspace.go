@@ -286,8 +286,6 @@ type searchBody struct {
 	StartDate      string `json:"start_date"`
 	EndDate        string `json:"end_date"`
 	PageSize       int    `json:"page_size"`
-	OrderBy        string `json:"order_by,omitempty"`
-	OrderDir       string `json:"order_dir,omitempty"`
 	FirstID        *int64 `json:"first_id,omitempty"`
 	FirstRowNumber *int64 `json:"first_row_number,omitempty"`
 	FirstTimestamp *int64 `json:"first_timestamp,omitempty"`
@@ -300,8 +298,7 @@ type searchBody struct {
 func (l *reportLister) search(ctx context.Context, from, to clients.Date) error {
 	c := l.c
 	u := reportsBase(c.base.String()) + "/workspace/" + strconv.FormatInt(c.wid, 10) + "/search/time_entries"
-	body := searchBody{StartDate: from.AddDays(-1).String(), EndDate: to.AddDays(1).String(), PageSize: ReportPageSize,
-		OrderBy: "date", OrderDir: "asc"}
+	body := searchBody{StartDate: from.AddDays(-1).String(), EndDate: to.AddDays(1).String(), PageSize: ReportPageSize}
 	seenCursor := map[string]bool{}
 	for n := 1; ; n++ {
 		if n > MaxReportPages {
@@ -393,12 +390,21 @@ func (l *reportLister) decode(ctx context.Context, resp *httpx.Response, clock t
 	}
 	tags := c.knownTags()
 	for _, t := range tagIDs {
-		if _, ok := tags[t]; !ok && !l.tagsOK {
+		if _, ok := tags[t]; ok {
+			continue
+		}
+		if !l.tagsOK {
 			if tags, err = c.listTags(ctx); err != nil {
 				return nil, err
 			}
 			l.tagsOK = true
-			break
+		}
+		if _, ok := tags[t]; !ok {
+			// Not among the workspace's tags even just listed (a tag
+			// deleted meanwhile): named by its id rather than failing
+			// every pass.
+			c.log.Warn().Int64("tag_id", t).Msg("a report row names a tag the workspace's tags do not: kept as its id")
+			tags = c.addTag(t, strconv.FormatInt(t, 10))
 		}
 	}
 	owner, err := c.userZone(ctx)
@@ -465,6 +471,19 @@ func (c *Client) knownTags() map[int64]string {
 	c.wsMu.Lock()
 	defer c.wsMu.Unlock()
 	return c.tags
+}
+
+// addTag names tag id and returns the names known (a copy).
+func (c *Client) addTag(id int64, name string) map[int64]string {
+	c.wsMu.Lock()
+	defer c.wsMu.Unlock()
+	tags := make(map[int64]string, len(c.tags)+1)
+	for k, v := range c.tags {
+		tags[k] = v
+	}
+	tags[id] = name
+	c.tags = tags
+	return tags
 }
 
 // tagJSON is an element of GET /workspaces/{wid}/tags.
