@@ -97,6 +97,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newCursorsCmd(g),
 		newCursorCmd(g),
 		newRunsCmd(g),
+		newDoctorCmd(g),
 		newDemoCmd(g),
 	)
 	var wrap func(c *cobra.Command)

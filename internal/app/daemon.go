@@ -21,6 +21,9 @@ const ShutdownGrace = 25 * time.Second
 // exits the process at once with exitNow. started, when set, is called once
 // the daemon runs (the demo prints its dashboard from there).
 func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signal, exitNow int, started func(*poller.Poller)) error {
+	if err := a.CheckBudgets(); err != nil {
+		return err
+	}
 	p, err := a.Poller(ctx, "")
 	if err != nil {
 		return err

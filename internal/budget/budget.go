@@ -72,9 +72,12 @@ type Report struct {
 	// minutes; Interval the shortest time between two; Span what one pass
 	// reads (Interval plus the overlap).
 	PassesPerHour int           `json:"passes_per_hour"`
-	Interval      time.Duration `json:"interval_ns"`
-	Span          time.Duration `json:"span_ns"`
-	Resources     []Line        `json:"resources"`
+	Interval      time.Duration `json:"-"`
+	Span          time.Duration `json:"-"`
+	// IntervalSeconds and SpanSeconds are Interval and Span for JSON.
+	IntervalSeconds float64 `json:"interval_seconds"`
+	SpanSeconds     float64 `json:"span_seconds"`
+	Resources       []Line  `json:"resources"`
 	// PassRequests is one pass of every resource (without Daily ones);
 	// HourlyRequests the busiest hour.
 	PassRequests   int `json:"pass_requests"`
@@ -132,6 +135,7 @@ func plan(in Input, withSuggest bool) (Report, error) {
 	r := Report{
 		Source: s.Name, Kind: in.Kind.Name, Plan: name, Schedule: in.Schedule,
 		PassesPerHour: passes, Interval: gap, Span: gap + s.Overlap,
+		IntervalSeconds: gap.Seconds(), SpanSeconds: (gap + s.Overlap).Seconds(),
 		Assumptions: []string{
 			"one page per listing (a listing of more pages costs more)",
 			fmt.Sprintf("%d project(s) and %d user(s) for listings made per project or per user", a.Projects, a.Users),

@@ -1,0 +1,51 @@
+package app
+
+import (
+	"fmt"
+
+	"github.com/tidemarkhq/tidemark/internal/budget"
+	"github.com/tidemarkhq/tidemark/internal/config"
+)
+
+// Budgets plans every configured source's requests against its plan
+// (internal/budget), in config order.
+func Budgets(cfg *config.Config, a budget.Assume) ([]budget.Report, error) {
+	var reps []budget.Report
+	for i := range cfg.Sources {
+		r, err := budget.ForSource(&cfg.Sources[i], a)
+		if err != nil {
+			return nil, UsageError{fmt.Errorf("source %s: budget: %w", cfg.Sources[i].Name, err)}
+		}
+		reps = append(reps, r)
+	}
+	return reps, nil
+}
+
+// CheckBudgets is the daemon's start-up check: a source whose schedule
+// does not fit its hourly budget is logged at Warn with the numbers; one
+// that cannot fit even one pass an hour is refused (a UsageError naming
+// the source and the numbers), since every pass would spend the quota and
+// wait.
+func (a *App) CheckBudgets() error {
+	reps, err := Budgets(a.Config, budget.Assume{})
+	if err != nil {
+		return err
+	}
+	for _, r := range reps {
+		ev := a.Log.Info()
+		switch {
+		case r.Refuse:
+			return Usagef("%s (give the source a plan with a larger budget, fewer resources, or a slower schedule; `tidemark doctor` shows the numbers)", r.Summary())
+		case r.Verdict == budget.DoesNotFit:
+			ev = a.Log.Warn()
+		case r.Verdict == budget.Tight:
+			ev = a.Log.Warn()
+		}
+		ev.Str("source", r.Source).Str("plan", r.Plan).Str("schedule", r.Schedule).
+			Int("passes_per_hour", r.PassesPerHour).Int("pass_requests", r.PassRequests).
+			Int("hourly_requests", r.HourlyRequests).Int("hourly_quota", r.Quota).
+			Str("verdict", string(r.Verdict)).Str("suggest", r.Suggest).
+			Msg("request budget: " + r.Summary())
+	}
+	return nil
+}
