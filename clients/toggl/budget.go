@@ -1,6 +1,9 @@
 package toggl
 
 import (
+	"cmp"
+	"fmt"
+
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 )
@@ -33,9 +36,18 @@ func togglPlan(name string, hourly int, doc string) provider.Plan {
 // listing): time entries are one GET /me/time_entries?since (no paging) and
 // GET /me for the user's time zone once per ZoneRefresh, both /me calls;
 // projects and tasks one page of PerPage; clients and users one response.
-func PassCost(r clients.Resource, _ provider.PassShape, _ provider.Settings) provider.Cost {
+//
+// With scope: workspace, time entries are the Reports API's detailed search
+// over trailing_days of spent dates: at least one page (of ReportPageSize;
+// a busy workspace's fortnight is several), not a /me call, and GET /me
+// once a day for the owner's zone.
+func PassCost(r clients.Resource, _ provider.PassShape, s provider.Settings) provider.Cost {
 	switch r {
 	case clients.TimeEntries:
+		if s.Scope == ScopeWorkspace {
+			return provider.Cost{Requests: 1, Daily: 1, Note: fmt.Sprintf("Reports API search over %d trailing days: one request per %d entries; and GET /me (time zone) once a day",
+				cmp.Or(s.TrailingDays, DefaultTrailingDays), ReportPageSize)}
+		}
 		return provider.Cost{Requests: 1, Daily: 1, Cap: CapMe, Note: "GET /me/time_entries?since (no paging), and GET /me (time zone) once a day"}
 	case clients.Projects, clients.Tasks:
 		return provider.Cost{Requests: 1, Note: "one page of 200 with since (more pages: more requests)"}

@@ -139,3 +139,11 @@ func TestHarvestHasNoQuota(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+func TestTogglWorkspaceScope(t *testing.T) {
+	r := planOf(t, toggl+"    scope: workspace\n    schedule: \"*/15 * * * *\"\n")
+	// The Reports API search is not a /me call: only /me (zone) once a day.
+	if r.HourlyRequests != 21 || r.Verdict != Fits || r.Caps[0].Hourly != 0 || !strings.Contains(r.Resources[4].Note, "14 trailing days") {
+		t.Fatalf("%+v", r)
+	}
+}
