@@ -33,6 +33,11 @@ type feedState struct {
 	until  time.Time // listings until then
 	reason string
 	warned bool
+	// unstable counts consecutive passes whose window would not hold still,
+	// since unstableSince: churn makes that happen now and then, and the
+	// next pass walks it again; only a feed that stays so is given up.
+	unstable      int
+	unstableSince time.Time
 }
 
 // FeedMode says how incremental time-entry passes read this source:
@@ -71,6 +76,34 @@ func unusable(err error) (string, bool) {
 	return "", false
 }
 
+// Instability gives the feed up only when it lasts: this many passes in a
+// row, over at least this long. A busy workspace's window shifting under a
+// walk is transient (the pass fails and the next one walks it again);
+// falling back for hours on it would leave back-dated edits to reconcile.
+const (
+	unstablePasses = 10
+	unstableFor    = 30 * time.Minute
+)
+
+// unstableTooLong records an unstable pass and says whether the feed has
+// been unstable long enough to be given up.
+func (c *Client) unstableTooLong() bool {
+	c.fs.mu.Lock()
+	defer c.fs.mu.Unlock()
+	if c.fs.unstable == 0 {
+		c.fs.unstableSince = time.Now()
+	}
+	c.fs.unstable++
+	return c.fs.unstable >= unstablePasses && time.Since(c.fs.unstableSince) >= unstableFor
+}
+
+// stable records a pass whose feed held still.
+func (c *Client) stable() {
+	c.fs.mu.Lock()
+	c.fs.unstable = 0
+	c.fs.mu.Unlock()
+}
+
 // fallBack switches the source to listings for FeedRetry, logging the
 // first switch at Warn (later ones at Info).
 func (c *Client) fallBack(why string, err error) {
@@ -93,7 +126,13 @@ func (l *lister) incremental(ctx context.Context, since time.Time) error {
 	if !c.feedDown() {
 		err := l.feed(ctx, since)
 		why, bad := unusable(err)
+		if bad && errors.Is(err, errUnstable) && !c.unstableTooLong() {
+			return err // the pass fails; the next one walks the window again
+		}
 		if !bad {
+			if err == nil {
+				c.stable()
+			}
 			return err
 		}
 		c.fallBack(why, err)
