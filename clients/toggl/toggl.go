@@ -129,13 +129,16 @@
 //     on each side, keeping the entries whose spent_date is inside).
 //   - Deletions by absence: the client remembers, per entry, the spent
 //     date and version the last complete listing gave it. When a listing
-//     of a date range completes (every page served, no error, no cap), an
-//     entry remembered in that range and absent from the listing is handed
-//     over as a tombstone at its last seen version (deleted at the
-//     listing's Date), so any later state of it wins (an entry moved out of
-//     the window, listed again by a reconcile or backfill, comes back). A
-//     listing that failed or was capped hands over no tombstone and keeps
-//     the memory as it was. The memory is the process's: after a restart
+//     of a date range completes (every page served, no error, no cap), the
+//     entries remembered in that range and absent from the listing are
+//     asked for by id (the search's time_entry_ids, over the ConfirmDays
+//     before the window's end): one that comes back was moved to another
+//     day, and is handed over live with its new state; the others are
+//     handed over as tombstones at their last seen version (deleted at the
+//     listing's Date), so any later state wins (an entry moved further
+//     back than ConfirmDays, listed again by a backfill, comes back). A
+//     listing or confirmation that failed or was capped hands over no
+//     tombstone and keeps the memory as it was. The memory is the process's: after a restart
 //     the first listing only learns it, and the scheduled reconcile (which
 //     tombstones by absence over lookback_days in the poller) finds what
 //     was deleted meanwhile, and deletions older than the window.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,11 @@ const (
 	// MaxReportPages bounds one search's page walk: a walk that has not
 	// ended by then fails with clients.ErrCapped.
 	MaxReportPages = 5000
+	// ConfirmDays is how far back (from the window's end) an entry absent
+	// from its window is looked for by id before it is taken as deleted;
+	// ConfirmBatch how many ids one such search names.
+	ConfirmDays  = 365
+	ConfirmBatch = 200
 	// Header names of the detailed search's paging.
 	HeaderNextID        = "X-Next-ID"
 	HeaderNextRowNumber = "X-Next-Row-Number"
@@ -283,12 +289,15 @@ type reportLister struct {
 
 // searchBody is the detailed search's request body.
 type searchBody struct {
-	StartDate      string `json:"start_date"`
-	EndDate        string `json:"end_date"`
-	PageSize       int    `json:"page_size"`
-	FirstID        *int64 `json:"first_id,omitempty"`
-	FirstRowNumber *int64 `json:"first_row_number,omitempty"`
-	FirstTimestamp *int64 `json:"first_timestamp,omitempty"`
+	StartDate string `json:"start_date"`
+	EndDate   string `json:"end_date"`
+	PageSize  int    `json:"page_size"`
+	// TimeEntryIDs filters the search to these entries (the confirmation
+	// of absences, see finish).
+	TimeEntryIDs   []int64 `json:"time_entry_ids,omitempty"`
+	FirstID        *int64  `json:"first_id,omitempty"`
+	FirstRowNumber *int64  `json:"first_row_number,omitempty"`
+	FirstTimestamp *int64  `json:"first_timestamp,omitempty"`
 }
 
 // search lists the entries spent from..to. It asks a day wider on each
@@ -296,13 +305,19 @@ type searchBody struct {
 // greater than" start_date) and keeps the entries whose spent_date is in
 // from..to.
 func (l *reportLister) search(ctx context.Context, from, to clients.Date) error {
+	body := searchBody{StartDate: from.AddDays(-1).String(), EndDate: to.AddDays(1).String(), PageSize: ReportPageSize}
+	return l.walk(ctx, body, func(d clients.Date) bool { return !d.Before(from) && !d.After(to) })
+}
+
+// walk pages through one detailed search, handing over the entries whose
+// spent_date keep accepts and noting them as listed.
+func (l *reportLister) walk(ctx context.Context, body searchBody, keep func(clients.Date) bool) error {
 	c := l.c
 	u := reportsBase(c.base.String()) + "/workspace/" + strconv.FormatInt(c.wid, 10) + "/search/time_entries"
-	body := searchBody{StartDate: from.AddDays(-1).String(), EndDate: to.AddDays(1).String(), PageSize: ReportPageSize}
 	seenCursor := map[string]bool{}
 	for n := 1; ; n++ {
 		if n > MaxReportPages {
-			return fmt.Errorf("%s time_entries: %w: the detailed search of %s..%s had more than %d pages", c.name, clients.ErrCapped, from, to, MaxReportPages)
+			return fmt.Errorf("%s time_entries: %w: the detailed search of %s..%s had more than %d pages", c.name, clients.ErrCapped, body.StartDate, body.EndDate, MaxReportPages)
 		}
 		b, err := json.Marshal(body)
 		if err != nil {
@@ -328,7 +343,7 @@ func (l *reportLister) search(ctx context.Context, from, to clients.Date) error 
 		kept := recs[:0]
 		for _, rec := range recs {
 			d := schema.At[clients.Date](&rec, teSpentDate)
-			if d.Before(from) || d.After(to) {
+			if !keep(d) {
 				continue
 			}
 			l.listed[rec.ID] = seenEntry{date: d, version: rec.Version}
@@ -422,6 +437,28 @@ func (l *reportLister) decode(ctx context.Context, resp *httpx.Response, clock t
 // clock. Then the memory of from..to is replaced by this listing.
 func (l *reportLister) finish(ctx context.Context, from, to clients.Date) error {
 	c := l.c
+	c.wsMu.Lock()
+	var absent []int64
+	for id, s := range c.seen {
+		if _, ok := l.listed[id]; !ok && !s.date.Before(from) && !s.date.After(to) {
+			n, _ := strconv.ParseInt(id, 10, 64)
+			absent = append(absent, n)
+		}
+	}
+	c.wsMu.Unlock()
+	// An absent entry may have been moved to a day outside the window
+	// rather than deleted: ask for the absent ids by id over the last
+	// ConfirmDays, and hand over as live whatever comes back.
+	slices.Sort(absent)
+	for len(absent) > 0 {
+		batch := absent[:min(len(absent), ConfirmBatch)]
+		absent = absent[len(batch):]
+		body := searchBody{StartDate: to.AddDays(1 - ConfirmDays).String(), EndDate: to.AddDays(1).String(),
+			PageSize: ReportPageSize, TimeEntryIDs: batch}
+		if err := l.walk(ctx, body, func(clients.Date) bool { return true }); err != nil {
+			return err
+		}
+	}
 	c.wsMu.Lock()
 	defer c.wsMu.Unlock()
 	del := l.last

@@ -202,3 +202,41 @@ func TestWorkspaceByDateWindow(t *testing.T) {
 		t.Error("workspace scope asked /me/time_entries")
 	}
 }
+
+// An entry moved to a day before the window is absent from the window's
+// listing but not deleted: asked for by id, it comes back live with its
+// new day, and is not tombstoned.
+func TestWorkspaceEntryMovedOutOfTheWindowIsNotTombstoned(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{})
+	now := f.Now().UTC()
+	noon := clients.DateOf(now).Time().Add(12 * time.Hour)
+	putEntry(f, 1, 11, noon.AddDate(0, 0, -2))
+	putEntry(f, 2, 12, noon.AddDate(0, 0, -3))
+	c := newClient(t, f, nil, workspaceScope)
+	w := clients.Window{UpdatedSince: now.Add(-time.Hour)}
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
+		t.Fatal(err)
+	}
+	putEntry(f, 1, 11, noon.AddDate(0, 0, -40)) // back-dated out of the window
+	f.Delete(clients.TimeEntries, 2)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := sourcetest.Records(pages)
+	moved := recs["1"]
+	if moved.DeletedAt != nil || moved.Row == nil {
+		t.Fatalf("moved entry: %+v", moved)
+	}
+	if d := schema.At[clients.Date](&moved, schema.TimeEntries.Index("spent_date")); d != clients.DateOf(noon.AddDate(0, 0, -40)) {
+		t.Errorf("moved entry spent %s", d)
+	}
+	if recs["2"].DeletedAt == nil {
+		t.Errorf("deleted entry: %+v", recs["2"])
+	}
+	qs := f.ReportQueries()
+	if last := qs[len(qs)-1]; len(last.TimeEntryIDs) != 2 || last.TimeEntryIDs[0] != 1 || last.TimeEntryIDs[1] != 2 {
+		t.Errorf("confirmation search %+v: want the two absent ids", last)
+	}
+}

@@ -36,19 +36,20 @@ import (
 // and start/stop are written at that zone's offset; end_date is inclusive;
 // the next page resumes at (first_timestamp, first_id) when both are sent
 // (so a write between pages does not shift it), else at first_row_number;
-// deleted entries are left out; running entries are served with stop null
+// time_entry_ids filters by id; deleted entries are left out; running entries are served with stop null
 // and negative seconds; page_size defaults to 50 and is capped by
 // Options.ReportPageCap (default 200). GET /workspaces/{wid}/tags lists
 // the tag names entries carry, each given an id on first sight.
 
 // ReportQuery is a detailed search's request body as the fake received it.
 type ReportQuery struct {
-	StartDate      string `json:"start_date"`
-	EndDate        string `json:"end_date"`
-	PageSize       int    `json:"page_size"`
-	FirstID        *int64 `json:"first_id"`
-	FirstRowNumber *int64 `json:"first_row_number"`
-	FirstTimestamp *int64 `json:"first_timestamp"`
+	StartDate      string  `json:"start_date"`
+	EndDate        string  `json:"end_date"`
+	PageSize       int     `json:"page_size"`
+	FirstID        *int64  `json:"first_id"`
+	FirstRowNumber *int64  `json:"first_row_number"`
+	FirstTimestamp *int64  `json:"first_timestamp"`
+	TimeEntryIDs   []int64 `json:"time_entry_ids"`
 }
 
 // ReportQueries returns the bodies of the detailed searches served so far.
@@ -127,7 +128,7 @@ func (s *Server) routeReports(w http.ResponseWriter, r *http.Request) bool {
 	}
 	var list []row
 	for _, e := range rows[TimeEntry](s.tables[clients.TimeEntries]) {
-		if e.DeletedAt != nil {
+		if e.DeletedAt != nil || q.TimeEntryIDs != nil && !slices.Contains(q.TimeEntryIDs, e.ID) {
 			continue
 		}
 		zone := s.zoneOf(e.UserID)
