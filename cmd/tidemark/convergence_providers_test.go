@@ -32,6 +32,17 @@ type fakeOpts struct {
 	// every deletion 5 min late, under a 10 min overlap of windows that
 	// end 2 min before the source's clock).
 	late bool
+	// Clockify only: liveFeed serves the change feed in its live shape
+	// (clockifytest.Options.LiveFeed); feedStatus makes every feed request
+	// answer that status (the client falls back to per-user listings,
+	// whose versions are the pages' Date: fakeSource.listedVersions);
+	// reconcile is the reconcile schedule (default: the kind's weekly
+	// one); zones are the churn users' settings.timeZone, in order (the
+	// fake's default for the rest).
+	liveFeed   bool
+	feedStatus int
+	reconcile  string
+	zones      []string
 }
 
 // entryState is what a mirror row must hold for a live time entry: every
@@ -56,6 +67,9 @@ type fakeSource struct {
 	entries func() map[string]entryState
 	// today is the source's day.
 	today func() clients.Date
+	// listedVersions: the mirror's versions come from listings (a page's
+	// Date), not the source's stamps; convergence compares states only.
+	listedVersions bool
 }
 
 type providerFake struct {
@@ -91,7 +105,7 @@ func (e *env) settleConverged(fs *fakeSource, stop func()) {
 	e.t.Helper()
 	stop()
 	fs.settle(e.t)
-	took := e.waitProvider(fs, 30*time.Second, false)
+	took := e.waitProvider(fs, 30*time.Second, fs.listedVersions)
 	e.t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
 }
 
@@ -166,13 +180,23 @@ const clockifyStep, clockifyTick = 9 * time.Second, 50 * time.Millisecond
 
 func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	clock := fakeapi.NewClock(time.Now().UTC().Truncate(time.Second))
-	opts := clockifytest.Options{Clock: clock.Now, NoRateLimit: true}
+	opts := clockifytest.Options{Clock: clock.Now, NoRateLimit: true, LiveFeed: o.liveFeed, FeedStatus: o.feedStatus}
 	if o.late {
 		opts.VisibilityDelay, opts.LateEvery, opts.DeletionDelay = 5*time.Minute, 3, 5*time.Minute
 	}
 	ck := clockifytest.New(opts)
 	t.Cleanup(ck.Close)
 	ch := clockifytest.NewChurn(ck, fakeapi.ChurnParams{Seed: o.seed, Entries: 200, Days: o.days})
+	users := ck.Live(clients.Users)
+	for i, id := range ch.Users()[:min(len(o.zones), len(ch.Users()))] {
+		u := users[id]
+		ck.PutUser(clockifytest.User{ID: id, Name: deref(schema.Users.TextPtr(u, "first_name")),
+			Email: deref(schema.Users.TextPtr(u, "email")), TimeZone: o.zones[i]})
+	}
+	reconcile := ""
+	if o.reconcile != "" {
+		reconcile = fmt.Sprintf("    reconcile: {schedule: %q}\n", o.reconcile)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ticking := make(chan struct{})
 	go func() {
@@ -201,7 +225,7 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
     rate_limit: {requests: 1000, per: 1s}
     resources: [time_entries]
     backfill: {window_days: 7}
-`, ck.URL(), ck.WorkspaceID()))
+%s`, ck.URL(), ck.WorkspaceID(), reconcile))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("clockify churn: %+v; source clock %s", ch.Counts(), ck.Now().Format(time.RFC3339))
@@ -222,7 +246,8 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 			}
 			return out
 		},
-		today: func() clients.Date { return clients.DateOf(ck.Now().UTC()) },
+		today:          func() clients.Date { return clients.DateOf(ck.Now().UTC()) },
+		listedVersions: o.feedStatus != 0,
 	}
 }
 
