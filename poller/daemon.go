@@ -464,6 +464,12 @@ func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerol
 			ceil = d.reconcileBackoffMax
 		}
 		wait := min(d.backoffBase<<min(ps.failures-1, 16), ceil)
+		if errors.Is(sr.Err, clients.ErrCapped) {
+			// A listing that shifted under its walks, or hit a cap, is not
+			// the source failing: its walks are bounded, and the next tick
+			// lists again. Backing off would only delay convergence.
+			wait = 0
+		}
 		ps.notUntil = time.Now().Add(wait)
 		failures, until := ps.failures, ps.notUntil
 		d.mu.Unlock()

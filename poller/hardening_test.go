@@ -3,6 +3,7 @@ package poller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -391,4 +392,38 @@ func TestScopedReconcileLeavesOtherUsersAlone(t *testing.T) {
 	if res[0].Counts.Tombstoned != 1 {
 		t.Fatalf("tombstoned %d, want 1", res[0].Counts.Tombstoned)
 	}
+}
+
+// cappedOnce fails its first listing with clients.ErrCapped (a walk that
+// would not hold still), then lists normally.
+type cappedOnce struct {
+	*fakeSource
+	mu     sync.Mutex
+	capped bool
+}
+
+func (c *cappedOnce) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	c.mu.Lock()
+	first := !c.capped
+	c.capped = true
+	c.mu.Unlock()
+	if first {
+		return fmt.Errorf("time_entries: %w: still shifting after 3 walks", clients.ErrCapped)
+	}
+	return c.fakeSource.List(ctx, r, w, fn)
+}
+
+// A listing that shifted under its walks (ErrCapped) fails that pass, but
+// does not back the resource off: the next tick lists again.
+func TestCappedListingIsRetriedAtTheNextTick(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource("acme", t0)
+	src.put(1, day, "a")
+	pool := pgtest.DB(t)
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: &cappedOnce{fakeSource: src}}}, Logger: zerolog.Nop()})
+	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})
+	// The default back-off after a failure is 15 s; the retry must come at
+	// the next tick instead.
+	waitFor(t, 5*time.Second, func() bool { return countRuns(t, pool, "time_entries", "incremental", "ok") >= 1 },
+		"the capped listing to be listed again at the next tick")
 }
