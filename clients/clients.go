@@ -122,3 +122,12 @@ func ScopeOf(src Source, r Resource, w Window) Scope {
 // absence from such a listing proves nothing: a reconcile tombstones nothing
 // and an incremental pass does not move its cursor.
 var ErrCapped = errors.New("listing incomplete: the provider capped it or it could not be walked stably")
+
+// Moder is implemented by a source that can read a resource in more than
+// one way (Clockify: its change feed, or per-user listings while the feed
+// is unusable). The poller records the mode after each incremental pass,
+// so that `tidemark cursors` can show it.
+type Moder interface {
+	// Mode says how the source reads r now; "" when it has one way.
+	Mode(r Resource) string
+}

@@ -16,7 +16,10 @@ type PassState struct {
 	BackoffUntil           *time.Time
 	LastError              string
 	DueSince               *time.Time
-	UpdatedAt              time.Time
+	// Mode says how the last incremental pass read the resource, when the
+	// source has more than one way ("" when it has one).
+	Mode      string
+	UpdatedAt time.Time
 }
 
 const sqlPassFailed = `
@@ -66,7 +69,7 @@ func (s *Store) MarkReconcileDue(ctx context.Context, source string, resources [
 }
 
 const sqlPassStates = `
-SELECT source, resource, kind, failures, backoff_until, last_error, due_since, updated_at
+SELECT source, resource, kind, failures, backoff_until, last_error, due_since, COALESCE(mode, ''), updated_at
 FROM pass_state
 WHERE $1 = '' OR source = $1
 ORDER BY source, resource, kind`
@@ -79,9 +82,25 @@ func (s *Store) PassStates(ctx context.Context, source string) ([]PassState, err
 func scanPassState(row pgx.CollectableRow) (PassState, error) {
 	var ps PassState
 	var lastErr *string
-	err := row.Scan(&ps.Source, &ps.Resource, &ps.Kind, &ps.Failures, &ps.BackoffUntil, &lastErr, &ps.DueSince, &ps.UpdatedAt)
+	err := row.Scan(&ps.Source, &ps.Resource, &ps.Kind, &ps.Failures, &ps.BackoffUntil, &lastErr, &ps.DueSince, &ps.Mode, &ps.UpdatedAt)
 	ps.LastError = deref(lastErr)
 	ps.BackoffUntil, ps.DueSince = utcPtr(ps.BackoffUntil), utcPtr(ps.DueSince)
 	ps.UpdatedAt = ps.UpdatedAt.UTC()
 	return ps, err
+}
+
+const sqlSetMode = `
+INSERT INTO pass_state (source, resource, kind, mode)
+VALUES ($1, $2, 'incremental', NULLIF($3, ''))
+ON CONFLICT (source, resource, kind) DO UPDATE
+SET mode = EXCLUDED.mode, updated_at = now()
+WHERE pass_state.mode IS DISTINCT FROM EXCLUDED.mode`
+
+// SetMode records how incremental passes of a resource read it now (see
+// PassState.Mode); an unchanged mode writes nothing.
+func (s *Store) SetMode(ctx context.Context, source, resource, mode string) error {
+	if _, err := s.db.Exec(ctx, sqlSetMode, source, resource, mode); err != nil {
+		return fmt.Errorf("record the read mode of %s/%s: %w", source, resource, err)
+	}
+	return nil
 }

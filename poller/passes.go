@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
@@ -167,6 +168,7 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 	if l != nil {
 		res.Pages, res.Counts, res.SourceTime = l.pages, l.counts, l.sourceTime
 	}
+	p.recordMode(ctx, log, s, r)
 	if err != nil {
 		err = fmt.Errorf("%s/%s: %w", s.Name(), r, err)
 		p.finishFailed(ctx, log, res.RunID, l, err)
@@ -459,4 +461,25 @@ func (p *Poller) fence(ctx context.Context, held *lease.Lease) error {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	return held.Check(c, p.pool)
+}
+
+// recordMode records how the source read r, when it has more than one way
+// (clients.Moder), each time that changes.
+func (p *Poller) recordMode(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource) {
+	m, ok := s.Source.(clients.Moder)
+	if !ok {
+		return
+	}
+	mode := m.Mode(r)
+	key := s.Name() + "/" + string(r)
+	if last, seen := p.modes.Load(key); seen && last == mode {
+		return
+	}
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := p.store.SetMode(c, s.Name(), string(r), mode); err != nil {
+		log.Warn().Err(err).Msg("could not record how the source is read")
+		return
+	}
+	p.modes.Store(key, mode)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,6 +84,7 @@ type Poller struct {
 	metrics Observer
 	sources map[string]*Source
 	order   []string
+	modes   sync.Map // "source/resource" → the read mode last recorded
 }
 
 // New returns a Poller.

@@ -144,3 +144,12 @@ func (l *lister) incremental(ctx context.Context, since time.Time) error {
 	start := clients.DateOf(from.UTC()).AddDays(-c.fallbackDays).Time()
 	return l.entries(ctx, start, time.Time{})
 }
+
+// Mode is FeedMode for time entries (clients.Moder): the other resources
+// are always listed.
+func (c *Client) Mode(r clients.Resource) string {
+	if r != clients.TimeEntries {
+		return ""
+	}
+	return c.FeedMode()
+}

@@ -118,4 +118,19 @@ func TestE2EClockifyFeedUnavailableChurnConverges(t *testing.T) {
 	if !strings.Contains(log, "the feed answers 404") {
 		t.Error("the fallback's reason does not name the 404")
 	}
+	// cursors, another process, shows how time entries are read now.
+	out, errs, code := e.cli("cursors", "--config", fs.cfg, "--json")
+	if code != 0 {
+		t.Fatalf("cursors exited %d\n%s", code, errs)
+	}
+	for _, c := range decodeJSON[[]map[string]any](t, out) {
+		mode, _ := c["read_mode"].(string)
+		if c["resource"] == "time_entries" && !strings.Contains(mode, "listing: the feed answers 404") {
+			t.Errorf("cursors --json read_mode %q, want the fallback with its reason", mode)
+		}
+	}
+	text, _, _ := e.cli("cursors", "--config", fs.cfg)
+	if !strings.Contains(text, "read by listing: the feed answers 404") {
+		t.Errorf("cursors does not show the fallback:\n%s", text)
+	}
 }

@@ -53,6 +53,10 @@ type cursorJSON struct {
 	BackoffError string     `json:"backoff_error,omitempty"`
 	// ReconcileDueSince is set while a scheduled reconcile has not run yet.
 	ReconcileDueSince *time.Time `json:"reconcile_due_since,omitempty"`
+	// ReadMode says how the source reads the resource when it has more than
+	// one way (Clockify: "feed", or "listing: <why>" while the feed is
+	// unusable).
+	ReadMode string `json:"read_mode,omitempty"`
 }
 
 // countsJSON is a run's counts with stable lower-case keys.
@@ -179,6 +183,9 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 			if ps.Kind == cursor.KindReconcile && ps.DueSince != nil {
 				row.ReconcileDueSince = ps.DueSince
 			}
+			if ps.Kind == cursor.KindIncremental && ps.Mode != "" {
+				row.ReadMode = ps.Mode
+			}
 		}
 		if !st.HighWater.IsZero() {
 			hw := st.HighWater.UTC()
@@ -257,6 +264,9 @@ func writeCursorTable(w io.Writer, rows []cursorJSON) {
 		}
 		if r.ReconcileDueSince != nil {
 			status += ", reconcile due"
+		}
+		if r.ReadMode != "" && r.ReadMode != "feed" {
+			status += ", read by " + r.ReadMode
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
 			r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), status, at,
