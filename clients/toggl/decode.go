@@ -1,6 +1,7 @@
 package toggl
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -33,6 +34,11 @@ type entryJSON struct {
 	Duration    json.Number `json:"duration"`
 	// Tags are the entry's tag names (null when it has none).
 	Tags []string `json:"tags"`
+	// The v8 names, still in the docs' examples: read when the v9 ones
+	// are absent.
+	UID json.Number `json:"uid"`
+	PID json.Number `json:"pid"`
+	TID json.Number `json:"tid"`
 }
 
 type projectJSON struct {
@@ -67,10 +73,16 @@ type userJSON struct {
 }
 
 // decoder normalizes pages of one source.
-type decoder struct{ decode.Errors }
+type decoder struct {
+	decode.Errors
+	// owner is the token owner's user id (GET /me), for /me/time_entries
+	// entries that do not name their user (the docs' v8-style example has
+	// no user_id): every entry of that listing is the owner's.
+	owner string
+}
 
 func newDecoder(source string, hc *httpx.Client) decoder {
-	return decoder{decode.NewErrors(source, hc)}
+	return decoder{Errors: decode.NewErrors(source, hc)}
 }
 
 // envelope is what a listing says of itself. Toggl documents tasks in an
@@ -152,6 +164,10 @@ func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetche
 	switch r {
 	case clients.TimeEntries:
 		err = decode.Objects(d.Errors, r, schema.TimeEntries, page, raws, recs, fetched, func(j *entryJSON, row []any, rec *clients.Record) *decode.FieldError {
+			j.UserID, j.ProjectID, j.TaskID = cmp.Or(j.UserID, j.UID), cmp.Or(j.ProjectID, j.PID), cmp.Or(j.TaskID, j.TID)
+			if j.UserID == "" && d.owner != "" {
+				j.UserID = json.Number(d.owner)
+			}
 			return entry(j, row, rec, clock, zone)
 		})
 	case clients.Projects:

@@ -353,6 +353,7 @@ type Client struct {
 
 	zoneMu sync.Mutex     // held while /me is asked, so it is asked once
 	zone   *time.Location // the token owner's zone (/me timezone); nil: not asked yet
+	meID   string         // the token owner's user id (/me id); "" when unknown
 	zoneAt time.Time      // our clock when zone was learnt
 }
 
@@ -640,6 +641,9 @@ func (c *Client) userZone(ctx context.Context) (*time.Location, error) {
 		return nil, fmt.Errorf("%s time_entries: the user's time zone (GET /me), needed to date entries as Toggl does: %w", c.name, err)
 	}
 	c.observe(resp)
+	if id := meID(resp.Body); id != "" {
+		c.meID = id
+	}
 	name, why := meZone(resp.Body)
 	loc, lerr := time.LoadLocation(name)
 	switch {
@@ -680,6 +684,24 @@ func meZone(body []byte) (string, string) {
 	return *me.Timezone, ""
 }
 
+// meID reads the `id` of a /me body ("" when it has none).
+func meID(body []byte) string {
+	var me struct {
+		ID json.Number `json:"id"`
+	}
+	if json.Unmarshal(body, &me) != nil {
+		return ""
+	}
+	return string(me.ID)
+}
+
+// owner returns the token owner's user id learnt from /me ("" when unknown).
+func (c *Client) owner() string {
+	c.zoneMu.Lock()
+	defer c.zoneMu.Unlock()
+	return c.meID
+}
+
 // entryLister lists /me/time_entries and numbers its responses as pages.
 type entryLister struct {
 	c    *Client
@@ -701,7 +723,9 @@ func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients
 	if err != nil {
 		return clients.Page{}, 0, err
 	}
-	recs, _, err := c.dec.decodeListing(clients.TimeEntries, l.page, resp.Body, resp.ReceivedAt, clock, zone)
+	dec := c.dec
+	dec.owner = c.owner()
+	recs, _, err := dec.decodeListing(clients.TimeEntries, l.page, resp.Body, resp.ReceivedAt, clock, zone)
 	if err != nil {
 		return clients.Page{}, 0, err
 	}
