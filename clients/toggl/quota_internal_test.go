@@ -25,10 +25,10 @@ func TestQuotaWaitForTheStatedWindow(t *testing.T) {
 	}{
 		{"headers", h, first, 754 * time.Second},
 		{"fractional seconds", http.Header{"X-Toggl-Quota-Resets-In": {"30.5"}}, first, 30500 * time.Millisecond},
-		{"no headers: 60 minutes after the first request", http.Header{}, first, 10 * time.Minute},
+		{"no headers: 60 minutes after the first request, and a second's margin", http.Header{}, first, 10*time.Minute + time.Second},
 		{"no headers, window passed by our tracking", http.Header{}, now.Add(-2 * time.Hour), time.Hour},
 		{"no headers, nothing tracked", http.Header{}, time.Time{}, time.Hour},
-		{"unreadable header", http.Header{"X-Toggl-Quota-Resets-In": {"soon"}}, first, 10 * time.Minute},
+		{"unreadable header", http.Header{"X-Toggl-Quota-Resets-In": {"soon"}}, first, 10*time.Minute + time.Second},
 		{"zero resets-in", http.Header{"X-Toggl-Quota-Resets-In": {"0"}}, first, time.Second},
 	} {
 		if got := quotaWait(tc.h, tc.first, time.Hour, now); got != tc.want {

@@ -466,7 +466,11 @@ func quotaWait(h http.Header, start time.Time, window time.Duration, now time.Ti
 		}
 	}
 	if !start.IsZero() {
-		if end := start.Add(window); end.After(now) {
+		// Toggl's window began when its first request arrived, a little
+		// after we sent it: wait a margin past our estimate, or the retry
+		// lands in the old window and costs a whole new one.
+		margin := min(time.Second, window/20)
+		if end := start.Add(window + margin); end.After(now) {
 			d = end.Sub(now)
 		}
 	}
