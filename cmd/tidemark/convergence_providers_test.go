@@ -144,7 +144,7 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 			t.Logf("toggl churn: %+v", ch.Counts())
 		}
 	})
-	return &fakeSource{
+	fs := &fakeSource{
 		kind: "toggl", src: "tg", cfg: cfg,
 		churn: func() func() { return runChurn(ch.Run) },
 		settle: func(t *testing.T) {
@@ -156,21 +156,9 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 				time.Sleep(100 * time.Millisecond)
 			}
 		},
-		truths: map[clients.Resource]func() map[string]time.Time{
-			clients.TimeEntries: func() map[string]time.Time { return tg.State().Versions(clients.TimeEntries) },
-			clients.Projects:    func() map[string]time.Time { return tg.State().Versions(clients.Projects) },
-		},
-		entries: func() map[string]entryState {
-			out := map[string]entryState{}
-			for id, te := range tg.State().TimeEntries {
-				if te.DeletedAt == nil {
-					out[fmt.Sprint(id)] = entryState{notes: deref(te.Description), spentDate: clients.DateOf(te.Start.UTC()).String()}
-				}
-			}
-			return out
-		},
-		today: func() clients.Date { return clients.DateOf(tg.Now().UTC()) },
 	}
+	togglViews(fs, tg)
+	return fs
 }
 
 // clockifySpeed is how fast the Clockify fake's clock runs: its change feed
@@ -462,4 +450,23 @@ func TestE2EProvidersBackfillBesideDaemon(t *testing.T) {
 			t.Fatal("the daemon exited")
 		}
 	})
+}
+
+// togglViews sets what the checks read of a Toggl fake: its versions, its
+// live entries' states and its day.
+func togglViews(fs *fakeSource, tg *toggltest.Server) {
+	fs.truths = map[clients.Resource]func() map[string]time.Time{
+		clients.TimeEntries: func() map[string]time.Time { return tg.State().Versions(clients.TimeEntries) },
+		clients.Projects:    func() map[string]time.Time { return tg.State().Versions(clients.Projects) },
+	}
+	fs.entries = func() map[string]entryState {
+		out := map[string]entryState{}
+		for id, te := range tg.State().TimeEntries {
+			if te.DeletedAt == nil {
+				out[fmt.Sprint(id)] = entryState{notes: deref(te.Description), spentDate: clients.DateOf(te.Start.UTC()).String()}
+			}
+		}
+		return out
+	}
+	fs.today = func() clients.Date { return clients.DateOf(tg.Now().UTC()) }
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
@@ -40,21 +39,8 @@ func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
 	fs := &fakeSource{
 		kind: "toggl", src: "tg", cfg: cfg,
 		settle: func(t *testing.T) {},
-		truths: map[clients.Resource]func() map[string]time.Time{
-			clients.TimeEntries: func() map[string]time.Time { return tg.State().Versions(clients.TimeEntries) },
-			clients.Projects:    func() map[string]time.Time { return tg.State().Versions(clients.Projects) },
-		},
-		entries: func() map[string]entryState {
-			out := map[string]entryState{}
-			for id, te := range tg.State().TimeEntries {
-				if te.DeletedAt == nil {
-					out[fmt.Sprint(id)] = entryState{notes: deref(te.Description), spentDate: clients.DateOf(te.Start.UTC()).String()}
-				}
-			}
-			return out
-		},
-		today: func() clients.Date { return clients.DateOf(tg.Now().UTC()) },
 	}
+	togglViews(fs, tg)
 	d := e.daemon(cfg)
 	stop := runChurn(ch.Run)
 	time.Sleep(5 * time.Second)
