@@ -2,9 +2,12 @@ package clockify_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +18,9 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
+	"github.com/tidemarkhq/tidemark/internal/conformance"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -461,5 +466,560 @@ func TestParamsValidate(t *testing.T) {
 	}
 	if _, err := clockify.New(ok); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Entries without clientId get their project's client; each is dated in
+// its own zone, else its user's settings.timeZone, else UTC. The users and
+// projects are walked once when an entry names one the client does not
+// know, and not again on the next pass.
+func TestFeedEntriesGetZoneAndClientFromUsersAndProjects(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{})
+	const proj, client = "65f0000000000000000000f7", "65f0000000000000000000c7"
+	f.PutUser(clockifytest.User{ID: userA, Name: "A", TimeZone: "America/Los_Angeles"})
+	f.PutUser(clockifytest.User{ID: userB, Name: "B", NoTimeZone: true})
+	f.PutProject(clockifytest.Project{ID: proj, Name: "Web", ClientID: client})
+	late := t0.Add(-8 * time.Hour).Add(-30 * time.Minute) // 00:30 UTC on 2 March
+	mk := func(id, user string, mod func(*clockifytest.TimeEntry)) {
+		e := entry(id, user, late, time.Hour)
+		e.ProjectID = proj
+		if mod != nil {
+			mod(&e)
+		}
+		f.PutTimeEntry(e)
+	}
+	mk("65f0000000000000000000e1", userA, nil)                              // LA: 1 March
+	mk("65f0000000000000000000e2", userB, nil)                              // no zone: UTC, 2 March
+	mk("65f0000000000000000000e3", userB, func(e *clockifytest.TimeEntry) { // its own zone
+		e.TimeZone, e.NumericDuration = "Asia/Tokyo", true
+	})
+	mk("65f0000000000000000000e4", userC, nil) // unknown user: UTC
+	clk.Advance(10 * time.Minute)
+	c := newClient(t, f, nil)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sourcetest.Records(pages)
+	te := schema.TimeEntries
+	for id, want := range map[string]struct{ day, zone string }{
+		"65f0000000000000000000e1": {"2026-03-01", "America/Los_Angeles"},
+		"65f0000000000000000000e2": {"2026-03-02", "UTC"},
+		"65f0000000000000000000e3": {"2026-03-02", "Asia/Tokyo"},
+		"65f0000000000000000000e4": {"2026-03-02", "UTC"},
+	} {
+		r := got[id]
+		if strings.Contains(string(r.Raw), "clientId") {
+			t.Fatalf("fixture carries a clientId: %s", r.Raw)
+		}
+		if te.Date(r, "spent_date").String() != want.day || te.Text(r, "time_zone") != want.zone || te.Text(r, "client_id") != client ||
+			te.Decimal(r, "hours") != "1" {
+			t.Errorf("%s: %#v, want %v and client %s", id, r.Row, want, client)
+		}
+	}
+	walks := func() (users, projects int) {
+		for _, r := range f.Requests() {
+			switch {
+			case strings.HasSuffix(r.Path, "/users"):
+				users++
+			case strings.HasSuffix(r.Path, "/projects"):
+				projects++
+			}
+		}
+		return
+	}
+	if u, p := walks(); u != 1 || p != 1 {
+		t.Errorf("first pass walked users %d and projects %d times, want once each", u, p)
+	}
+	// The next pass knows them all (userC as known-without-zone).
+	f.ResetRequests()
+	mk("65f0000000000000000000e1", userA, func(e *clockifytest.TimeEntry) { *e.End = e.End.Add(time.Hour) })
+	clk.Advance(10 * time.Minute)
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if u, p := walks(); u != 0 || p != 0 {
+		t.Errorf("second pass walked users %d and projects %d times, want none", u, p)
+	}
+	// Live, the fake's expectation, agrees.
+	for id, r := range f.Live(clients.TimeEntries) {
+		if g := got[id]; id != "65f0000000000000000000e1" && te.Date(g, "spent_date") != te.Date(r, "spent_date") {
+			t.Errorf("%s: Live says %v, client %v", id, te.Date(r, "spent_date"), te.Date(g, "spent_date"))
+		}
+	}
+}
+
+// The feed pages by page number over a live list: an entry leaving the list
+// mid-walk shifts the rest back, and the one at the page boundary is never
+// served. A multi-page window is walked twice, so no live entry is lost.
+func TestFeedWalkSurvivesAnEntryLeavingMidWalk(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{})
+	var ids []string
+	for i := range 7 {
+		id := clockifytest.NewID()
+		ids = append(ids, id)
+		at := t0.Add(-30*time.Minute + time.Duration(i)*time.Second)
+		end := at.Add(time.Hour)
+		f.PutTimeEntry(clockifytest.TimeEntry{ID: id, UserID: "u1", Start: at, End: &end, CreatedAt: at, UpdatedAt: at})
+	}
+	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.FeedLimit = 3 })
+
+	seen := map[string]bool{}
+	deleted := false
+	err := c.List(t.Context(), clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(-time.Hour)},
+		func(_ context.Context, p clients.Page) error {
+			for _, r := range p.Records {
+				if r.DeletedAt == nil {
+					seen[r.ID] = true
+				}
+			}
+			if !deleted && len(p.Records) > 0 {
+				// The first entry leaves the list after the first page.
+				deleted = f.Delete(clients.TimeEntries, ids[0])
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireAll(t, seen, ids[1:])
+}
+
+// The live feed: bare entities with auditMetadata, deletions by
+// document._id, page size and page ignored. A window of more changes than
+// the limit is read in one page, confirmed by page 1.
+func TestLiveFeedShape(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{LiveFeed: true, NoDeletionDelay: true})
+	var ids []string
+	for i := range 5 {
+		id := clockifytest.NewID()
+		ids = append(ids, id)
+		e := entry(id, userA, t0.Add(-time.Duration(i)*time.Hour), time.Hour)
+		e.NumericDuration, e.TimeZone = true, "Europe/Belgrade"
+		f.PutTimeEntry(e)
+	}
+	clk.Advance(10 * time.Minute)
+	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.FeedLimit = 2 })
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sourcetest.Records(pages)
+	live := f.Live(clients.TimeEntries)
+	if len(got) != 5 {
+		t.Fatalf("%d records", len(got))
+	}
+	for id, r := range got {
+		if te := schema.TimeEntries; te.Decimal(r, "hours") != "1" || te.Date(r, "spent_date") != te.Date(live[id], "spent_date") ||
+			!r.Version.Equal(f.Versions(clients.TimeEntries)[id]) {
+			t.Errorf("%s: %#v version %v", id, r.Row, r.Version)
+		}
+	}
+	// A deletion: the tombstone names the entry, not the change.
+	cursor := clk.Now()
+	f.Delete(clients.TimeEntries, ids[0])
+	clk.Advance(5 * time.Minute)
+	pages, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := sourcetest.Records(pages)[ids[0]]; !ok || r.DeletedAt == nil {
+		t.Fatalf("tombstone: %+v", sourcetest.Records(pages))
+	}
+	if m := c.FeedMode(); m != "feed" {
+		t.Fatalf("FeedMode %q", m)
+	}
+}
+
+// A feed that answers 404 or 403 is not retried every pass: the source
+// lists per user by date instead, says so once at Warn, and FeedMode
+// shows it.
+func TestUnusableFeedFallsBackToListings(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{404, 403} {
+		clk := fakeapi.NewClock(t0)
+		f := newFake(t, clk, clockifytest.Options{FeedStatus: status})
+		f.PutUser(clockifytest.User{ID: userA, Name: "A"})
+		f.PutTimeEntry(entry("65f0000000000000000000e1", userA, t0.Add(-3*24*time.Hour), time.Hour))
+		f.PutTimeEntry(entry("65f0000000000000000000e2", userA, t0.Add(-30*24*time.Hour), time.Hour)) // before the window
+		var sink sourcetest.SyncBuffer
+		c := newClient(t, f, func(p *clockify.Params, h *httpx.Config) {
+			if h.Headers == nil {
+				p.Logger = zerolog.New(&sink)
+			}
+		})
+		for pass := range 2 {
+			f.ResetRequests()
+			pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0.Add(-time.Hour)})
+			if err != nil {
+				t.Fatalf("%d pass %d: %v", status, pass, err)
+			}
+			got := sourcetest.Records(pages)
+			if _, ok := got["65f0000000000000000000e1"]; !ok || len(got) != 1 {
+				t.Fatalf("%d pass %d: %v", status, pass, got)
+			}
+			feedReqs := 0
+			for _, r := range f.Requests() {
+				if strings.Contains(r.Path, "/entities/") {
+					feedReqs++
+				}
+			}
+			if want := map[int]int{0: 1, 1: 0}[pass]; feedReqs != want {
+				t.Errorf("%d pass %d: %d feed requests, want %d", status, pass, feedReqs, want)
+			}
+		}
+		if m := c.FeedMode(); !strings.HasPrefix(m, "listing: the feed answers") {
+			t.Errorf("FeedMode %q", m)
+		}
+		if n := strings.Count(sink.String(), `"level":"warn"`); n != 1 || !strings.Contains(sink.String(), "change feed unusable") {
+			t.Errorf("%d warnings:\n%s", n, sink.String())
+		}
+	}
+}
+
+// pass lists the feed from since as the poller does and returns the new
+// high water: the newest version seen, capped by the first page's
+// SourceTime (poller.applyListing).
+func pass(t *testing.T, c *clockify.Client, since time.Time, seen map[string]bool) time.Time {
+	t.Helper()
+	var hw, capAt time.Time
+	first := true
+	err := c.List(t.Context(), clients.TimeEntries, clients.Window{UpdatedSince: since}, func(_ context.Context, p clients.Page) error {
+		if first {
+			capAt, first = p.SourceTime, false
+		}
+		for _, r := range p.Records {
+			seen[r.ID] = true
+			if r.Version.After(hw) {
+				hw = r.Version
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !capAt.IsZero() && hw.After(capAt) {
+		hw = capAt
+	}
+	return hw
+}
+
+// Feed windows end SafetyLag before the source's clock. If the pages said
+// "now", a change stamped inside the lag (read) would lift the high water
+// past entries created inside the lag (not read), and with an overlap under
+// the lag the next pass would start after them: lost for good.
+func TestEntryCreatedWithinSafetyLagIsReadByTheNextPass(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{})
+	// A: created before the window's end, edited 5 s before the pass: its
+	// /created element carries the later stamp.
+	a := entry("65f0000000000000000000a1", userA, t0.Add(-time.Hour), time.Hour)
+	a.CreatedAt, a.UpdatedAt = t0.Add(-10*time.Minute), t0.Add(-5*time.Second)
+	f.PutTimeEntry(a)
+	// B: created a minute before the pass, inside the lag.
+	b := entry("65f0000000000000000000b1", userA, t0.Add(-time.Hour), time.Hour)
+	b.CreatedAt, b.UpdatedAt = t0.Add(-time.Minute), t0.Add(-time.Minute)
+	f.PutTimeEntry(b)
+	c := newClient(t, f, nil)
+
+	const overlap = 30 * time.Second
+	seen := map[string]bool{}
+	hw := pass(t, c, t0.Add(-30*time.Minute), seen)
+	if !seen[a.ID] || seen[b.ID] {
+		t.Fatalf("first pass saw %v; want A only", seen)
+	}
+	if lim := t0.Add(-clockify.DefaultSafetyLag); hw.After(lim) {
+		t.Errorf("high water %v is past the end of what was listed (%v)", hw, lim)
+	}
+	clk.Advance(5 * time.Minute)
+	pass(t, c, hw.Add(-overlap), seen)
+	if !seen[b.ID] {
+		t.Fatalf("entry created within the safety lag before a pass was never read")
+	}
+}
+
+// With user_ids configured, a listing by date covers only those users: a
+// reconcile must tombstone nothing of anyone else's (clients.Scoper).
+func TestListScope(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{})
+	d := clients.DateOf(t0)
+	byDate := clients.Window{From: d, To: d}
+	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.UserIDs = []string{userA, userB} })
+	if got := clients.ScopeOf(c, clients.TimeEntries, byDate); !reflect.DeepEqual(got.UserIDs, []string{userA, userB}) {
+		t.Errorf("by date with user_ids: %+v", got)
+	}
+	for _, tc := range []struct {
+		r clients.Resource
+		w clients.Window
+	}{{clients.TimeEntries, clients.Window{UpdatedSince: t0}}, {clients.Users, clients.Window{}}, {clients.Projects, clients.Window{}}} {
+		if got := clients.ScopeOf(c, tc.r, tc.w); got.UserIDs != nil {
+			t.Errorf("%s %+v: %+v, want the whole workspace", tc.r, tc.w, got)
+		}
+	}
+	every := newClient(t, f, nil)
+	if got := clients.ScopeOf(every, clients.TimeEntries, byDate); got.UserIDs != nil {
+		t.Errorf("every user listed: %+v, want the zero scope", got)
+	}
+}
+
+func TestOverlapShorterThanSafetyLagIsRefused(t *testing.T) {
+	t.Parallel()
+	p := clockify.Params{Name: "acme", WorkspaceID: "65f0aaaaaaaaaaaaaaaaaaaa", Token: "k", Overlap: time.Minute}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Errorf("overlap 1m, lag 2m: %v", err)
+	}
+	p.Overlap = clockify.DefaultSafetyLag
+	if err := p.Validate(); err != nil {
+		t.Errorf("overlap = lag: %v", err)
+	}
+	p.Overlap, p.SafetyLag = 5*time.Minute, 10*time.Minute
+	if err := p.Validate(); err == nil {
+		t.Errorf("overlap 5m, lag 10m accepted")
+	}
+}
+
+// listIDs lists and returns the ids served (live records only).
+func listIDs(t *testing.T, ctx context.Context, c *clockify.Client, w clients.Window) map[string]bool {
+	t.Helper()
+	got := map[string]bool{}
+	err := c.List(ctx, clients.TimeEntries, w, func(_ context.Context, p clients.Page) error {
+		for _, r := range p.Records {
+			if r.DeletedAt == nil {
+				got[r.ID] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// A per-user listing (backfill, reconcile) pages by number over a live
+// list: an entry deleted, or moved out of the range, on page 1 while the
+// client is between pages shifts the rest up, and the first entry of page 2
+// is never served.
+func TestPerUserListingLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
+	t.Parallel()
+	for _, change := range []string{"delete", "move"} {
+		t.Run(change, func(t *testing.T) {
+			t.Parallel()
+			clk := fakeapi.NewClock(t0)
+			f := newFake(t, clk, clockifytest.Options{})
+			day := t0.Add(-10 * 24 * time.Hour)
+			var ids []string
+			for i := range 25 {
+				id := clockifytest.NewID()
+				ids = append(ids, id)
+				f.PutTimeEntry(entry(id, userA, day.Add(time.Duration(i)*time.Minute), time.Minute))
+			}
+			victim := ids[24] // newest start first: the first entry of page 1
+			var once sync.Once
+			f.OnList(func(rq fakeapi.Request) {
+				if rq.Query.Get("page") != "2" {
+					return
+				}
+				once.Do(func() {
+					if change == "delete" {
+						f.Delete(clients.TimeEntries, victim)
+						return
+					}
+					e, _ := f.TimeEntry(victim)
+					e.Start, e.UpdatedAt = day.Add(-30*24*time.Hour), time.Time{}
+					f.PutTimeEntry(e)
+				})
+			})
+			c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.PageSize = 10; p.UserIDs = []string{userA} })
+			logs := &sourcetest.SyncBuffer{}
+			ctx := zerolog.New(logs).WithContext(t.Context())
+			d := clients.DateOf(day)
+			got := listIDs(t, ctx, c, clients.Window{From: d, To: d})
+			requireAll(t, got, ids[:24])
+			if !bytes.Contains([]byte(logs.String()), []byte("listing shifted while walking; walking it again")) {
+				t.Errorf("no Info line about walking again")
+			}
+		})
+	}
+}
+
+// The change feed pages by number too: an entry leaving /created (deleted)
+// or /updated (updated again, out of the window) mid-walk on a first sync
+// must not cost another entry.
+func TestFeedLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
+	t.Parallel()
+	for _, change := range []string{"delete", "move"} {
+		t.Run(change, func(t *testing.T) {
+			t.Parallel()
+			clk := fakeapi.NewClock(t0)
+			f := newFake(t, clk, clockifytest.Options{})
+			feed := "/workspaces/" + f.WorkspaceID() + "/entities/created"
+			created := t0.Add(-30 * time.Minute)
+			if change == "move" {
+				// Created before the first sync's range, updated in it: listed
+				// by /updated only.
+				feed = "/workspaces/" + f.WorkspaceID() + "/entities/updated"
+				created = t0.Add(-200 * 24 * time.Hour)
+			}
+			var ids []string
+			for i := range 7 {
+				id := clockifytest.NewID()
+				ids = append(ids, id)
+				e := entry(id, userA, created, time.Hour)
+				e.CreatedAt, e.UpdatedAt = created, t0.Add(-30*time.Minute+time.Duration(i)*time.Second)
+				f.PutTimeEntry(e)
+			}
+			var once sync.Once
+			f.OnList(func(rq fakeapi.Request) {
+				if rq.Path != feed || rq.Query.Get("page") != "1" {
+					return
+				}
+				once.Do(func() {
+					if change == "delete" {
+						f.Delete(clients.TimeEntries, ids[0])
+						return
+					}
+					e, _ := f.TimeEntry(ids[0])
+					e.UpdatedAt = time.Time{} // now: after the window's end
+					f.PutTimeEntry(e)
+				})
+			})
+			c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.FeedLimit = 3 })
+			got := listIDs(t, t.Context(), c, clients.Window{})
+			requireAll(t, got, ids[1:])
+		})
+	}
+}
+
+// A per-user list that runs past MaxPages is cut short on our side:
+// ErrCapped, never a quiet success.
+func TestPerUserListingBeyondMaxPagesIsCapped(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{})
+	day := t0.Add(-10 * 24 * time.Hour)
+	for i := range 25 {
+		f.PutTimeEntry(entry(clockifytest.NewID(), userA, day.Add(time.Duration(i)*time.Minute), time.Minute))
+	}
+	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) {
+		p.PageSize, p.UserIDs, p.MaxPages = 10, []string{userA}, 2
+	})
+	d := clients.DateOf(day)
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: d, To: d})
+	if !errors.Is(err, clients.ErrCapped) {
+		t.Fatalf("err = %v, want ErrCapped", err)
+	}
+}
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestConformance(t *testing.T) { conformance.Run(t, conformanceHarness{}) }
+
+type conformanceHarness struct{}
+
+// The change feed (time entries only) reports deletions. Projects,
+// clients, users and tasks are listed whole, every pass, with no stamp of
+// their own: a listing's clock versions them and a deleted one only
+// vanishes, so reconcile finds it.
+func (conformanceHarness) Capabilities() conformance.Capabilities {
+	c := conformance.Capabilities{
+		Deletions:    map[clients.Resource]conformance.Deletion{clients.TimeEntries: conformance.Reported},
+		ListingClock: map[clients.Resource]bool{},
+		ListedWhole:  map[clients.Resource]bool{},
+	}
+	for _, r := range []clients.Resource{clients.Projects, clients.Clients, clients.Users, clients.Tasks} {
+		c.Deletions[r] = conformance.Reconciled
+		c.ListingClock[r], c.ListedWhole[r] = true, true
+	}
+	return c
+}
+
+// New runs the fake without its deletion delay and the client with a
+// one-second SafetyLag: the suite's clock moves seconds at a time. The
+// delay and the lag together are tested in clockify_test.go.
+func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.Fake {
+	clk := conformance.NewClock()
+	f := clockifytest.New(clockifytest.Options{NoRateLimit: true, NoDeletionDelay: true, Clock: clk.Now})
+	t.Cleanup(f.Close)
+	c, err := clockify.New(clockify.Params{
+		Name: "clockify-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
+		RateLimit: o.RateLimit, Resources: clockify.Resources, SafetyLag: time.Second,
+		FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
+		Logger:        zerolog.New(zerolog.NewTestWriter(t)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &conformanceFake{Server: f, clk: clk, src: c}
+}
+
+type conformanceFake struct {
+	*clockifytest.Server // Requests, Versions
+	clk                  *fakeapi.Clock
+	src                  *clockify.Client
+}
+
+// Ids the suite's records point at.
+const (
+	userID    = "65f0cccccccccccccccccccc"
+	projectID = "65f0dddddddddddddddddddd"
+)
+
+func (f *conformanceFake) Source() clients.Source { return f.src }
+func (f *conformanceFake) Tick(d time.Duration)   { f.clk.Advance(d) }
+
+// Put stores content where the mirror's content column reads it: an
+// entry's description, a name, or a user's name (first_name). A task gets
+// a project to be listed under.
+func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
+	sid := strconv.FormatInt(id, 10)
+	switch r {
+	case clients.TimeEntries:
+		now := f.clk.Now()
+		f.PutTimeEntry(clockifytest.TimeEntry{
+			ID: sid, UserID: userID, ProjectID: projectID, Description: &content, Start: now.Add(-90 * time.Minute), End: &now,
+		})
+	case clients.Projects:
+		f.PutProject(clockifytest.Project{ID: sid, Name: content, Billable: true})
+	case clients.Clients:
+		f.PutClient(clockifytest.Client{ID: sid, Name: content, CurrencyCode: "EUR"})
+	case clients.Users:
+		f.PutUser(clockifytest.User{ID: sid, Name: content, Email: "u@example.com"})
+	case clients.Tasks:
+		if _, ok := f.Versions(clients.Projects)[projectID]; !ok {
+			f.PutProject(clockifytest.Project{ID: projectID, Name: "parent"})
+		}
+		f.PutTask(clockifytest.Task{ID: sid, ProjectID: projectID, Name: content})
+	default:
+		panic("clockify conformance: no record for " + string(r))
+	}
+}
+
+func (f *conformanceFake) Delete(r clients.Resource, id int64) {
+	f.Server.Delete(r, strconv.FormatInt(id, 10))
+}
+
+func (f *conformanceFake) Malform(r clients.Resource, m conformance.Malformation) {
+	f.MalformResource(r, m)
+}
+
+// requireAll fails for every id of want that got lacks: a live entry
+// the walk never delivered.
+func requireAll(t *testing.T, got map[string]bool, want []string) {
+	t.Helper()
+	for _, id := range want {
+		if !got[id] {
+			t.Errorf("live entry %s was never delivered", id)
+		}
 	}
 }
