@@ -812,45 +812,42 @@ func listIDs(t *testing.T, ctx context.Context, c *clockify.Client, w clients.Wi
 // is never served.
 func TestPerUserListingLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 	t.Parallel()
-	for _, change := range []string{"delete", "move"} {
-		t.Run(change, func(t *testing.T) {
-			t.Parallel()
-			clk := fakeapi.NewClock(t0)
-			f := newFake(t, clk, clockifytest.Options{})
-			day := t0.Add(-10 * 24 * time.Hour)
-			var ids []string
-			for i := range 25 {
-				id := clockifytest.NewID()
-				ids = append(ids, id)
-				f.PutTimeEntry(entry(id, userA, day.Add(time.Duration(i)*time.Minute), time.Minute))
+	sourcetest.EachChange(t, func(t *testing.T, deleted bool) {
+		clk := fakeapi.NewClock(t0)
+		f := newFake(t, clk, clockifytest.Options{})
+		day := t0.Add(-10 * 24 * time.Hour)
+		var ids []string
+		for i := range 25 {
+			id := clockifytest.NewID()
+			ids = append(ids, id)
+			f.PutTimeEntry(entry(id, userA, day.Add(time.Duration(i)*time.Minute), time.Minute))
+		}
+		victim := ids[24] // newest start first: the first entry of page 1
+		var once sync.Once
+		f.OnList(func(rq fakeapi.Request) {
+			if rq.Query.Get("page") != "2" {
+				return
 			}
-			victim := ids[24] // newest start first: the first entry of page 1
-			var once sync.Once
-			f.OnList(func(rq fakeapi.Request) {
-				if rq.Query.Get("page") != "2" {
+			once.Do(func() {
+				if deleted {
+					f.Delete(clients.TimeEntries, victim)
 					return
 				}
-				once.Do(func() {
-					if change == "delete" {
-						f.Delete(clients.TimeEntries, victim)
-						return
-					}
-					e, _ := f.TimeEntry(victim)
-					e.Start, e.UpdatedAt = day.Add(-30*24*time.Hour), time.Time{}
-					f.PutTimeEntry(e)
-				})
+				e, _ := f.TimeEntry(victim)
+				e.Start, e.UpdatedAt = day.Add(-30*24*time.Hour), time.Time{}
+				f.PutTimeEntry(e)
 			})
-			c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.PageSize = 10; p.UserIDs = []string{userA} })
-			logs := &sourcetest.SyncBuffer{}
-			ctx := zerolog.New(logs).WithContext(t.Context())
-			d := clients.DateOf(day)
-			got := listIDs(t, ctx, c, clients.Window{From: d, To: d})
-			requireAll(t, got, ids[:24])
-			if !bytes.Contains([]byte(logs.String()), []byte("listing shifted while walking; walking it again")) {
-				t.Errorf("no Info line about walking again")
-			}
 		})
-	}
+		c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.PageSize = 10; p.UserIDs = []string{userA} })
+		logs := &sourcetest.SyncBuffer{}
+		ctx := zerolog.New(logs).WithContext(t.Context())
+		d := clients.DateOf(day)
+		got := listIDs(t, ctx, c, clients.Window{From: d, To: d})
+		requireAll(t, got, ids[:24])
+		if !bytes.Contains([]byte(logs.String()), []byte("listing shifted while walking; walking it again")) {
+			t.Errorf("no Info line about walking again")
+		}
+	})
 }
 
 // The change feed pages by number too: an entry leaving /created (deleted)
@@ -858,47 +855,44 @@ func TestPerUserListingLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 // must not cost another entry.
 func TestFeedLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 	t.Parallel()
-	for _, change := range []string{"delete", "move"} {
-		t.Run(change, func(t *testing.T) {
-			t.Parallel()
-			clk := fakeapi.NewClock(t0)
-			f := newFake(t, clk, clockifytest.Options{})
-			feed := "/workspaces/" + f.WorkspaceID() + "/entities/created"
-			created := t0.Add(-30 * time.Minute)
-			if change == "move" {
-				// Created before the first sync's range, updated in it: listed
-				// by /updated only.
-				feed = "/workspaces/" + f.WorkspaceID() + "/entities/updated"
-				created = t0.Add(-200 * 24 * time.Hour)
+	sourcetest.EachChange(t, func(t *testing.T, deleted bool) {
+		clk := fakeapi.NewClock(t0)
+		f := newFake(t, clk, clockifytest.Options{})
+		feed := "/workspaces/" + f.WorkspaceID() + "/entities/created"
+		created := t0.Add(-30 * time.Minute)
+		if !deleted {
+			// Created before the first sync's range, updated in it: listed
+			// by /updated only.
+			feed = "/workspaces/" + f.WorkspaceID() + "/entities/updated"
+			created = t0.Add(-200 * 24 * time.Hour)
+		}
+		var ids []string
+		for i := range 7 {
+			id := clockifytest.NewID()
+			ids = append(ids, id)
+			e := entry(id, userA, created, time.Hour)
+			e.CreatedAt, e.UpdatedAt = created, t0.Add(-30*time.Minute+time.Duration(i)*time.Second)
+			f.PutTimeEntry(e)
+		}
+		var once sync.Once
+		f.OnList(func(rq fakeapi.Request) {
+			if rq.Path != feed || rq.Query.Get("page") != "1" {
+				return
 			}
-			var ids []string
-			for i := range 7 {
-				id := clockifytest.NewID()
-				ids = append(ids, id)
-				e := entry(id, userA, created, time.Hour)
-				e.CreatedAt, e.UpdatedAt = created, t0.Add(-30*time.Minute+time.Duration(i)*time.Second)
-				f.PutTimeEntry(e)
-			}
-			var once sync.Once
-			f.OnList(func(rq fakeapi.Request) {
-				if rq.Path != feed || rq.Query.Get("page") != "1" {
+			once.Do(func() {
+				if deleted {
+					f.Delete(clients.TimeEntries, ids[0])
 					return
 				}
-				once.Do(func() {
-					if change == "delete" {
-						f.Delete(clients.TimeEntries, ids[0])
-						return
-					}
-					e, _ := f.TimeEntry(ids[0])
-					e.UpdatedAt = time.Time{} // now: after the window's end
-					f.PutTimeEntry(e)
-				})
+				e, _ := f.TimeEntry(ids[0])
+				e.UpdatedAt = time.Time{} // now: after the window's end
+				f.PutTimeEntry(e)
 			})
-			c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.FeedLimit = 3 })
-			got := listIDs(t, t.Context(), c, clients.Window{})
-			requireAll(t, got, ids[1:])
 		})
-	}
+		c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.FeedLimit = 3 })
+		got := listIDs(t, t.Context(), c, clients.Window{})
+		requireAll(t, got, ids[1:])
+	})
 }
 
 // A per-user list that runs past MaxPages is cut short on our side:

@@ -127,3 +127,14 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// EachChange runs f in a parallel subtest per way a record can leave a
+// listing mid-walk: deleted, or moved out of what is listed.
+func EachChange(t *testing.T, f func(t *testing.T, deleted bool)) {
+	for _, change := range []string{"delete", "move"} {
+		t.Run(change, func(t *testing.T) {
+			t.Parallel()
+			f(t, change == "delete")
+		})
+	}
+}
