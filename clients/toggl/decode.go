@@ -22,7 +22,8 @@ type common struct {
 	ServerDeletedAt *string     `json:"server_deleted_at"`
 }
 
-type entryJSON struct {
+// commonEntry is what a time entry and a report row's entry share.
+type commonEntry struct {
 	common
 	ProjectID   json.Number `json:"project_id"`
 	TaskID      json.Number `json:"task_id"`
@@ -31,7 +32,11 @@ type entryJSON struct {
 	Description *string     `json:"description"`
 	Start       *string     `json:"start"`
 	Stop        *string     `json:"stop"`
-	Duration    json.Number `json:"duration"`
+}
+
+type entryJSON struct {
+	commonEntry
+	Duration json.Number `json:"duration"`
 	// Tags are the entry's tag names (null when it has none).
 	Tags []string `json:"tags"`
 	// The v8 names, still in the docs' examples: read when the v9 ones

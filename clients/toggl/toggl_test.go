@@ -1,9 +1,12 @@
 package toggl_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strconv"
 	"strings"
@@ -18,7 +21,9 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
+	"github.com/tidemarkhq/tidemark/internal/conformance"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -469,5 +474,660 @@ func TestParamsValidate(t *testing.T) {
 	}
 	if toggl.DefaultRateLimit.Interval() < time.Second {
 		t.Errorf("default rate limit %v is faster than 1 request per second", toggl.DefaultRateLimit)
+	}
+}
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestConformance(t *testing.T) { conformance.Run(t, harness{}) }
+
+type harness struct{}
+
+// Listings with `since` include deleted records (server_deleted_at): time
+// entries, projects and tasks. Clients and users are listed whole, without
+// `since`, and leave deleted records out: reconcile finds those. Workspace
+// users carry no `at`: the listing's clock versions them.
+func (harness) Capabilities() conformance.Capabilities {
+	return conformance.Capabilities{
+		Deletions: map[clients.Resource]conformance.Deletion{
+			clients.TimeEntries: conformance.Reported,
+			clients.Projects:    conformance.Reported,
+			clients.Tasks:       conformance.Reported,
+			clients.Clients:     conformance.Reconciled,
+			clients.Users:       conformance.Reconciled,
+		},
+		ListingClock: map[clients.Resource]bool{clients.Users: true},
+		ListedWhole:  map[clients.Resource]bool{clients.Clients: true, clients.Users: true},
+	}
+}
+
+func (harness) New(t *testing.T, o conformance.Options) conformance.Fake {
+	clk := conformance.NewClock()
+	f := toggltest.New(toggltest.Options{Clock: clk.Now})
+	t.Cleanup(f.Close)
+	c, err := toggl.New(toggl.Params{
+		Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
+		RateLimit: o.RateLimit, Resources: toggl.Resources,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fake{Server: f, clk: clk, src: c}
+}
+
+type fake struct {
+	*toggltest.Server // Requests, Versions
+	clk               *fakeapi.Clock
+	src               *toggl.Client
+}
+
+func (f *fake) Source() clients.Source { return f.src }
+func (f *fake) Tick(d time.Duration)   { f.clk.Advance(d) }
+
+// Put stores content where the mirror's content column reads it: an
+// entry's description, a name, or a user's fullname (first_name up to the
+// first space).
+func (f *fake) Put(r clients.Resource, id int64, content string) {
+	switch r {
+	case clients.TimeEntries:
+		now := f.clk.Now()
+		f.PutTimeEntry(toggltest.TimeEntry{
+			ID: id, UserID: 7, ProjectID: 8, Description: &content,
+			Start: now.Add(-time.Hour), Stop: &now, Duration: 3600,
+		})
+	case clients.Projects:
+		f.PutProject(toggltest.Project{ID: id, ClientID: 9, Name: content, Active: true})
+	case clients.Clients:
+		f.PutClient(toggltest.Client{ID: id, Name: content})
+	case clients.Users:
+		f.PutUser(toggltest.User{ID: id, Fullname: content, Email: "u@example.com"})
+	case clients.Tasks:
+		f.PutTask(toggltest.Task{ID: id, ProjectID: 8, Name: content, Active: true})
+	default:
+		panic("toggl conformance: no record for " + string(r))
+	}
+}
+
+func (f *fake) Delete(r clients.Resource, id int64) { f.Server.Delete(r, id) }
+
+func (f *fake) Malform(r clients.Resource, m conformance.Malformation) { f.MalformResource(r, m) }
+
+// Projects and tasks page by number over a live list: one deleted on page 1
+// while the client is between pages shifts the rest up, and the first of
+// page 2 is never served. A first sync lists them whole, so nothing later
+// would bring it.
+func TestWorkspaceListingLosesNothingWhenARecordLeavesMidWalk(t *testing.T) {
+	t.Parallel()
+	for _, r := range []clients.Resource{clients.Projects, clients.Tasks} {
+		t.Run(string(r), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, toggltest.Options{})
+			at := f.Now().Add(-time.Hour)
+			for i := 1; i <= 450; i++ {
+				if r == clients.Projects {
+					f.PutProject(toggltest.Project{ID: int64(i), Name: fmt.Sprintf("P%d", i), Active: true, At: at})
+				} else {
+					f.PutTask(toggltest.Task{ID: int64(i), ProjectID: 1, Name: fmt.Sprintf("T%d", i), Active: true, At: at})
+				}
+			}
+			logs := &sourcetest.SyncBuffer{}
+			c := newClient(t, f, logs)
+			var once sync.Once
+			f.OnList(func(rq fakeapi.Request) {
+				if rq.Query.Get("page") == "2" {
+					once.Do(func() { f.Delete(r, 1) }) // the first record of page 1
+				}
+			})
+			ctx := zerolog.New(logs).WithContext(t.Context())
+			got := map[string]bool{}
+			err := c.List(ctx, r, clients.Window{}, func(_ context.Context, p clients.Page) error {
+				for _, rec := range p.Records {
+					got[rec.ID] = true
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 2; i <= 450; i++ {
+				if !got[strconv.Itoa(i)] {
+					t.Errorf("%s %d was never served", r, i)
+				}
+			}
+			// Projects (no total) walk again; tasks (total_count) read the
+			// page before again.
+			if !strings.Contains(logs.String(), "listing shifted while walking; ") {
+				t.Errorf("no Info line about the shifted listing")
+			}
+		})
+	}
+}
+
+// putDays adds perDay entries on each of days consecutive days from first.
+func putDays(f *toggltest.Server, first clients.Date, days, perDay int, nextID *int64) {
+	for d := range days {
+		for i := range perDay {
+			start := first.AddDays(d).Time().Add(time.Duration(i) * time.Minute)
+			stop := start.Add(time.Minute)
+			*nextID++
+			f.PutTimeEntry(toggltest.TimeEntry{ID: *nextID, UserID: 1, Start: start, Stop: &stop, Duration: 60, At: start.Add(time.Hour)})
+		}
+	}
+}
+
+// Toggl serves at most a thousand entries per /me/time_entries response and
+// says nothing when it cuts. A reconcile range holding more is listed whole,
+// in windows small enough to stay under the cap.
+func TestDateRangeOverTheCapIsListedInWindows(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{EntryCap: 1000})
+	today := clients.DateOf(f.Now().UTC())
+	var id int64
+	putDays(f, today.AddDays(-40), 25, 100, &id) // 2,500 entries
+	c := newClient(t, f, nil)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: today.AddDays(-45), To: today})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sourcetest.Records(pages); len(got) != 2500 {
+		t.Fatalf("%d entries listed, want 2500", len(got))
+	}
+	if n := f.RequestCount(); n > 20 {
+		t.Errorf("%d requests for 2,500 entries", n)
+	}
+}
+
+// A single day over the cap cannot be split further: ErrCapped, so that
+// reconcile tombstones nothing.
+func TestSingleDayOverTheCapIsCapped(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{EntryCap: 1000})
+	today := clients.DateOf(f.Now().UTC())
+	var id int64
+	putDays(f, today.AddDays(-10), 1, 1001, &id)
+	putDays(f, today.AddDays(-5), 3, 10, &id)
+	c := newClient(t, f, nil)
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: today.AddDays(-20), To: today})
+	if !errors.Is(err, clients.ErrCapped) {
+		t.Fatalf("err = %v, want ErrCapped", err)
+	}
+}
+
+// A `since` listing cannot be split by date: one that comes back at the cap
+// may be cut short, and the cursor must not move past what it hid.
+func TestSinceListingAtTheCapIsCapped(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{EntryCap: 1000})
+	today := clients.DateOf(f.Now().UTC())
+	var id int64
+	putDays(f, today.AddDays(-3), 1, 1200, &id)
+	c := newClient(t, f, nil)
+	for _, w := range []clients.Window{{}, {UpdatedSince: f.Now().Add(-10 * 24 * time.Hour)}} {
+		_, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
+		if !errors.Is(err, clients.ErrCapped) {
+			t.Errorf("window %+v: err = %v, want ErrCapped", w, err)
+		}
+	}
+}
+
+// Tasks come in an envelope with total_count: a walk whose pages add up to
+// the total is taken without a confirming second walk, and requests ask
+// for the documented page/per_page.
+func TestTasksEnvelopeWalkedByItsTotal(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{})
+	at := f.Now().Add(-time.Hour)
+	for i := 1; i <= 450; i++ {
+		f.PutTask(toggltest.Task{ID: int64(i), ProjectID: 1, Name: fmt.Sprintf("T%d", i), Active: true, At: at})
+	}
+	c := newClient(t, f, nil)
+	pages, err := sourcetest.Collect(t, c, clients.Tasks, clients.Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sourcetest.Records(pages)); n != 450 || f.RequestCount() != 3 {
+		t.Fatalf("%d tasks in %d requests, want 450 in 3", n, f.RequestCount())
+	}
+	for i, rq := range f.Requests() {
+		if rq.Path != "/workspaces/4242/tasks" || rq.Query.Get("page") != strconv.Itoa(i+1) || rq.Query.Get("per_page") != "200" {
+			t.Errorf("request %+v", rq)
+		}
+	}
+	// A provider that stops before the pages its total announced cut the
+	// listing short: ErrCapped, so that reconcile tombstones nothing.
+	f.ResetRequests()
+	f.SetTaskTotalBias(200)
+	_, err = sourcetest.Collect(t, c, clients.Tasks, clients.Window{})
+	if !errors.Is(err, clients.ErrCapped) {
+		t.Fatalf("err = %v, want ErrCapped", err)
+	}
+}
+
+// quotaWaits lists three clients listings against f and returns the quota
+// waits the client took.
+func quotaWaits(t *testing.T, f *toggltest.Server, window time.Duration, pause time.Duration) []time.Duration {
+	t.Helper()
+	var mu sync.Mutex
+	var waits []time.Duration
+	c := newClient(t, f, nil, func(p *toggl.Params, _ *httpx.Config) {
+		p.QuotaWindow = window
+		p.OnWait = func(reason string, d time.Duration) {
+			if reason == "quota" {
+				mu.Lock()
+				waits = append(waits, d)
+				mu.Unlock()
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if i == 1 {
+			time.Sleep(pause)
+		}
+		if err := c.List(ctx, clients.Clients, clients.Window{}, func(context.Context, clients.Page) error { return nil }); err != nil {
+			t.Fatalf("listing %d: %v", i, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return waits
+}
+
+// With Toggl's headers, a 402 waits the X-Toggl-Quota-Resets-In it states:
+// here 2 s, though the client's own window is an hour.
+func TestQuota402WaitsTheStatedResetsIn(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{Quota: 2, QuotaWindow: 2 * time.Second})
+	start := time.Now()
+	waits := quotaWaits(t, f, time.Hour, 0)
+	if len(waits) != 1 || waits[0] > 2*time.Second || waits[0] < time.Second {
+		t.Fatalf("quota waits %v, want one of about 2s (the stated Resets-In)", waits)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v", took)
+	}
+}
+
+// Without headers, a 402 waits until the window after the first request of
+// the current window, as the client tracked it: the first listing started
+// it, 1 s later the third is refused, and the wait is the 2 s left, not a
+// whole window and not the next clock multiple.
+func TestQuota402WithoutHeadersWaitsForTheTrackedWindow(t *testing.T) {
+	t.Parallel()
+	const window = 3 * time.Second
+	f := newFake(t, toggltest.Options{Quota: 2, QuotaWindow: window, NoQuotaHeaders: true})
+	waits := quotaWaits(t, f, window, time.Second)
+	// 2 s left, plus the margin (window/20) for the fake's window starting
+	// when the first request arrived.
+	if len(waits) != 1 || waits[0] > 2400*time.Millisecond || waits[0] < 1700*time.Millisecond {
+		t.Fatalf("quota waits %v, want one of about 2s", waits)
+	}
+	statuses := map[int]int{}
+	for _, r := range f.Requests() {
+		statuses[r.Status]++
+	}
+	if statuses[402] != 1 || statuses[200] != 3 {
+		t.Errorf("statuses %v", statuses)
+	}
+}
+
+// The docs' tracking example is v8-shaped: wid and pid, and no user id at
+// all. In /me/time_entries every entry is the token owner's, so the owner's
+// id (GET /me) stands in, and pid is the project.
+func TestV8ShapedEntryTakesTheOwnerAndPid(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Date", time.Date(2026, 1, 30, 9, 10, 0, 0, time.UTC).Format(http.TimeFormat))
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/me/time_entries"):
+			fmt.Fprint(w, `[{
+"id": 436694100,
+"wid": 777,
+"pid": 193791,
+"billable": false,
+"start": "2026-01-30T09:08:04+00:00",
+"duration": -1,
+"description": "Running time entry",
+"at": "2026-01-30T09:08:12+00:00"
+}]`)
+		case strings.HasSuffix(r.URL.Path, "/me"):
+			fmt.Fprint(w, `{"id": 5123, "email": "a@example.com", "fullname": "A", "timezone": "Europe/Berlin"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	c := kind.Build(t, toggl.Params{
+		Name: "tg", BaseURL: srv.URL + "/api/v9", Token: "secret-token", WorkspaceID: 777, Version: "test",
+		RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second}, Logger: zerolog.New(zerolog.NewTestWriter(t)),
+		Quota: &toggl.Quota{},
+	})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := sourcetest.Records(pages)
+	rec, ok := recs["436694100"]
+	if !ok {
+		t.Fatalf("entry not served: %v", recs)
+	}
+	te := schema.TimeEntries
+	if got := te.Text(rec, "user_id"); got != "5123" {
+		t.Errorf("user_id %q, want the /me id 5123", got)
+	}
+	if got := te.Text(rec, "project_id"); got != "193791" {
+		t.Errorf("project_id %q, want pid 193791", got)
+	}
+	if !te.Bool(rec, "is_running") {
+		t.Error("a running entry (duration -1) is not running")
+	}
+}
+
+func workspaceScope(p *toggl.Params, _ *httpx.Config) { p.Scope = toggl.ScopeWorkspace }
+
+// putEntry stores a stopped entry of user that started at start.
+func putEntry(f *toggltest.Server, id, user int64, start time.Time, tags ...string) {
+	stop := start.Add(30 * time.Minute)
+	f.PutTimeEntry(toggltest.TimeEntry{ID: id, UserID: user, ProjectID: 77, Start: start, Stop: &stop, Duration: 1800,
+		Description: str(fmt.Sprintf("entry %d", id)), Tags: tags})
+}
+
+// Every user's entries of the trailing window come from the detailed
+// search, page by page as its X-Next-* headers say, each dated in its
+// user's zone; an entry spent before the window is not asked for.
+func TestWorkspaceEveryUsersEntriesByHeaderPaging(t *testing.T) {
+	t.Parallel()
+	tokyo, _ := time.LoadLocation("Asia/Tokyo")
+	f := newFake(t, toggltest.Options{TimeZone: "Europe/Berlin", ReportPageCap: 2, UserZones: map[int64]*time.Location{12: tokyo}})
+	now := f.Now().UTC()
+	today := clients.DateOf(now)
+	noon := today.Time().Add(12 * time.Hour)
+	putEntry(f, 1, 11, noon.Add(-24*time.Hour), "billable")
+	putEntry(f, 2, 12, noon.Add(-48*time.Hour))
+	putEntry(f, 3, 13, noon.Add(-72*time.Hour), "billable", "meeting")
+	putEntry(f, 4, 11, noon.Add(-96*time.Hour))
+	// 23:30 UTC is the next day in Tokyo: user 12 spent it that day.
+	putEntry(f, 5, 12, today.AddDays(-3).Time().Add(-30*time.Minute))
+	putEntry(f, 6, 13, noon.AddDate(0, 0, -30)) // before the trailing window
+
+	c := newClient(t, f, nil, workspaceScope)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: now.Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := sourcetest.Records(pages)
+	if len(recs) != 5 || recs["6"].ID != "" {
+		t.Fatalf("records %v: want entries 1-5, every user's, and not 6", sourcetest.IDs(pages))
+	}
+	users := map[string]bool{}
+	for _, r := range recs {
+		users[schema.At[string](&r, schema.TimeEntries.Index("user_id"))] = true
+	}
+	if len(users) != 3 {
+		t.Errorf("users %v: want 11, 12 and 13, not only the token owner", users)
+	}
+	e5 := recs["5"]
+	if d := schema.At[clients.Date](&e5, schema.TimeEntries.Index("spent_date")); d != today.AddDays(-3) {
+		t.Errorf("entry 5 spent %s, want %s (its user's day, Tokyo)", d, today.AddDays(-3))
+	}
+	if z := schema.At[string](&e5, schema.TimeEntries.Index("time_zone")); z != "+09:00" {
+		t.Errorf("entry 5 zone %q", z)
+	}
+	e3 := recs["3"]
+	if tags := schema.At[json.RawMessage](&e3, schema.TimeEntries.Index("tags")); string(tags) != `["billable","meeting"]` {
+		t.Errorf("entry 3 tags %s", tags)
+	}
+	qs := f.ReportQueries()
+	if len(qs) != 3 {
+		t.Fatalf("%d searches, want 3 pages of 2", len(qs))
+	}
+	if qs[0].FirstID != nil || qs[0].FirstRowNumber != nil {
+		t.Errorf("first page sent a cursor: %+v", qs[0])
+	}
+	if q := qs[0]; q.StartDate != today.AddDays(-toggl.DefaultTrailingDays-1).String() || q.EndDate != today.AddDays(2).String() || q.PageSize != toggl.ReportPageSize {
+		t.Errorf("first search %+v", q)
+	}
+	for i, q := range qs[1:] {
+		if q.FirstID == nil || q.FirstRowNumber == nil || *q.FirstRowNumber != int64(2*(i+1)+1) || q.StartDate != qs[0].StartDate {
+			t.Errorf("search %d: %+v: want the next-page headers sent back", i+2, q)
+		}
+	}
+	if n := countPath(f, "/workspaces/4242/tags"); n != 1 {
+		t.Errorf("tags listed %d times, want once", n)
+	}
+	if pages[0].SourceTime.IsZero() {
+		t.Error("no SourceTime")
+	}
+}
+
+// An entry deleted inside the trailing window is absent from the next
+// complete listing: it comes back as a tombstone at its last version. An
+// entry deleted before the window is not judged by it (reconcile is).
+func TestWorkspaceDeletionInTheWindowTombstonedByAbsence(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{ReportPageCap: 2})
+	now := f.Now().UTC()
+	noon := clients.DateOf(now).Time().Add(12 * time.Hour)
+	for i := int64(1); i <= 5; i++ {
+		putEntry(f, i, 10+i%2, noon.AddDate(0, 0, -int(i)))
+	}
+	putEntry(f, 9, 11, noon.AddDate(0, 0, -40))
+	c := newClient(t, f, nil, workspaceScope)
+	first, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}) // the first sync: 90 days
+	if err != nil || len(sourcetest.Records(first)) != 6 {
+		t.Fatalf("first sync: %v, %v", sourcetest.IDs(first), err)
+	}
+	was := sourcetest.Records(first)["3"].Version
+	f.Delete(clients.TimeEntries, 3)
+	f.Delete(clients.TimeEntries, 9)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: now.Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := sourcetest.Records(pages)
+	gone := recs["3"]
+	if gone.DeletedAt == nil || gone.Row != nil || !gone.Version.Equal(was) {
+		t.Fatalf("entry 3: %+v: want a tombstone at its last version %v", gone, was)
+	}
+	if _, ok := recs["9"]; ok {
+		t.Error("entry 9, spent before the trailing window, judged by the window's listing")
+	}
+	for _, id := range []string{"1", "2", "4", "5"} {
+		if r := recs[id]; r.DeletedAt != nil || r.Row == nil {
+			t.Errorf("entry %s: %+v", id, r)
+		}
+	}
+	// Told once: the next listing does not repeat it.
+	again, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: now.Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sourcetest.Records(again)["3"]; ok {
+		t.Error("the tombstone is handed over again")
+	}
+}
+
+// A listing that fails part way tombstones nothing; the next complete one
+// does.
+func TestWorkspaceFailedListingTombstonesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{ReportPageCap: 2})
+	now := f.Now().UTC()
+	noon := clients.DateOf(now).Time().Add(12 * time.Hour)
+	for i := int64(1); i <= 5; i++ {
+		putEntry(f, i, 11, noon.AddDate(0, 0, -int(i)))
+	}
+	c := newClient(t, f, nil, workspaceScope)
+	w := clients.Window{UpdatedSince: now.Add(-time.Hour)}
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
+		t.Fatal(err)
+	}
+	f.Delete(clients.TimeEntries, 1)
+	f.Malform("time_entries", 2, fakeapi.BadJSON)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
+	var he *httpx.Error
+	if !errors.As(err, &he) {
+		t.Fatalf("a bad page 2: %v", err)
+	}
+	for _, p := range pages {
+		for _, r := range p.Records {
+			if r.DeletedAt != nil {
+				t.Fatalf("a failed listing tombstoned %s", r.ID)
+			}
+		}
+	}
+	f.Malform("time_entries", 2, 0)
+	pages, err = sourcetest.Collect(t, c, clients.TimeEntries, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sourcetest.Records(pages)["1"]; r.DeletedAt == nil {
+		t.Errorf("entry 1 after a complete listing: %+v", r)
+	}
+}
+
+// By spent date (backfill, reconcile) the window is the one asked.
+func TestWorkspaceByDateWindow(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{})
+	day := clients.Date{Year: 2025, Month: 3, Day: 10}
+	putEntry(f, 1, 11, day.Time().Add(9*time.Hour))
+	putEntry(f, 2, 12, day.AddDays(1).Time().Add(9*time.Hour))
+	putEntry(f, 3, 13, day.AddDays(-1).Time().Add(9*time.Hour))
+	c := newClient(t, f, nil, workspaceScope)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: day, To: day.AddDays(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs := sourcetest.Records(pages); len(recs) != 2 || recs["1"].ID == "" || recs["2"].ID == "" {
+		t.Fatalf("records %v", sourcetest.IDs(pages))
+	}
+	if q := f.ReportQueries()[0]; q.StartDate != "2025-03-09" || q.EndDate != "2025-03-12" {
+		t.Errorf("search %+v", q)
+	}
+	if countPath(f, "/me/time_entries") != 0 {
+		t.Error("workspace scope asked /me/time_entries")
+	}
+}
+
+// An entry moved to a day before the window is absent from the window's
+// listing but not deleted: asked for by id, it comes back live with its
+// new day, and is not tombstoned.
+func TestWorkspaceEntryMovedOutOfTheWindowIsNotTombstoned(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{})
+	now := f.Now().UTC()
+	noon := clients.DateOf(now).Time().Add(12 * time.Hour)
+	putEntry(f, 1, 11, noon.AddDate(0, 0, -2))
+	putEntry(f, 2, 12, noon.AddDate(0, 0, -3))
+	c := newClient(t, f, nil, workspaceScope)
+	w := clients.Window{UpdatedSince: now.Add(-time.Hour)}
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
+		t.Fatal(err)
+	}
+	putEntry(f, 1, 11, noon.AddDate(0, 0, -40)) // back-dated out of the window
+	f.Delete(clients.TimeEntries, 2)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := sourcetest.Records(pages)
+	moved := recs["1"]
+	if moved.DeletedAt != nil || moved.Row == nil {
+		t.Fatalf("moved entry: %+v", moved)
+	}
+	if d := schema.At[clients.Date](&moved, schema.TimeEntries.Index("spent_date")); d != clients.DateOf(noon.AddDate(0, 0, -40)) {
+		t.Errorf("moved entry spent %s", d)
+	}
+	if recs["2"].DeletedAt == nil {
+		t.Errorf("deleted entry: %+v", recs["2"])
+	}
+	qs := f.ReportQueries()
+	if last := qs[len(qs)-1]; len(last.TimeEntryIDs) != 2 || last.TimeEntryIDs[0] != 1 || last.TimeEntryIDs[1] != 2 {
+		t.Errorf("confirmation search %+v: want the two absent ids", last)
+	}
+}
+
+// countPath counts the fake's requests to path.
+func countPath(f *toggltest.Server, path string) int {
+	n := 0
+	for _, rq := range f.Requests() {
+		if rq.Path == path {
+			n++
+		}
+	}
+	return n
+}
+
+// An entry started at 23:30 UTC belongs, for a user in Berlin, to the next
+// day: the day Toggl's own reports give it. The zone comes from /me, asked
+// once per source (its quota is 30 an hour) and cached.
+func TestEntriesDatedInTheUsersZoneFromMe(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{TimeZone: "Europe/Berlin"})
+	day := clients.DateOf(f.Now().UTC()).AddDays(-3)
+	late := day.Time().Add(23*time.Hour + 30*time.Minute) // 00:30 next day in Berlin (CET/CEST)
+	stop := late.Add(20 * time.Minute)
+	early := day.Time().Add(12 * time.Hour)
+	stop2 := early.Add(time.Hour)
+	f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 7, Start: late, Stop: &stop, Duration: 1200, Tags: []string{"billable-ish"}})
+	f.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 7, Start: early, Stop: &stop2, Duration: 3600})
+	c := newClient(t, f, nil)
+	te := schema.TimeEntries
+	for range 2 {
+		pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := sourcetest.Records(pages)
+		if got := te.Date(recs["1"], "spent_date"); got != day.AddDays(1) {
+			t.Errorf("entry 1 spent_date %v, want %v (Berlin)", got, day.AddDays(1))
+		}
+		if got := te.Date(recs["2"], "spent_date"); got != day {
+			t.Errorf("entry 2 spent_date %v, want %v", got, day)
+		}
+		if z := te.Text(recs["1"], "time_zone"); z != "Europe/Berlin" {
+			t.Errorf("time_zone %q", z)
+		}
+	}
+	// By spent date too: the window is the user's days.
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: day.AddDays(1), To: day.AddDays(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sourcetest.Records(pages); len(r) != 1 || r["1"].ID == "" {
+		t.Errorf("window %v: %v", day.AddDays(1), r)
+	}
+	if n := countPath(f, "/me"); n != 1 {
+		t.Errorf("/me asked %d times, want once", n)
+	}
+}
+
+// A source that does not serve /me (404) dates in UTC, says so once, and
+// stores the zone it used.
+func TestEntriesWithoutMeAreDatedInUTC(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{TimeZone: "Europe/Berlin", NoMe: true})
+	day := clients.DateOf(f.Now().UTC()).AddDays(-3)
+	late := day.Time().Add(23*time.Hour + 30*time.Minute)
+	stop := late.Add(20 * time.Minute)
+	f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 7, Start: late, Stop: &stop, Duration: 1200})
+	var logs sourcetest.SyncBuffer
+	c := newClient(t, f, &logs)
+	for range 2 {
+		pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := sourcetest.Records(pages)["1"]
+		if te := schema.TimeEntries; te.Date(r, "spent_date") != day || te.Text(r, "time_zone") != "UTC" {
+			t.Errorf("spent_date %v zone %q", te.Date(r, "spent_date"), te.Text(r, "time_zone"))
+		}
+	}
+	if n := countPath(f, "/me"); n != 1 || strings.Count(logs.String(), "dating time entries in UTC") != 1 {
+		t.Errorf("/me asked %d times; logs %s", n, logs.String())
 	}
 }

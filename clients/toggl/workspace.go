@@ -79,16 +79,9 @@ type reportRowJSON struct {
 // reportEntryJSON is one time entry of a report row, flattened with the
 // row's attributes (see flattenRows).
 type reportEntryJSON struct {
-	common
-	UserID      json.Number   `json:"user_id"`
-	ProjectID   json.Number   `json:"project_id"`
-	TaskID      json.Number   `json:"task_id"`
-	Billable    bool          `json:"billable"`
-	Description *string       `json:"description"`
-	Start       *string       `json:"start"`
-	Stop        *string       `json:"stop"`
-	Seconds     json.Number   `json:"seconds"`
-	TagIDs      []json.Number `json:"tag_ids"`
+	commonEntry
+	Seconds json.Number   `json:"seconds"`
+	TagIDs  []json.Number `json:"tag_ids"`
 }
 
 // flattenRows turns a search response (a JSON array of rows) into one JSON
@@ -163,8 +156,7 @@ func (d decoder) flattenRows(page int, body []byte) ([]json.RawMessage, []int64,
 func (d decoder) decodeReport(page int, raws []json.RawMessage, fetched, clock time.Time, owner *time.Location, tags map[int64]string) ([]clients.Record, error) {
 	recs := make([]clients.Record, len(raws))
 	err := decode.Objects(d.Errors, clients.TimeEntries, schema.TimeEntries, page, raws, recs, fetched, func(j *reportEntryJSON, row []any, rec *clients.Record) *decode.FieldError {
-		e := entryJSON{common: j.common, ProjectID: j.ProjectID, TaskID: j.TaskID, UserID: j.UserID,
-			Billable: j.Billable, Description: j.Description, Start: j.Start, Stop: j.Stop, Duration: j.Seconds}
+		e := entryJSON{commonEntry: j.commonEntry, Duration: j.Seconds}
 		if j.Stop == nil || *j.Stop == "" {
 			e.Duration = "-1" // a running timer: hours to the source's clock
 		}

@@ -54,8 +54,16 @@ func Describe(err error) (field, what string) {
 		if te.Field == "" {
 			return "", fmt.Sprintf("want an object, got %s", te.Value)
 		}
-		// Embedded structs show up in the path by their Go name.
-		field := strings.ReplaceAll(te.Field, "common.", "")
+		// Embedded structs show up in the path by their Go name; the
+		// decoders name theirs common*, which no provider's key is.
+		parts := strings.Split(te.Field, ".")
+		kept := parts[:0]
+		for _, p := range parts {
+			if !strings.HasPrefix(p, "common") {
+				kept = append(kept, p)
+			}
+		}
+		field := strings.Join(kept, ".")
 		return field, fmt.Sprintf("want %s, got %s", JSONKind(te.Type.Kind().String()), te.Value)
 	case errors.As(err, &se):
 		return "", fmt.Sprintf("not JSON (%s at byte %d)", se.Error(), se.Offset)
