@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,6 +60,17 @@ func get(t *testing.T, c *httpx.Client, url string) (*httpx.Response, error) {
 	return c.Do(t.Context(), httpx.Request{URL: url, Resource: "time_entries", Page: 3})
 }
 
+// failNth answers the nth request with status and every other with {}.
+func failNth(nth int64, status int) func(int64, http.ResponseWriter, *http.Request) {
+	return func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n == nth {
+			w.WriteHeader(status)
+			return
+		}
+		w.Write([]byte(`{}`))
+	}
+}
+
 // getOK does a GET through c that must succeed after exactly requests
 // requests to s.
 func (s *server) getOK(t *testing.T, c *httpx.Client, requests int64) {
@@ -66,6 +80,15 @@ func (s *server) getOK(t *testing.T, c *httpx.Client, requests int64) {
 	}
 	if n := s.n.Load(); n != requests {
 		t.Fatalf("requests = %d, want %d", n, requests)
+	}
+}
+
+// getErr does a GET through c that must fail with target after exactly
+// requests requests to s.
+func (s *server) getErr(t *testing.T, c *httpx.Client, target error, requests int64) {
+	t.Helper()
+	if _, err := get(t, c, s.URL); !errors.Is(err, target) || s.n.Load() != requests {
+		t.Fatalf("err = %v after %d requests; want %v after %d", err, s.n.Load(), target, requests)
 	}
 }
 
@@ -198,13 +221,7 @@ func Test429RetryAfterHTTPDate(t *testing.T) {
 
 func Test429WithoutRetryAfterUsesDefault(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
-		if n == 1 {
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		w.Write([]byte(`{}`))
-	})
+	s := newServer(t, failNth(1, http.StatusTooManyRequests))
 	cfg := fastConfig(nil)
 	cfg.DefaultRetryAfter = 150 * time.Millisecond
 	var got time.Duration
@@ -270,13 +287,7 @@ func Test429PausesConcurrentCallers(t *testing.T) {
 
 func Test402WaitsForQuota(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
-		if n == 1 {
-			w.WriteHeader(http.StatusPaymentRequired)
-			return
-		}
-		w.Write([]byte(`{}`))
-	})
+	s := newServer(t, failNth(1, http.StatusPaymentRequired))
 	cfg := fastConfig(nil)
 	cfg.MaxAttempts = 1
 	cfg.QuotaWait = func(*http.Response) time.Duration { return 100 * time.Millisecond }
@@ -299,20 +310,6 @@ func TestUntilNextHour(t *testing.T) {
 	}
 }
 
-func TestRateLimitWaitsBounded(t *testing.T) {
-	t.Parallel()
-	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Retry-After", "0")
-		w.WriteHeader(http.StatusTooManyRequests)
-	})
-	cfg := fastConfig(nil)
-	cfg.MaxRateLimitWaits = 3
-	_, err := get(t, httpx.New(cfg), s.URL)
-	if !errors.Is(err, httpx.ErrRateLimited) || s.n.Load() != 4 {
-		t.Fatalf("err = %v after %d requests", err, s.n.Load())
-	}
-}
-
 func TestDroppedConnectionIsRetried(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
@@ -329,17 +326,33 @@ func TestDroppedConnectionIsRetried(t *testing.T) {
 	s.getOK(t, httpx.New(fastConfig(nil)), 2)
 }
 
-func TestDroppedConnectionExhaustsToTransportError(t *testing.T) {
+// Each retry budget, spent, ends the call with its own error after
+// exactly the requests it allows.
+func TestBudgetsEndTheCall(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		conn, _, _ := w.(http.Hijacker).Hijack()
-		conn.Close()
-	})
-	cfg := fastConfig(nil)
-	cfg.MaxAttempts = 3
-	_, err := get(t, httpx.New(cfg), s.URL)
-	if !errors.Is(err, httpx.ErrTransport) || s.n.Load() != 3 {
-		t.Fatalf("err = %v after %d", err, s.n.Load())
+	for _, tc := range []struct {
+		name      string
+		handler   http.HandlerFunc
+		configure func(*httpx.Config)
+		want      error
+		requests  int64
+	}{
+		{"rate limit waits", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}, func(c *httpx.Config) { c.MaxRateLimitWaits = 3 }, httpx.ErrRateLimited, 4},
+		{"dropped connections", func(w http.ResponseWriter, _ *http.Request) {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+		}, func(c *httpx.Config) { c.MaxAttempts = 3 }, httpx.ErrTransport, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, func(_ int64, w http.ResponseWriter, r *http.Request) { tc.handler(w, r) })
+			cfg := fastConfig(nil)
+			tc.configure(&cfg)
+			s.getErr(t, httpx.New(cfg), tc.want, tc.requests)
+		})
 	}
 }
 
@@ -609,4 +622,298 @@ func TestLimiterSlidingWindowUnderConcurrency(t *testing.T) {
 		t.Errorf("%d requests in %v, budget %.0f", len(at), elapsed, budget)
 	}
 	t.Logf("%d requests in %v (budget %.0f), max per window %d", len(at), elapsed, budget, maxIn)
+}
+
+// A 402 quota wait or a 429 Retry-After wait longer than MaxRetryTime must
+// not use up the retry budget: the 5xx after it still gets its retry.
+func TestWaitsDoNotSpendRetryTime(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		wait, bad int // the first response, then the second
+		configure func(*httpx.Config)
+	}{
+		{"quota", http.StatusPaymentRequired, http.StatusServiceUnavailable, func(cfg *httpx.Config) {
+			cfg.QuotaWait = func(*http.Response) time.Duration { return 300 * time.Millisecond }
+		}},
+		{"retry after", http.StatusTooManyRequests, http.StatusBadGateway, func(cfg *httpx.Config) {
+			cfg.DefaultRetryAfter = 300 * time.Millisecond
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+				switch n {
+				case 1:
+					w.WriteHeader(tc.wait)
+				case 2:
+					w.WriteHeader(tc.bad)
+				default:
+					w.Write([]byte(`{}`))
+				}
+			})
+			cfg := fastConfig(nil)
+			cfg.MaxRetryTime = 200 * time.Millisecond
+			tc.configure(&cfg)
+			s.getOK(t, httpx.New(cfg), 3)
+		})
+	}
+}
+
+// Limiter spacing longer than MaxRetryTime must not use up the retry
+// budget either, before the first attempt or between retries.
+func TestLimiterSpacingDoesNotSpendRetryTime(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, failNth(2, http.StatusServiceUnavailable))
+	cfg := fastConfig(nil)
+	cfg.MaxRetryTime = 200 * time.Millisecond
+	cfg.RateLimit = httpx.RateLimit{Requests: 1, Per: 300 * time.Millisecond}
+	c := httpx.New(cfg)
+	// The first call takes the limiter's only token, so the second waits
+	// 300 ms before its first attempt (and again before its retry).
+	if _, err := get(t, c, s.URL); err != nil {
+		t.Fatal(err)
+	}
+	s.getOK(t, c, 3)
+}
+
+// What does count: time spent in failed attempts. Slow 503s use up
+// MaxRetryTime even with negligible back-off.
+func TestSlowFailuresSpendRetryTime(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	cfg := fastConfig(nil)
+	cfg.MaxAttempts = 100
+	cfg.MaxRetryTime = 250 * time.Millisecond
+	_, err := get(t, httpx.New(cfg), s.URL)
+	if !errors.Is(err, httpx.ErrStatus) {
+		t.Fatalf("err = %v", err)
+	}
+	if n := s.n.Load(); n < 2 || n > 4 {
+		t.Fatalf("requests = %d, want about 3", n)
+	}
+}
+
+// page is a realistic listing body, big enough that a handler writing part
+// of it goes out chunked.
+func page(entries int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"time_entries":[`)
+	for i := range entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%d,"spent_date":"2026-03-03","hours":1.5,"notes":"fix {braces} and \"quotes\" \\ [%d]","updated_at":"2026-03-03T10:00:00Z"}`, 1000+i, i)
+	}
+	b.WriteString(`],"per_page":100,"links":{"next":null}}`)
+	return []byte(b.String())
+}
+
+// raw hijacks the connection and writes s as the whole response, then
+// closes (with a reset when rst is set).
+func raw(w http.ResponseWriter, s string, rst bool) {
+	conn, bw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	bw.WriteString(s)
+	bw.Flush()
+	if tc, ok := conn.(*net.TCPConn); ok && rst {
+		tc.SetLinger(0) // close sends RST instead of FIN
+	}
+	conn.Close()
+}
+
+// Each way a 200's body can arrive short, then the whole body.
+var cutForms = []struct {
+	name string
+	cut  func(w http.ResponseWriter, body []byte)
+}{
+	{"content-length longer than sent", func(w http.ResponseWriter, body []byte) {
+		raw(w, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:len(body)/2]), false)
+	}},
+	{"chunked, closed mid-body", func(w http.ResponseWriter, body []byte) {
+		half := body[:len(body)/2]
+		raw(w, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(half), half), false)
+	}},
+	{"connection reset mid-body", func(w http.ResponseWriter, body []byte) {
+		raw(w, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:len(body)/2]), true)
+	}},
+	{"prefix written, length matches", func(w http.ResponseWriter, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body[:len(body)/2]) // the server sets Content-Length to what was written
+	}},
+	{"prefix written, small, no content type", func(w http.ResponseWriter, body []byte) {
+		w.Write(body[:40])
+	}},
+	{"prefix written, chunked, clean end", func(w http.ResponseWriter, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush() // chunked, with its terminating chunk
+	}},
+	{"prefix, connection close without length", func(w http.ResponseWriter, body []byte) {
+		raw(w, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n%s", body[:len(body)/2]), false)
+	}},
+	{"cut inside a string after a backslash", func(w http.ResponseWriter, body []byte) {
+		i := strings.Index(string(body), `\\`)
+		w.Write(body[:i+1])
+	}},
+	{"prefix, empty, json content type", func(w http.ResponseWriter, _ []byte) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Content-Length", "0")
+	}},
+}
+
+// A 200 whose body did not arrive whole is a transport fault: retried,
+// and the whole body returned.
+func TestCutBodyIsRetried(t *testing.T) {
+	t.Parallel()
+	body := page(60)
+	for _, tc := range cutForms {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+				if n == 1 {
+					tc.cut(w, body)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.Write(body)
+			})
+			var waits []string
+			cfg := fastConfig(nil)
+			cfg.OnWait = func(r string, _ time.Duration) { waits = append(waits, r) }
+			resp, err := get(t, httpx.New(cfg), s.URL)
+			if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if s.n.Load() != 2 || string(resp.Body) != string(body) {
+				t.Fatalf("requests = %d, body %d bytes, want 2 and %d", s.n.Load(), len(resp.Body), len(body))
+			}
+			if strings.Join(waits, ",") != "backoff" {
+				t.Errorf("waits = %v, want one back-off", waits)
+			}
+		})
+	}
+}
+
+// Bodies that keep arriving short use up the retry budget like a 5xx, and
+// the error says what happened.
+func TestCutBodyExhaustsToTransportError(t *testing.T) {
+	t.Parallel()
+	body := page(60)
+	for _, tc := range cutForms {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { tc.cut(w, body) })
+			cfg := fastConfig(nil)
+			cfg.MaxAttempts = 3
+			_, err := httpx.New(cfg).Do(t.Context(), httpx.Request{URL: s.URL + "/v2/time_entries?page=3", Resource: "time_entries", Page: 3})
+			var he *httpx.Error
+			if !errors.As(err, &he) || he.Kind != httpx.KindTransport || he.Attempts != 3 || s.n.Load() != 3 {
+				t.Fatalf("err = %#v after %d requests", err, s.n.Load())
+			}
+			if !errors.Is(err, httpx.ErrTransport) || !errors.Is(err, httpx.ErrBodyCutShort) || !he.Temporary() {
+				t.Errorf("errors.Is mismatch for %v", err)
+			}
+			for _, want := range []string{"acme time_entries page 3", "GET /v2/time_entries", "after 3 attempts", "body cut short", "bytes received"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), token) {
+				t.Errorf("error leaks the token: %s", err)
+			}
+		})
+	}
+}
+
+// A complete body that is not what the provider documents is bad input,
+// not a transfer fault: returned at once, as received, for the provider to
+// report.
+func TestCompleteMalformedBodyIsReturned(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, ctype, body string }{
+		{"bad value", "application/json", `{"a":}`},
+		{"html", "text/html; charset=utf-8", "<!DOCTYPE html>\n<html><body>down for maintenance</body></html>\n"},
+		{"html labelled json", "application/json", "<html><body>oops</body></html>"},
+		{"trailing garbage", "application/json", `{"a":1} trailing`},
+		{"mismatched brackets", "application/json", `{"a":[1,2}}`},
+		{"empty, no content type", "", ""},
+		{"scalar", "application/json", `12`},
+		{"closed after whitespace", "application/json", " \n[1, {\"x\": \"]\"}]\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+				w.Header()["Content-Type"] = []string{tc.ctype}
+				w.Write([]byte(tc.body))
+			})
+			resp, err := get(t, httpx.New(fastConfig(nil)), s.URL)
+			if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if s.n.Load() != 1 || string(resp.Body) != tc.body {
+				t.Fatalf("requests = %d, body %q", s.n.Load(), resp.Body)
+			}
+		})
+	}
+}
+
+// Only 2xx bodies are checked: a 5xx's truncated JSON is just a 5xx, and a
+// 4xx returns at once with its (partial) body.
+func TestCutBodyOfErrorStatusIsNotSpecial(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		w.Write([]byte(`{"error":"inva`))
+	})
+	_, err := get(t, httpx.New(fastConfig(nil)), s.URL)
+	var he *httpx.Error
+	if !errors.As(err, &he) || he.Kind != httpx.KindStatus || he.Status != 422 || s.n.Load() != 1 {
+		t.Fatalf("err = %v after %d requests", err, s.n.Load())
+	}
+}
+
+// With a Decode hook the provider's decoder decides: a body it finds cut
+// short is requested again within the budget (no second completeness pass),
+// any other decode error is returned as it is, at once.
+func TestDecodeHookDecidesWhatIsCutShort(t *testing.T) {
+	t.Parallel()
+	body := page(60)
+	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if n == 1 {
+			w.Write(body[:len(body)/2])
+			return
+		}
+		w.Write(body)
+	})
+	c := httpx.New(fastConfig(nil))
+	var calls int
+	var decoded []byte
+	resp, err := c.Do(t.Context(), httpx.Request{URL: s.URL, Resource: "time_entries", Page: 1,
+		Decode: func(b []byte, _ time.Time) error {
+			calls++
+			if !json.Valid(b) {
+				return fmt.Errorf("page 1: %w", httpx.ErrBodyCutShort)
+			}
+			decoded = b
+			return nil
+		}})
+	if err != nil || calls != 2 || string(decoded) != string(body) || string(resp.Body) != string(body) {
+		t.Fatalf("err %v, %d decodes", err, calls)
+	}
+
+	bad := errors.New("time_entries[0].id: missing")
+	calls = 0
+	_, err = c.Do(t.Context(), httpx.Request{URL: s.URL, Resource: "time_entries", Page: 1,
+		Decode: func([]byte, time.Time) error { calls++; return bad }})
+	if err != bad || calls != 1 {
+		t.Fatalf("a decode error that is not a cut body: %v after %d decodes, want it returned at once", err, calls)
+	}
 }
