@@ -77,23 +77,29 @@ RETURNING ` + backfillColumns
 // its Next, with its own WindowDays), or else creates one with Next = From
 // and WindowsTotal = ceil(days / WindowDays).
 func (s *Store) StartBackfill(ctx context.Context, p BackfillParams) (Backfill, error) {
+	return s.writeBackfill(ctx, "start", sqlStartBackfill, p)
+}
+
+// writeBackfill checks p and runs query, an INSERT … RETURNING one
+// backfill with the windows it will take; verb names the act in errors.
+func (s *Store) writeBackfill(ctx context.Context, verb, query string, p BackfillParams) (Backfill, error) {
 	switch {
 	case p.From.IsZero() || p.To.IsZero():
-		return Backfill{}, fmt.Errorf("start backfill of %s/%s: from and to dates are both required", p.Source, p.Resource)
+		return Backfill{}, fmt.Errorf("%s backfill of %s/%s: from and to dates are both required", verb, p.Source, p.Resource)
 	case p.To.Before(p.From):
-		return Backfill{}, fmt.Errorf("start backfill of %s/%s: from %s is after to %s", p.Source, p.Resource, p.From, p.To)
+		return Backfill{}, fmt.Errorf("%s backfill of %s/%s: from %s is after to %s", verb, p.Source, p.Resource, p.From, p.To)
 	case p.WindowDays <= 0:
-		return Backfill{}, fmt.Errorf("start backfill of %s/%s: window days must be positive, got %d", p.Source, p.Resource, p.WindowDays)
+		return Backfill{}, fmt.Errorf("%s backfill of %s/%s: window days must be positive, got %d", verb, p.Source, p.Resource, p.WindowDays)
 	}
 	days := int(p.To.Time().Sub(p.From.Time())/(24*time.Hour)) + 1
 	total := (days + p.WindowDays - 1) / p.WindowDays
-	rows, err := s.db.Query(ctx, sqlStartBackfill, p.Source, p.Resource, p.From.Time(), p.To.Time(), p.WindowDays, total)
+	rows, err := s.db.Query(ctx, query, p.Source, p.Resource, p.From.Time(), p.To.Time(), p.WindowDays, total)
 	if err != nil {
-		return Backfill{}, fmt.Errorf("start backfill of %s/%s %s..%s: %w", p.Source, p.Resource, p.From, p.To, err)
+		return Backfill{}, fmt.Errorf("%s backfill of %s/%s %s..%s: %w", verb, p.Source, p.Resource, p.From, p.To, err)
 	}
 	b, err := pgx.CollectExactlyOneRow(rows, scanBackfill)
 	if err != nil {
-		return Backfill{}, fmt.Errorf("start backfill of %s/%s %s..%s: %w", p.Source, p.Resource, p.From, p.To, noRows(err))
+		return Backfill{}, fmt.Errorf("%s backfill of %s/%s %s..%s: %w", verb, p.Source, p.Resource, p.From, p.To, noRows(err))
 	}
 	return b, nil
 }

@@ -3,7 +3,6 @@ package cursor
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -23,20 +22,7 @@ RETURNING ` + backfillColumns
 // with QueuedBackfills and runs it through StartBackfill, which resumes the
 // same row.
 func (s *Store) QueueBackfill(ctx context.Context, p BackfillParams) (Backfill, error) {
-	if p.From.IsZero() || p.To.IsZero() || p.To.Before(p.From) || p.WindowDays <= 0 {
-		return Backfill{}, fmt.Errorf("queue backfill of %s/%s: want from <= to and window days > 0", p.Source, p.Resource)
-	}
-	days := int(p.To.Time().Sub(p.From.Time())/(24*time.Hour)) + 1
-	total := (days + p.WindowDays - 1) / p.WindowDays
-	rows, err := s.db.Query(ctx, sqlQueueBackfill, p.Source, p.Resource, p.From.Time(), p.To.Time(), p.WindowDays, total)
-	if err != nil {
-		return Backfill{}, fmt.Errorf("queue backfill of %s/%s %s..%s: %w", p.Source, p.Resource, p.From, p.To, err)
-	}
-	b, err := pgx.CollectExactlyOneRow(rows, scanBackfill)
-	if err != nil {
-		return Backfill{}, fmt.Errorf("queue backfill of %s/%s: %w", p.Source, p.Resource, noRows(err))
-	}
-	return b, nil
+	return s.writeBackfill(ctx, "queue", sqlQueueBackfill, p)
 }
 
 const sqlQueuedBackfills = `
