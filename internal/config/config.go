@@ -215,11 +215,16 @@ func withFile(err error, path string) error {
 	return &Error{File: path, Msg: err.Error()}
 }
 
-// checkKeys refuses keys the struct does not have, naming them with their
-// line: a typo must not silently fall back to a default.
-func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+// walkYAML visits n and every node under it with the Go type it decodes
+// into, named by its key path. It refuses keys the struct does not have,
+// naming them with their line: a typo must not silently fall back to a
+// default.
+func walkYAML(n *yaml.Node, t reflect.Type, path string, visit func(*yaml.Node, reflect.Type, string) error) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if err := visit(n, t, path); err != nil {
+		return err
 	}
 	switch {
 	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
@@ -240,13 +245,13 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			if !ok {
 				return &Error{Line: k.Line, Key: join(path, k.Value), Msg: fmt.Sprintf("unknown key (known keys here: %s)", strings.Join(names, ", "))}
 			}
-			if err := checkKeys(v, ft, join(path, k.Value)); err != nil {
+			if err := walkYAML(v, ft, join(path, k.Value), visit); err != nil {
 				return err
 			}
 		}
 	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
 		for i, c := range n.Content {
-			if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := walkYAML(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), visit); err != nil {
 				return err
 			}
 		}
@@ -254,35 +259,21 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 	return nil
 }
 
+func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+	return walkYAML(n, t, path, func(*yaml.Node, reflect.Type, string) error { return nil })
+}
+
 var durationType = reflect.TypeFor[Duration]()
 
 // checkValues refuses values the decoder would refuse without naming the
 // key: durations for now.
 func checkValues(n *yaml.Node, t reflect.Type, path string) error {
-	switch {
-	case t == durationType:
-		if _, err := time.ParseDuration(n.Value); err != nil || n.Kind != yaml.ScalarNode {
+	return walkYAML(n, t, path, func(n *yaml.Node, t reflect.Type, path string) error {
+		if _, err := time.ParseDuration(n.Value); t == durationType && (err != nil || n.Kind != yaml.ScalarNode) {
 			return &Error{Line: n.Line, Key: path, Msg: fmt.Sprintf("invalid duration %q (want e.g. 30s, 10m, 1h)", n.Value)}
 		}
-	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			for j := range t.NumField() {
-				if strings.Split(t.Field(j).Tag.Get("yaml"), ",")[0] == k.Value {
-					if err := checkValues(v, t.Field(j).Type, join(path, k.Value)); err != nil {
-						return err
-					}
-				}
-			}
-		}
-	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
-		for i, c := range n.Content {
-			if err := checkValues(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func join(path, key string) string {

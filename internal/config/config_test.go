@@ -31,10 +31,7 @@ func env(m map[string]string) func(string) (string, bool) {
 var fullEnv = env(map[string]string{"DATABASE_URL": "postgres://x/y", "HARVEST_TOKEN": "s3cr3t-token"})
 
 func TestParseGood(t *testing.T) {
-	c, err := Parse("t.yaml", []byte(good), fullEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustParse(t, good)
 	s := c.Sources[0]
 	if c.DatabaseURL != "postgres://x/y" || s.Token.Value() != "s3cr3t-token" {
 		t.Fatalf("expansion: %q %q", c.DatabaseURL, s.Token.Value())
@@ -112,22 +109,8 @@ func cmpOr(a, b func(string) (string, bool)) func(string) (string, bool) {
 }
 
 func TestTogglAndClockify(t *testing.T) {
-	doc := `
-sources:
-  - name: t
-    kind: toggl
-    workspace_id: "123"
-    token: ${HARVEST_TOKEN}
-  - name: c
-    kind: clockify
-    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d
-    user_ids: [5f1e0c2a9b3d4e5f6a7b8c90]
-    token: ${HARVEST_TOKEN}
-`
-	c, err := Parse("t.yaml", []byte(doc), fullEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := plans
+	c := mustParse(t, doc)
 	if c.Sources[0].RateLimit.Requests != 1 || c.Sources[1].Reconcile.Schedule == "" || len(c.Sources[1].UserIDs) != 1 {
 		t.Fatalf("defaults: %+v", c.Sources)
 	}
@@ -207,4 +190,132 @@ sources:
 	if _, err := Parse("t.yaml", []byte(harvest), fullEnv); err != nil {
 		t.Errorf("harvest with overlap 1m: %v", err)
 	}
+}
+
+const plans = `
+sources:
+  - name: t
+    kind: toggl
+    workspace_id: "123"
+    token: ${HARVEST_TOKEN}
+  - name: c
+    kind: clockify
+    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d
+    user_ids: [5f1e0c2a9b3d4e5f6a7b8c90]
+    token: ${HARVEST_TOKEN}
+  - name: h
+    kind: harvest
+    account_id: "1"
+    token: ${HARVEST_TOKEN}
+`
+
+func TestPlanDefaults(t *testing.T) {
+	c := mustParse(t, plans)
+	tg, ck, hv := c.Sources[0], c.Sources[1], c.Sources[2]
+	if tg.Plan != "free" || tg.RateLimit.Requests != 1 || tg.RateLimit.Per.D() != time.Second {
+		t.Fatalf("toggl: plan %q rate %+v", tg.Plan, tg.RateLimit)
+	}
+	// A free Clockify workspace: 30 requests an hour, in the rate limit too.
+	if ck.Plan != "free" || ck.RateLimit.Requests != 30 || ck.RateLimit.Per.D() != time.Hour {
+		t.Fatalf("clockify: plan %q rate %+v", ck.Plan, ck.RateLimit)
+	}
+	if hv.Plan != "" || hv.RateLimit.Requests != 100 || hv.RateLimit.Per.D() != 15*time.Second {
+		t.Fatalf("harvest: plan %q rate %+v", hv.Plan, hv.RateLimit)
+	}
+	if ck.Settings().Plan != "free" {
+		t.Fatalf("settings lose the plan")
+	}
+}
+
+func TestPlanChosen(t *testing.T) {
+	doc := strings.Replace(plans, "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n", "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n    plan: paid\n", 1)
+	doc = strings.Replace(doc, `    workspace_id: "123"`+"\n", `    workspace_id: "123"`+"\n    plan: premium\n", 1)
+	c := mustParse(t, doc)
+	if c.Sources[0].Plan != "premium" || c.Sources[1].Plan != "paid" || c.Sources[1].RateLimit.Requests != 10 || c.Sources[1].RateLimit.Per.D() != time.Second {
+		t.Fatalf("plans: %+v / %+v", c.Sources[0], c.Sources[1])
+	}
+}
+
+func TestPlanExplicitRateLimitWins(t *testing.T) {
+	doc := strings.Replace(plans, "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n", "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n    plan: free\n    rate_limit: {requests: 20, per: 1h}\n", 1)
+	c := mustParse(t, doc)
+	if rl := c.Sources[1].RateLimit; rl.Requests != 20 || rl.Per.D() != time.Hour || c.Sources[1].Plan != "free" {
+		t.Fatalf("rate limit: %+v", c.Sources[1])
+	}
+}
+
+func TestPlanUnknownNamesTheKey(t *testing.T) {
+	cases := []struct{ name, after, add, want string }{
+		{"toggl", `    workspace_id: "123"` + "\n", "    plan: gold\n", `t.yaml:6: sources[0].plan: "gold": kind toggl has plans free, starter, premium, enterprise`},
+		{"clockify", "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n", "    plan: pro\n", `t.yaml:10: sources[1].plan: "pro": kind clockify has plans free, paid`},
+		{"harvest", `    account_id: "1"` + "\n", "    plan: free\n", "t.yaml:14: sources[2].plan: kind harvest has no plans"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := strings.Replace(plans, tc.after, tc.after+tc.add, 1)
+			_, err := Parse("t.yaml", []byte(doc), fullEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+const scoped = `
+sources:
+  - name: t
+    kind: toggl
+    workspace_id: "123"
+    token: ${HARVEST_TOKEN}
+    scope: workspace
+    trailing_days: 21
+  - name: m
+    kind: toggl
+    workspace_id: "123"
+    token: ${HARVEST_TOKEN}
+`
+
+func TestTogglScopeReachesSettings(t *testing.T) {
+	c := mustParse(t, scoped)
+	if s := c.Sources[0].Settings(); s.Scope != "workspace" || s.TrailingDays != 21 {
+		t.Fatalf("workspace source: scope %q trailing_days %d", s.Scope, s.TrailingDays)
+	}
+	if s := c.Sources[1].Settings(); s.Scope != "" || s.TrailingDays != 0 {
+		t.Fatalf("default source: scope %q trailing_days %d (the kind applies the defaults)", s.Scope, s.TrailingDays)
+	}
+}
+
+func TestScopeErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct{ from, to, want string }{
+		{"scope: workspace", "scope: everyone", "scope"},
+		{"trailing_days: 21", "trailing_days: 400", "trailing_days"},
+	} {
+		doc := strings.Replace(scoped, tc.from, tc.to, 1)
+		_, err := Parse("t.yaml", []byte(doc), fullEnv)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error naming %s", tc.to, err, tc.want)
+		}
+	}
+	harvest := `
+sources:
+  - name: h
+    kind: harvest
+    account_id: "1"
+    token: ${HARVEST_TOKEN}
+    scope: workspace
+`
+	_, err := Parse("t.yaml", []byte(harvest), fullEnv)
+	if err == nil || !strings.Contains(err.Error(), "scope") || !strings.Contains(err.Error(), "does not take") {
+		t.Errorf("harvest with scope: got %v", err)
+	}
+}
+
+// mustParse parses doc with every variable set.
+func mustParse(t *testing.T, doc string) *Config {
+	t.Helper()
+	c, err := Parse("t.yaml", []byte(doc), fullEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
