@@ -248,7 +248,7 @@ func TestPlanUnknownNamesTheKey(t *testing.T) {
 	cases := []struct{ name, after, add, want string }{
 		{"toggl", `    workspace_id: "123"` + "\n", "    plan: gold\n", `t.yaml:6: sources[0].plan: "gold": kind toggl has plans free, starter, premium, enterprise`},
 		{"clockify", "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n", "    plan: pro\n", `t.yaml:10: sources[1].plan: "pro": kind clockify has plans free, paid`},
-		{"harvest", `    account_id: "1"` + "\n", "    plan: free\n", "t.yaml:14: sources[2].plan: kind harvest has no plans"},
+		{"harvest", `    account_id: "1"` + "\n", "    plan: free\n", "t.yaml:15: sources[2].plan: kind harvest has no plans"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
