@@ -45,15 +45,11 @@ func newSyncCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a, err := newApp(cmd.Context(), g, &f)
+			a, p, err := openPoller(cmd.Context(), g, &f)
 			if err != nil {
 				return err
 			}
 			defer a.Close()
-			p, err := a.Poller(cmd.Context(), f.source)
-			if err != nil {
-				return err
-			}
 			// A daemon that owns the source polls it under the source's one
 			// rate budget; a second client here would spend a second one.
 			release, err := p.TakeOwnership(cmd.Context(), f.source)
@@ -105,15 +101,11 @@ func newBackfillCmd(g *globals) *cobra.Command {
 				return usagef("--resource: %v", err)
 			}
 			r := t.Name
-			a, err := newApp(cmd.Context(), g, &f)
+			a, p, err := openPoller(cmd.Context(), g, &f)
 			if err != nil {
 				return err
 			}
 			defer a.Close()
-			p, err := a.Poller(cmd.Context(), f.source)
-			if err != nil {
-				return err
-			}
 			bp := poller.BackfillParams{Source: f.source, Resource: r, From: fd, To: td, WindowDays: windowDays}
 			var bar *progressbar.ProgressBar
 			if isTerminal(g.stderr) {
@@ -245,4 +237,19 @@ func fmtTime(t time.Time) string {
 		return "never"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// openPoller opens the app and the poller of f.source; the caller closes
+// the app.
+func openPoller(ctx context.Context, g *globals, f *appFlags) (*app, *poller.Poller, error) {
+	a, err := newApp(ctx, g, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := a.Poller(ctx, f.source)
+	if err != nil {
+		a.Close()
+		return nil, nil, err
+	}
+	return a, p, nil
 }
