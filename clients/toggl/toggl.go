@@ -65,9 +65,12 @@
 //     action, citing that page). So any response of EntryCap or more is
 //     taken as possibly cut: a spent-date range (backfill, reconcile) is
 //     split in halves until every part answers under the cap, and a single
-//     day still at the cap fails with clients.ErrCapped; a `since` listing
-//     (which cannot be split) at the cap fails with clients.ErrCapped, so
-//     the cursor does not move and reconcile tombstones nothing.
+//     day still at the cap fails with clients.ErrCapped. A `since` listing
+//     cannot be split by date; at the cap it pages backwards with `before`
+//     (start earlier than, RFC 3339) from the oldest start served. Whether
+//     `before` combines with `since` is not documented: a page that gets
+//     no older fails with clients.ErrCapped, so the cursor does not move
+//     and reconcile tombstones nothing.
 //   - Projects and tasks page by number (page, per_page) over a live list.
 //     Tasks come in the documented envelope {data, page, per_page,
 //     sort_field, sort_order, total_count} (APIS.md; a bare array is
@@ -603,16 +606,58 @@ func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(cont
 	if err := fn(ctx, pg); err != nil {
 		return err
 	}
+	// A response at the cap may have been cut. `since` cannot be split by
+	// date, but `before` (start earlier than) narrows it: page backwards
+	// from the oldest start served, re-reading that second (before is
+	// exclusive, and the versioned write makes the repeats harmless). A
+	// page that gets no older (Toggl ignored before, or one second holds
+	// the whole cap) ends in ErrCapped.
+	oldest, ok := oldestStart(pg)
+	for ok && n >= EntryCap {
+		q.Set("before", oldest.Add(time.Second).UTC().Format(time.RFC3339))
+		if pg, n, err = l.fetch(ctx, q, nil); err != nil {
+			return err
+		}
+		var o time.Time
+		if o, ok = oldestStart(pg); ok && !o.Before(oldest) {
+			ok = false
+		}
+		oldest = o
+		if err := fn(ctx, pg); err != nil {
+			return err
+		}
+	}
 	if n >= EntryCap {
-		// `since` cannot be split: the entries past the cap are unknown.
 		now := c.SourceNow().UTC().Truncate(time.Second)
-		return fmt.Errorf("%s time_entries: %w: %d entries changed since %s and Toggl serves at most %d per request, so some are missing. "+
+		return fmt.Errorf("%s time_entries: %w: %d entries changed since %s, Toggl serves at most %d per request and paging back with `before` got no older, so some are missing. "+
 			"Backfill the start dates they touch (e.g. `tidemark backfill --source %s --resource time_entries --from %s --to %s`, listed in windows under the cap), "+
 			"then move the cursor past them: `tidemark cursor set --source %s --resource time_entries --to %s`",
 			c.name, clients.ErrCapped, n, since.UTC().Format(time.RFC3339), EntryCap,
 			c.name, clients.DateOf(since.UTC()), clients.DateOf(now), c.name, now.Format(time.RFC3339))
 	}
 	return nil
+}
+
+// oldestStart is the earliest `start` of a page's records, read from their
+// raw JSON (a tombstone has no row); false when the page has none.
+func oldestStart(pg clients.Page) (time.Time, bool) {
+	var oldest time.Time
+	for _, r := range pg.Records {
+		var e struct {
+			Start string `json:"start"`
+		}
+		if json.Unmarshal(r.Raw, &e) != nil {
+			return time.Time{}, false
+		}
+		t, err := time.Parse(time.RFC3339, e.Start)
+		if err != nil {
+			return time.Time{}, false
+		}
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	return oldest, !oldest.IsZero()
 }
 
 // userZone returns the token owner's time zone, the `timezone` of GET /me,

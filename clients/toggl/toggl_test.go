@@ -654,20 +654,37 @@ func TestSingleDayOverTheCapIsCapped(t *testing.T) {
 	}
 }
 
-// A `since` listing cannot be split by date: one that comes back at the cap
-// may be cut short, and the cursor must not move past what it hid.
-func TestSinceListingAtTheCapIsCapped(t *testing.T) {
+// A `since` listing cannot be split by date, but `before` narrows it: one
+// that comes back at the cap pages backwards from its oldest start until a
+// page is under the cap. Where Toggl ignores `before`, the page gets no
+// older and the listing ends in ErrCapped, so the cursor never moves past
+// what the cap hid.
+func TestSinceListingAtTheCapPagesBackWithBefore(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, toggltest.Options{EntryCap: 1000})
-	today := clients.DateOf(f.Now().UTC())
-	var id int64
-	putDays(f, today.AddDays(-3), 1, 1200, &id)
-	c := newClient(t, f, nil)
-	for _, w := range []clients.Window{{}, {UpdatedSince: f.Now().Add(-10 * 24 * time.Hour)}} {
-		_, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
-		if !errors.Is(err, clients.ErrCapped) {
-			t.Errorf("window %+v: err = %v, want ErrCapped", w, err)
-		}
+	for _, ignored := range []bool{false, true} {
+		t.Run(fmt.Sprintf("before ignored %v", ignored), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, toggltest.Options{EntryCap: 1000, IgnoreBefore: ignored})
+			today := clients.DateOf(f.Now().UTC())
+			var id int64
+			putDays(f, today.AddDays(-3), 2, 1200, &id) // 2,400 entries, 1,200 a day
+			c := newClient(t, f, nil)
+			for _, w := range []clients.Window{{}, {UpdatedSince: f.Now().Add(-10 * 24 * time.Hour)}} {
+				f.ResetRequests()
+				pages, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
+				switch {
+				case ignored && !errors.Is(err, clients.ErrCapped):
+					t.Errorf("window %+v: err = %v, want ErrCapped", w, err)
+				case !ignored && err != nil:
+					t.Errorf("window %+v: %v", w, err)
+				case !ignored && len(sourcetest.Records(pages)) != 2400:
+					t.Errorf("window %+v: %d entries, want 2400", w, len(sourcetest.Records(pages)))
+				}
+				if n := countPath(f, "/me/time_entries"); n > 3 || (ignored && n != 2) {
+					t.Errorf("window %+v: %d requests", w, n)
+				}
+			}
+		})
 	}
 }
 

@@ -97,6 +97,9 @@ type Options struct {
 	// first EntryCap entries (newest start first): Toggl serves at most
 	// 1000 there and says nothing when it cuts.
 	EntryCap int
+	// IgnoreBefore makes /me/time_entries ignore `before` (the docs do
+	// not say whether it combines with `since`).
+	IgnoreBefore bool
 	// TimeZone is the token owner's zone, served as /me's `timezone`
 	// (default "UTC"); start_date/end_date are that zone's days.
 	TimeZone string
@@ -408,11 +411,21 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) {
 		fakeapi.WriteJSON(w, http.StatusBadRequest, string(bad))
 		return
 	}
+	var before time.Time
+	if v := q.Get("before"); v != "" && !s.opts.IgnoreBefore {
+		var err error
+		if before, err = parseDay(v, s.userZone); err != nil {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, `"before must be YYYY-MM-DD or RFC 3339"`)
+			return
+		}
+	}
 	s.late.Lock()
 	defer s.late.Unlock()
 	var out []TimeEntry
 	for _, e := range rows[TimeEntry](s.tables[clients.TimeEntries]) {
 		switch {
+		case !before.IsZero() && !e.Start.Before(before):
+			continue
 		case !since.IsZero():
 			if e.At.Before(since) && (e.DeletedAt == nil || e.DeletedAt.Before(since)) {
 				continue
