@@ -42,14 +42,21 @@ var Plans = []provider.Plan{
 //     and the fallback (feed unusable): GET users plus one listing per user.
 //   - tasks: the projects listing, then one listing per project.
 //   - clients, projects, users: one page each.
+//
+// A reconcile run lists time entries per user over its days (GET users,
+// then one listing per user) and every other resource as above.
 func PassCost(r clients.Resource, p provider.PassShape, _ provider.Settings) provider.Cost {
-	switch r {
-	case clients.TimeEntries:
+	users := max(p.Users, 1)
+	perUser := 1 + users
+	switch {
+	case r == clients.TimeEntries && p.Reconcile:
+		return provider.Cost{Requests: perUser, Note: fmt.Sprintf("GET users + one listing per user over %d days (%d user(s) assumed)", p.Days, users)}
+	case r == clients.TimeEntries:
 		created, deleted := feedRequests(p.Span, DefaultFeedWindow, DefaultDeletionWindow, DefaultDeletionSpan)
-		return provider.Cost{Requests: 1 + created + deleted, Note: fmt.Sprintf(
-			"change feed: GET /user (clock) + %d created/updated + %d deleted (sub-windows of %s over a %s span)",
+		return provider.Cost{Requests: 1 + created + deleted, Fallback: perUser, Note: fmt.Sprintf(
+			"change feed: GET /user (clock) + %d created/updated + %d deleted (sub-windows of %s over a %s span); feed unusable: GET users + one listing per user",
 			created, deleted, DefaultDeletionWindow, p.Span.Round(time.Second))}
-	case clients.Tasks:
+	case r == clients.Tasks:
 		n := max(p.Projects, 1)
 		return provider.Cost{Requests: 1 + n, Note: fmt.Sprintf("projects listing + one per project (%d assumed)", n)}
 	default:

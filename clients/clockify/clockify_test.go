@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/internal/conformance"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
@@ -1015,5 +1017,39 @@ func requireAll(t *testing.T, got map[string]bool, want []string) {
 		if !got[id] {
 			t.Errorf("live entry %s was never delivered", id)
 		}
+	}
+}
+
+// The budget planner's count of a pass, of a pass by the fallback
+// listings and of a reconcile run, held against the fake's request log
+// (one user, one project, data of one page per listing).
+func TestPassCostMatchesTheRequestLog(t *testing.T) {
+	t.Parallel()
+	for _, feed := range []int{0, 404} {
+		t.Run(fmt.Sprintf("feed status %d", feed), func(t *testing.T) {
+			t.Parallel()
+			clk := fakeapi.NewClock(t0)
+			f := newFake(t, clk, clockifytest.Options{FeedStatus: feed, NoDeletionDelay: true, NoRateLimit: true})
+			f.PutUser(clockifytest.User{ID: userA, Name: "A"})
+			f.PutProject(clockifytest.Project{ID: "65f0000000000000000000f1", Name: "P"})
+			f.PutTimeEntry(entry("65f0000000000000000000e1", userA, t0.Add(-3*time.Hour), time.Hour))
+			c := newClient(t, f, nil)
+			// In steady state a pass reads the interval plus the overlap;
+			// this one reads from since to the safety lag before now.
+			span := 15 * time.Minute
+			shape := provider.PassShape{Span: span - clockify.DefaultSafetyLag, Projects: 1, Users: 1}
+			sourcetest.CheckPassCost(t, c, f, clockify.Resources,
+				func(clients.Resource) clients.Window { return clients.Window{UpdatedSince: t0.Add(-span)} },
+				func(r clients.Resource) provider.Cost {
+					cost := clockify.PassCost(r, shape, provider.Settings{})
+					if feed != 0 && cost.Fallback > 0 {
+						cost.Requests = cost.Fallback
+					}
+					return cost
+				})
+			shape.Reconcile, shape.Days = true, 98
+			sourcetest.CheckPassCost(t, c, f, clockify.Resources, sourcetest.ReconcileWindow(clients.DateOf(t0), 90),
+				func(r clients.Resource) provider.Cost { return clockify.PassCost(r, shape, provider.Settings{}) })
+		})
 	}
 }

@@ -171,6 +171,11 @@ type PassShape struct {
 	// Projects and Users are the counts assumed for listings made per
 	// project or per user (the planner cannot know them; at least 1).
 	Projects, Users int
+	// Reconcile asks for one reconcile run instead of an incremental
+	// pass: resources listed by date list Days spent days (lookback_days
+	// and the week ahead), the others are listed whole.
+	Reconcile bool
+	Days      int
 }
 
 // Cost is what one incremental pass of a resource costs at least: one page
@@ -181,6 +186,10 @@ type Cost struct {
 	// Daily are made at most once a day (Toggl's /me for the user's time
 	// zone); the planner counts them in the busiest hour.
 	Daily int
+	// Fallback is what the pass costs instead when the resource's usual
+	// way is unavailable (Clockify's feed: GET users and one listing per
+	// user); 0: no fallback.
+	Fallback int
 	// Cap names the Plan cap all of this resource's requests also count
 	// against ("" none).
 	Cap string

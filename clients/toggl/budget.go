@@ -41,12 +41,21 @@ func togglPlan(name string, hourly int, doc string) provider.Plan {
 // over trailing_days of spent dates: at least one page (of ReportPageSize;
 // a busy workspace's fortnight is several), not a /me call, and GET /me
 // once a day for the owner's zone.
-func PassCost(r clients.Resource, _ provider.PassShape, s provider.Settings) provider.Cost {
+//
+// A reconcile run lists the same ways over its days: time entries by
+// start_date/end_date (or the Reports API search), the rest whole.
+func PassCost(r clients.Resource, p provider.PassShape, s provider.Settings) provider.Cost {
 	switch r {
 	case clients.TimeEntries:
+		if s.Scope == ScopeWorkspace && p.Reconcile {
+			return provider.Cost{Requests: 1, Note: fmt.Sprintf("Reports API search over %d days: one request per %d entries", p.Days, ReportPageSize)}
+		}
 		if s.Scope == ScopeWorkspace {
 			return provider.Cost{Requests: 1, Daily: 1, Note: fmt.Sprintf("Reports API search over %d trailing days: one request per %d entries; and GET /me (time zone) once a day",
 				cmp.Or(s.TrailingDays, DefaultTrailingDays), ReportPageSize)}
+		}
+		if p.Reconcile {
+			return provider.Cost{Requests: 1, Cap: CapMe, Note: fmt.Sprintf("GET /me/time_entries over %d days (split while a range holds %d)", p.Days, EntryCap)}
 		}
 		return provider.Cost{Requests: 1, Daily: 1, Cap: CapMe, Note: "GET /me/time_entries?since (no paging), and GET /me (time zone) once a day"}
 	case clients.Projects, clients.Tasks:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
@@ -1146,5 +1147,31 @@ func TestEntriesWithoutMeAreDatedInUTC(t *testing.T) {
 	}
 	if n := countPath(f, "/me"); n != 1 || strings.Count(logs.String(), "dating time entries in UTC") != 1 {
 		t.Errorf("/me asked %d times; logs %s", n, logs.String())
+	}
+}
+
+// The budget planner's count of a pass and of a reconcile run, held
+// against the fake's request log (data of one page per listing).
+func TestPassCostMatchesTheRequestLog(t *testing.T) {
+	t.Parallel()
+	for _, scope := range []string{toggl.ScopeMe, toggl.ScopeWorkspace} {
+		t.Run(scope, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, toggltest.Options{})
+			now := f.Now().UTC()
+			for i := int64(1); i <= 3; i++ {
+				putEntry(f, i, 1, now.Add(-time.Duration(i)*time.Hour))
+			}
+			c := newClient(t, f, nil, func(p *toggl.Params, _ *httpx.Config) { p.Scope = scope })
+			s := provider.Settings{Scope: scope}
+			span := 15 * time.Minute
+			sourcetest.CheckPassCost(t, c, f, toggl.Resources,
+				func(clients.Resource) clients.Window { return clients.Window{UpdatedSince: now.Add(-span)} },
+				func(r clients.Resource) provider.Cost { return toggl.PassCost(r, provider.PassShape{Span: span}, s) })
+			sourcetest.CheckPassCost(t, c, f, toggl.Resources, sourcetest.ReconcileWindow(clients.DateOf(now), 90),
+				func(r clients.Resource) provider.Cost {
+					return toggl.PassCost(r, provider.PassShape{Reconcile: true, Days: 98}, s)
+				})
+		})
 	}
 }

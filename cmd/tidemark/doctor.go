@@ -93,8 +93,18 @@ func printBudget(g *globals, r budget.Report) {
 	} else {
 		fmt.Fprintf(w, "  busiest hour\t%d requests\tno hourly quota\n", r.HourlyRequests)
 	}
+	if r.ReconcileRequests > 0 {
+		fmt.Fprintf(w, "  reconcile\t%d requests\t%q, once per run\n", r.ReconcileRequests, r.ReconcileSchedule)
+		for _, l := range r.Reconcile {
+			fmt.Fprintf(w, "    %s\t%d\t%s\n", l.Resource, l.Requests, l.Note)
+		}
+		fmt.Fprintf(w, "  reconcile hour\t%d requests\tthe busiest hour with a reconcile run in it (judged)\n", r.PeakHourlyRequests)
+	}
 	for _, c := range r.Caps {
 		fmt.Fprintf(w, "  %s calls\t%d requests\tagainst %d/h\n", c.Name, c.Hourly, c.Quota)
+	}
+	if r.FallbackVerdict != "" {
+		fmt.Fprintf(w, "  feed unusable\t%d requests\ta pass by the fallback listings; %d in the busiest hour: %s\n", r.FallbackPassRequests, r.FallbackHourlyRequests, r.FallbackVerdict)
 	}
 	fmt.Fprintf(w, "  one pass an hour\t%d requests\t%s\n", r.MinPassRequests, map[bool]string{true: "does not fit: `run` refuses this source", false: "fits"}[r.Refuse])
 	if r.Suggest != "" {

@@ -33,7 +33,10 @@ func TestDoctor(t *testing.T) {
 	for _, want := range []string{
 		"source tg (toggl, plan free): DOES NOT FIT",
 		"61 requests", "against 30/h (plan free)", // 5 resources × 12 passes + /me once a day
-		"/me calls", `schedule: "*/15 * * * *"`,
+		"/me calls", `schedule: "*/20 * * * *"`,
+		// The daily reconcile at 03:30 lists every resource once more.
+		"reconcile         5 requests", `"30 3 * * *"`, "66 requests",
+		"feed unusable", // Clockify's fallback listings
 		"source ck (clockify, plan free): FITS",
 		"GET /user (clock) + 2 created/updated + 1 deleted",
 	} {

@@ -14,6 +14,7 @@ package budget
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -85,9 +86,22 @@ type Report struct {
 	// Quota is the hourly budget (0: none): the plan's hourly quota, or
 	// what the rate limit lets through in an hour when that is less;
 	// QuotaFrom says which.
-	Quota     int      `json:"hourly_quota"`
-	QuotaFrom string   `json:"quota_from"`
-	Caps      []CapUse `json:"caps,omitempty"`
+	// Reconcile is one reconcile run of every resource (on
+	// ReconcileSchedule, over the lookback days); PeakHourlyRequests the
+	// busiest hour with a reconcile run in it, which the verdict judges.
+	ReconcileSchedule  string `json:"reconcile_schedule,omitempty"`
+	Reconcile          []Line `json:"reconcile,omitempty"`
+	ReconcileRequests  int    `json:"reconcile_requests"`
+	PeakHourlyRequests int    `json:"peak_hourly_requests"`
+	// FallbackPassRequests and FallbackHourlyRequests are a pass and the
+	// busiest hour when a resource's usual way is unavailable (Clockify's
+	// feed); FallbackVerdict judges that hour. Zero: no fallback.
+	FallbackPassRequests   int      `json:"fallback_pass_requests,omitempty"`
+	FallbackHourlyRequests int      `json:"fallback_hourly_requests,omitempty"`
+	FallbackVerdict        Verdict  `json:"fallback_verdict,omitempty"`
+	Quota                  int      `json:"hourly_quota"`
+	QuotaFrom              string   `json:"quota_from"`
+	Caps                   []CapUse `json:"caps,omitempty"`
 	// MinPassRequests is one pass on a schedule of once an hour (with its
 	// Daily requests): the least an hour can hold.
 	MinPassRequests int     `json:"min_pass_requests"`
@@ -105,7 +119,10 @@ type Input struct {
 	Kind     provider.Kind
 	Settings provider.Settings
 	Schedule string
-	Assume   Assume
+	// ReconcileSchedule ("" none) and LookbackDays: the reconcile runs.
+	ReconcileSchedule string
+	LookbackDays      int
+	Assume            Assume
 }
 
 // ForSource plans a configured source (config.Load has validated it).
@@ -114,7 +131,8 @@ func ForSource(s *config.Source, a Assume) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	return Plan(Input{Kind: k, Settings: s.Settings(), Schedule: s.Schedule, Assume: a})
+	return Plan(Input{Kind: k, Settings: s.Settings(), Schedule: s.Schedule,
+		ReconcileSchedule: s.Reconcile.Schedule, LookbackDays: s.Reconcile.LookbackDays, Assume: a})
 }
 
 // Plan computes the report.
@@ -142,47 +160,80 @@ func plan(in Input, withSuggest bool) (Report, error) {
 		},
 	}
 	r.Quota, r.QuotaFrom = quota(pl, name, s.RateLimit)
-	cost := func(span time.Duration) []Line {
-		shape := provider.PassShape{Span: span, Projects: a.Projects, Users: a.Users}
+	var fallback []Line
+	cost := func(shape provider.PassShape) []Line {
+		shape.Projects, shape.Users = a.Projects, a.Users
 		var ls []Line
+		fallback = nil
 		for _, res := range s.Resources {
 			c := provider.Cost{Requests: 1, Note: "one listing"}
 			if in.Kind.PassCost != nil {
 				c = in.Kind.PassCost(res, shape, s)
 			}
-			ls = append(ls, Line{Resource: string(res), Requests: c.Requests, Daily: c.Daily, Cap: c.Cap, Note: c.Note})
+			l := Line{Resource: string(res), Requests: c.Requests, Daily: c.Daily, Cap: c.Cap, Note: c.Note}
+			ls = append(ls, l)
+			if c.Fallback > 0 {
+				l.Requests = c.Fallback
+			}
+			fallback = append(fallback, l)
 		}
 		return ls
 	}
-	r.Resources = cost(r.Span)
+	r.Resources = cost(provider.PassShape{Span: r.Span})
+	fallbackLines := fallback
 	hourly, caps := total(r.Resources, passes)
 	for _, l := range r.Resources {
 		r.PassRequests += l.Requests
 	}
 	r.HourlyRequests = hourly
-	minHourly, minCaps := total(cost(time.Hour+s.Overlap), 1)
+	if in.ReconcileSchedule != "" {
+		r.ReconcileSchedule = in.ReconcileSchedule
+		r.Reconcile = cost(provider.PassShape{Reconcile: true, Days: in.LookbackDays + 8})
+	}
+	peakCaps := maps.Clone(caps)
+	for _, l := range r.Reconcile {
+		r.ReconcileRequests += l.Requests
+		if l.Cap != "" {
+			peakCaps[l.Cap] += l.Requests
+		}
+	}
+	r.PeakHourlyRequests = hourly + r.ReconcileRequests
+	minHourly, minCaps := total(cost(provider.PassShape{Span: time.Hour + s.Overlap}), 1)
 	r.MinPassRequests = minHourly
-	over, tight := r.Quota > 0 && hourly > r.Quota, r.Quota > 0 && float64(hourly) > TightShare*float64(r.Quota)
 	r.Refuse = r.Quota > 0 && minHourly > r.Quota
 	for _, n := range capNames(pl) {
-		q := pl.Caps[n]
-		r.Caps = append(r.Caps, CapUse{Name: n, Hourly: caps[n], Quota: q})
-		over = over || caps[n] > q
-		tight = tight || float64(caps[n]) > TightShare*float64(q)
-		r.Refuse = r.Refuse || minCaps[n] > q
+		r.Caps = append(r.Caps, CapUse{Name: n, Hourly: peakCaps[n], Quota: pl.Caps[n]})
+		r.Refuse = r.Refuse || minCaps[n] > pl.Caps[n]
 	}
-	switch {
-	case over:
-		r.Verdict = DoesNotFit
-	case tight:
-		r.Verdict = Tight
-	default:
-		r.Verdict = Fits
+	r.Verdict = judge(r.PeakHourlyRequests, r.Quota, pl, peakCaps)
+	if fh, fcaps := total(fallbackLines, passes); fh != hourly {
+		for _, l := range fallbackLines {
+			r.FallbackPassRequests += l.Requests
+		}
+		r.FallbackHourlyRequests = fh
+		r.FallbackVerdict = judge(fh, r.Quota, pl, fcaps)
 	}
 	if withSuggest && r.Verdict == DoesNotFit && !r.Refuse {
 		r.Suggest = suggest(in, a)
 	}
 	return r, nil
+}
+
+// judge says whether an hour of hourly requests (caps: per cap) fits quota
+// and the plan's caps.
+func judge(hourly, quota int, pl provider.Plan, caps map[string]int) Verdict {
+	over, tight := quota > 0 && hourly > quota, quota > 0 && float64(hourly) > TightShare*float64(quota)
+	for n, q := range pl.Caps {
+		over = over || caps[n] > q
+		tight = tight || float64(caps[n]) > TightShare*float64(q)
+	}
+	switch {
+	case over:
+		return DoesNotFit
+	case tight:
+		return Tight
+	}
+	return Fits
 }
 
 // quota is the hourly budget: the plan's, or the rate limit's hourly
@@ -296,6 +347,9 @@ func (r Report) Summary() string {
 		parts = append(parts, p)
 	}
 	fmt.Fprintf(&b, " (%s); %d requests in the busiest hour", strings.Join(parts, ", "), r.HourlyRequests)
+	if r.ReconcileRequests > 0 {
+		fmt.Fprintf(&b, ", %d with a reconcile run (%q, %d requests)", r.PeakHourlyRequests, r.ReconcileSchedule, r.ReconcileRequests)
+	}
 	if r.Quota > 0 {
 		fmt.Fprintf(&b, " against %d/h (%s)", r.Quota, r.QuotaFrom)
 	} else {
@@ -305,6 +359,9 @@ func (r Report) Summary() string {
 		fmt.Fprintf(&b, "; %s calls %d of %d/h", c.Name, c.Hourly, c.Quota)
 	}
 	fmt.Fprintf(&b, ": %s", r.Verdict)
+	if r.FallbackVerdict != "" {
+		fmt.Fprintf(&b, "; without the change feed (fallback listings) a pass costs %d, %d in the busiest hour: %s", r.FallbackPassRequests, r.FallbackHourlyRequests, r.FallbackVerdict)
+	}
 	if r.Refuse {
 		fmt.Fprintf(&b, "; even one pass an hour (%d requests) does not fit", r.MinPassRequests)
 	} else if r.Suggest != "" {

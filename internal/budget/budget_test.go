@@ -61,27 +61,29 @@ func TestTogglFreeEveryFiveMinutesDoesNotFit(t *testing.T) {
 	if r.Plan != "free" || r.PassRequests != 5 || r.PassesPerHour != 12 || r.HourlyRequests != 61 || r.Quota != 30 || r.Verdict != DoesNotFit || r.Refuse {
 		t.Fatalf("%+v", r)
 	}
-	if len(r.Caps) != 1 || r.Caps[0] != (CapUse{Name: "/me", Hourly: 13, Quota: 30}) {
+	if len(r.Caps) != 1 || r.Caps[0] != (CapUse{Name: "/me", Hourly: 14, Quota: 30}) {
 		t.Fatalf("caps %+v", r.Caps)
 	}
-	if r.Suggest != "*/15 * * * *" || !strings.Contains(r.Summary(), "61 requests in the busiest hour against 30/h (plan free)") {
+	// The daily reconcile (5 requests) makes */15's busiest hour 26 of 30:
+	// tight; */20 fits.
+	if r.Suggest != "*/20 * * * *" || !strings.Contains(r.Summary(), "61 requests in the busiest hour, 66 with a reconcile run") {
 		t.Fatalf("suggest %q; %s", r.Suggest, r.Summary())
 	}
 }
 
-func TestTogglFreeEveryFifteenMinutesFits(t *testing.T) {
+func TestTogglFreeEveryFifteenMinutesIsTightInTheReconcileHour(t *testing.T) {
 	r := planOf(t, toggl+"    schedule: \"*/15 * * * *\"\n")
-	if r.HourlyRequests != 21 || r.Verdict != Fits || r.Suggest != "" {
+	if r.HourlyRequests != 21 || r.PeakHourlyRequests != 26 || r.Verdict != Tight || r.Suggest != "" {
 		t.Fatalf("%+v", r)
 	}
 	// Starter's 240 an hour holds every 2 minutes of 5 resources (151),
 	// but /me's own 30 an hour does not hold /me/time_entries 30 times.
 	r = planOf(t, toggl+"    plan: starter\n    schedule: \"*/2 * * * *\"\n")
-	if r.HourlyRequests != 151 || r.Quota != 240 || r.Verdict != DoesNotFit || r.Caps[0].Hourly != 31 {
+	if r.HourlyRequests != 151 || r.Quota != 240 || r.Verdict != DoesNotFit || r.Caps[0].Hourly != 32 {
 		t.Fatalf("%+v", r)
 	}
 	r = planOf(t, toggl+"    plan: starter\n    schedule: \"*/3 * * * *\"\n")
-	if r.Verdict != Fits || r.Caps[0].Hourly != 21 || r.HourlyRequests != 101 {
+	if r.Verdict != Fits || r.Caps[0].Hourly != 22 || r.HourlyRequests != 101 {
 		t.Fatalf("%+v", r)
 	}
 }
@@ -111,7 +113,8 @@ func TestClockifyFree(t *testing.T) {
 	}
 	// The rate limit is the budget when it allows less than the plan.
 	r = planOf(t, clockify+"    schedule: \"0 * * * *\"\n    rate_limit: {requests: 10, per: 1h}\n")
-	if r.Quota != 10 || r.QuotaFrom != "rate_limit 10 per 1h0m0s" || r.Verdict != Tight {
+	// Its weekly reconcile (7 requests) makes that hour 16: over.
+	if r.Quota != 10 || r.QuotaFrom != "rate_limit 10 per 1h0m0s" || r.Verdict != DoesNotFit {
 		t.Fatalf("%+v", r)
 	}
 	// Paid: 10 requests/s and no hourly quota.
@@ -143,7 +146,34 @@ func TestHarvestHasNoQuota(t *testing.T) {
 func TestTogglWorkspaceScope(t *testing.T) {
 	r := planOf(t, toggl+"    scope: workspace\n    schedule: \"*/15 * * * *\"\n")
 	// The Reports API search is not a /me call: only /me (zone) once a day.
-	if r.HourlyRequests != 21 || r.Verdict != Fits || r.Caps[0].Hourly != 0 || !strings.Contains(r.Resources[4].Note, "14 trailing days") {
+	if r.HourlyRequests != 21 || r.Verdict != Tight || r.Caps[0].Hourly != 0 || !strings.Contains(r.Resources[4].Note, "14 trailing days") {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// The hour a reconcile runs in is the busiest: its requests count in the
+// verdict. A Clockify source whose feed is unusable reads time entries by
+// per-user listings: that hour is judged too.
+func TestReconcileHourAndFallbackAreCounted(t *testing.T) {
+	r := planOf(t, clockify+"    schedule: \"*/20 * * * *\"\n    reconcile: {schedule: \"0 4 * * 0\", lookback_days: 30}\n")
+	// A pass: clients, users, projects 1 each, tasks 2, time entries by
+	// the feed 1+2+21 (a 30 min span): 29; three passes an hour: 87.
+	if r.ReconcileSchedule != "0 4 * * 0" || r.ReconcileRequests != 7 || r.PeakHourlyRequests != r.HourlyRequests+7 {
+		t.Fatalf("reconcile: %+v", r)
+	}
+	if len(r.Reconcile) != 5 || !strings.Contains(r.Reconcile[4].Note, "38 days") {
+		t.Fatalf("reconcile lines: %+v", r.Reconcile)
+	}
+	// Fallback: time entries cost GET users + one listing per user (2).
+	if r.FallbackPassRequests != r.PassRequests-r.Resources[4].Requests+2 || r.FallbackVerdict != Fits {
+		t.Fatalf("fallback: %+v", r)
+	}
+	if !strings.Contains(r.Summary(), "with a reconcile run") || !strings.Contains(r.Summary(), "without the change feed") {
+		t.Fatalf("summary: %s", r.Summary())
+	}
+	// No reconcile schedule: nothing counted.
+	r = planOf(t, toggl+"    schedule: \"0 * * * *\"\n")
+	if r.ReconcileRequests == 0 {
+		t.Fatalf("toggl's default reconcile (daily) not counted: %+v", r)
 	}
 }

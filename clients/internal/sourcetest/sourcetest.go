@@ -18,6 +18,8 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Opt adjusts a provider's Params P, then (called again with zero Params)
@@ -136,5 +138,45 @@ func EachChange(t *testing.T, f func(t *testing.T, deleted bool)) {
 			t.Parallel()
 			f(t, change == "delete")
 		})
+	}
+}
+
+// RequestLog is a fake's request log (fakeapi.Kit).
+type RequestLog interface {
+	RequestCount() int
+	ResetRequests()
+}
+
+// CheckPassCost holds the budget planner's model against a fake's request
+// log: it lists every resource once through src (a warm-up, so that the
+// once-a-day requests are made), then each again over w(r), and fails where
+// the requests f saw differ from cost(r).Requests. The data must fit one
+// page per listing: the model's lower bound is then exact.
+func CheckPassCost(t *testing.T, src clients.Source, f RequestLog, resources []clients.Resource, w func(clients.Resource) clients.Window, cost func(clients.Resource) provider.Cost) {
+	t.Helper()
+	for _, r := range resources {
+		if _, err := Collect(t, src, r, w(r)); err != nil {
+			t.Fatalf("warm-up %s: %v", r, err)
+		}
+	}
+	for _, r := range resources {
+		f.ResetRequests()
+		if _, err := Collect(t, src, r, w(r)); err != nil {
+			t.Fatalf("%s: %v", r, err)
+		}
+		if got, want := f.RequestCount(), cost(r).Requests; got != want {
+			t.Errorf("%s over %+v: %d requests, the planner counts %d (%s)", r, w(r), got, want, cost(r).Note)
+		}
+	}
+}
+
+// ReconcileWindow is the window a reconcile lists r over (poller.reconcile):
+// lookbackDays back and a week ahead by spent date, or the whole listing.
+func ReconcileWindow(today clients.Date, lookbackDays int) func(clients.Resource) clients.Window {
+	return func(r clients.Resource) clients.Window {
+		if def, ok := schema.Lookup(r); ok && def.ListedByDate() {
+			return clients.Window{From: today.AddDays(-lookbackDays), To: today.AddDays(7)}
+		}
+		return clients.Window{}
 	}
 }
