@@ -38,7 +38,11 @@ func Up(ctx context.Context, url string) (Result, error) {
 		return Result{}, fmt.Errorf("open database: %w", err)
 	}
 	defer db.Close()
-	return UpDB(ctx, db)
+	res, err := UpDB(ctx, db)
+	if err != nil {
+		return res, err
+	}
+	return res, upRiver(ctx, url)
 }
 
 // UpDB applies every pending migration through db.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/events"
 )
 
 // ErrTooManyTombstones is returned (wrapped) by TombstoneMissing when it
@@ -40,6 +41,9 @@ type TombstoneParams struct {
 	// marks nothing. A user scope on a resource without a user column is
 	// refused.
 	Scope clients.Scope
+	// Events appends a deleted event per marked row to the change feed, in
+	// tx (a source with `events: on`).
+	Events bool
 }
 
 // TombstoneMissing marks deleted the stored live rows of (Source, Resource) —
@@ -83,13 +87,28 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 		p.Seen = []string{}
 	}
 	var n, marked int64
+	var ids []string
+	var versions []time.Time
+	var hashes, olds [][]byte
 	err := tx.QueryRow(ctx, t.tombstoneMissing, p.Source, p.AsOf.Truncate(time.Microsecond),
-		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max), p.Scope.UserIDs).Scan(&n, &marked)
+		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max), p.Scope.UserIDs, p.Events).
+		Scan(&n, &marked, &ids, &versions, &hashes, &olds)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", where, err)
 	}
 	if p.Max > 0 && n > int64(p.Max) {
 		return 0, fmt.Errorf("%s: %w: %d rows not in the listing, the ceiling is %d; check that the listing was complete, or raise the ceiling", where, ErrTooManyTombstones, n, p.Max)
+	}
+	if p.Events && len(ids) > 0 {
+		changes := make([]events.Change, len(ids))
+		for i, id := range ids {
+			changes[i] = events.Change{Source: p.Source, Resource: p.Resource, RecordID: id,
+				Kind: events.Deleted, Version: versions[i], Prev: olds[i]}
+			copy(changes[i].Hash[:], hashes[i])
+		}
+		if _, err := events.Append(ctx, tx, changes); err != nil {
+			return 0, fmt.Errorf("%s: %w", where, err)
+		}
 	}
 	return marked, nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/events"
 )
 
 // Counts says what Apply did with each record of a page. Inserted, Updated,
@@ -92,7 +93,16 @@ const maxRounds = 8
 // are undone and the page is redone (new rows then by INSERT … ON CONFLICT
 // DO NOTHING), up to maxAttempts times. Apply expects READ COMMITTED, the
 // default.
-func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, recs []clients.Record) (Counts, error) {
+//
+// With WithEvents(true) (a source with `events: on`), every row it really
+// changes appends one event to the change feed in tx (package events); a
+// re-delivery appends nothing. Call it so after the transaction's last
+// mirror write: the feed's append lock is then held until commit.
+func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, recs []clients.Record, opts ...Option) (Counts, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	t, ok := tableFor(r)
 	if !ok {
 		return Counts{}, fmt.Errorf("apply: unknown resource %q", r)
@@ -138,7 +148,12 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 	items, c.Stale = dedupe(items)
 	copyNew := true
 	for attempt := 1; ; attempt++ {
-		wc, err := write(ctx, tx, t, source, items, have, copyNew)
+		wc, changes, err := write(ctx, tx, t, source, items, have, copyNew, o.events)
+		if err == nil && len(changes) > 0 {
+			if _, err := events.Append(ctx, tx, changes); err != nil {
+				return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
+			}
+		}
 		if err == nil {
 			c.Add(wc)
 			return c, nil
@@ -184,9 +199,9 @@ func hasCode(err error, code string) bool {
 // writes sit under one savepoint, opened at the first write: on an error
 // (such as a deadlock between concurrent appliers) they are undone and their
 // row locks released, and the caller's transaction stays usable.
-func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored, copyNew bool) (Counts, error) {
+func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored, copyNew, withEvents bool) (Counts, []events.Change, error) {
 	var c Counts
-	w := &writer{tx: tx, copyNew: copyNew}
+	w := &writer{tx: tx, copyNew: copyNew, events: withEvents}
 	for round := 0; len(items) > 0; round++ {
 		var err error
 		if round == maxRounds {
@@ -200,18 +215,18 @@ func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item
 		if err != nil {
 			if w.sp != nil {
 				if rbErr := w.sp.Rollback(ctx); rbErr != nil {
-					return Counts{}, fmt.Errorf("%w (rollback to savepoint: %v)", err, rbErr)
+					return Counts{}, nil, fmt.Errorf("%w (rollback to savepoint: %v)", err, rbErr)
 				}
 			}
-			return Counts{}, err
+			return Counts{}, nil, err
 		}
 	}
 	if w.sp != nil {
 		if err := w.sp.Commit(ctx); err != nil {
-			return Counts{}, fmt.Errorf("release savepoint: %w", err)
+			return Counts{}, nil, fmt.Errorf("release savepoint: %w", err)
 		}
 	}
-	return c, nil
+	return c, w.changes, nil
 }
 
 // writer opens the savepoint of a write phase when it is first needed, so
@@ -219,7 +234,38 @@ func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item
 type writer struct {
 	tx, sp  pgx.Tx
 	copyNew bool // new rows go in by COPY (else by INSERT … ON CONFLICT)
+	events  bool // collect the changes written, for the change feed
+	changes []events.Change
 }
+
+// change records that it was written over prev (nil: a new row), when the
+// writer collects changes.
+func (w *writer) change(source string, t *table, it *item, prev *stored) {
+	if !w.events {
+		return
+	}
+	ch := events.Change{Source: source, Resource: t.resource, RecordID: it.rec.ID,
+		Kind: events.Updated, Version: it.version, Hash: it.hash}
+	switch {
+	case it.deletedAt != nil:
+		ch.Kind = events.Deleted
+	case prev == nil:
+		ch.Kind = events.Created
+	}
+	if prev != nil && prev.version.Equal(it.version) {
+		ch.Prev = prev.hash
+	}
+	w.changes = append(w.changes, ch)
+}
+
+// Option changes how Apply writes.
+type Option func(*options)
+
+type options struct{ events bool }
+
+// WithEvents makes Apply append an event per real change to the change feed
+// (a source with `events: on`).
+func WithEvents(on bool) Option { return func(o *options) { o.events = on } }
 
 func (w *writer) db(ctx context.Context) (pgx.Tx, error) {
 	if w.sp == nil {
@@ -429,6 +475,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			if it.deletedAt != nil {
 				c.Tombstoned++
 			}
+			w.change(source, t, it, nil)
 		}
 		fresh = nil
 	}
@@ -481,6 +528,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			switch as {
 			case asInserted:
 				c.Inserted++
+				w.change(source, t, it, nil)
 			case asUnchanged:
 				c.Unchanged++
 				continue // no deletion written: the stored state stays
@@ -489,6 +537,8 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 				if ties[it.rec.ID] {
 					c.Ties++
 				}
+				s := have[it.rec.ID]
+				w.change(source, t, it, &s)
 			}
 			if it.deletedAt != nil {
 				c.Tombstoned++

@@ -1,0 +1,186 @@
+// Package events owns the change feed (issue 13): the events table that
+// upsert appends to in the transaction of each real change of a mirror row,
+// the named consumers and their positions, retention, and the outbound
+// webhooks.
+//
+// It promises: one event per real change (insert, newer content, tombstone)
+// and none for a re-delivery; an event id derived from (source, resource,
+// record id, version, content hash), so that the same change applied again
+// after a crash, by another replica or by a backfill has the same id and is
+// never appended twice; a feed in commit order (seq), so that the events of
+// one record come in version order; and a consumer position that moves in
+// the transaction of the consumer's own effect.
+package events
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
+)
+
+// Kind is what a change did to the mirror row.
+type Kind string
+
+// Kinds of change.
+const (
+	Created Kind = "created" // the mirror did not have the record
+	Updated Kind = "updated" // new content (including a record brought back from a tombstone)
+	Deleted Kind = "deleted" // a tombstone
+)
+
+// Channel is the LISTEN/NOTIFY channel an append notifies at commit.
+const Channel = "tidemark_events"
+
+// appendLock is the transaction-level advisory lock every append takes
+// before it draws its seqs ("tmevents" in ASCII). Held until commit, it makes
+// seq order commit order, so that a consumer reading past its position never
+// skips an event committed late with a smaller seq.
+const appendLock int64 = 0x746d_6576_656e_7473
+
+// Change is one real change of a mirror row, as upsert saw it.
+type Change struct {
+	Source   string
+	Resource clients.Resource
+	RecordID string
+	Kind     Kind
+	Version  time.Time // the row's updated_at after the change
+	Hash     [32]byte  // the row's content hash after the change
+	// Prev is the content hash the row had when it already had this same
+	// version (a tie: the same version fetched later with other content, a
+	// tombstone, a record brought back from one); nil otherwise. It keeps
+	// apart changes that reach an earlier (version, hash) again.
+	Prev []byte
+}
+
+// ID is the change's stable event id: a UUID (version 8, RFC 9562) built
+// from SHA-256 of (source, resource, record id, version in microseconds,
+// content hash, and the previous hash for a same-version change).
+func (c Change) ID() [16]byte {
+	h := sha256.New()
+	for _, s := range []string{c.Source, string(c.Resource), c.RecordID} {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], uint64(c.Version.Truncate(time.Microsecond).UnixMicro()))
+	h.Write(v[:])
+	h.Write(c.Hash[:])
+	h.Write(c.Prev)
+	var id [16]byte
+	copy(id[:], h.Sum(nil))
+	id[6] = id[6]&0x0f | 0x80 // version 8
+	id[8] = id[8]&0x3f | 0x80 // variant 10
+	return id
+}
+
+// FormatID formats an event id as the webhook-id and CLI show it.
+func FormatID(id [16]byte) string {
+	b := make([]byte, 36)
+	hex.Encode(b[0:8], id[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], id[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], id[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], id[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], id[10:])
+	return "evt_" + string(b)
+}
+
+// Event is one entry of the feed.
+type Event struct {
+	Seq        int64            `json:"seq"`
+	ID         string           `json:"id"` // evt_<uuid>
+	Source     string           `json:"source"`
+	Resource   clients.Resource `json:"resource"`
+	RecordID   string           `json:"record_id"`
+	Kind       Kind             `json:"kind"`
+	Version    time.Time        `json:"version"`
+	Hash       string           `json:"content_hash"` // hex
+	RecordedAt time.Time        `json:"recorded_at"`
+}
+
+// Append writes changes to the feed in tx, the transaction of the changes
+// themselves, and notifies Channel at commit. An id already in the feed is
+// skipped (the same change cannot be appended twice). Call it after the
+// transaction's last mirror write: the append lock it takes is held until
+// commit. It returns how many events it appended.
+func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
+	if len(changes) == 0 {
+		return 0, nil
+	}
+	ids := make([]pgtype.UUID, len(changes))
+	srcs := make([]string, len(changes))
+	res := make([]string, len(changes))
+	recs := make([]string, len(changes))
+	kinds := make([]string, len(changes))
+	vers := make([]time.Time, len(changes))
+	hashes := make([][]byte, len(changes))
+	for i := range changes {
+		c := &changes[i]
+		ids[i] = pgtype.UUID{Bytes: c.ID(), Valid: true}
+		srcs[i], res[i], recs[i], kinds[i] = c.Source, string(c.Resource), c.RecordID, string(c.Kind)
+		vers[i] = c.Version
+		hashes[i] = c.Hash[:]
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock($1)`, appendLock)
+	b.Queue(appendSQL, ids, srcs, res, recs, kinds, vers, hashes)
+	b.Queue(`SELECT pg_notify($1, '')`, Channel)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return 0, fmt.Errorf("append events: lock: %w", err)
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return 0, fmt.Errorf("append events: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return 0, fmt.Errorf("append events: notify: %w", err)
+	}
+	return tag.RowsAffected(), br.Close()
+}
+
+// appendSQL inserts in the order given (upsert gives id order), so that the
+// events of one transaction have increasing seqs in that order.
+const appendSQL = `INSERT INTO events (event_id, source, resource, record_id, kind, version, content_hash)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bytea[])
+    WITH ORDINALITY AS u(event_id, source, resource, record_id, kind, version, content_hash, n)
+ORDER BY n
+ON CONFLICT (event_id) DO NOTHING`
+
+// Row reads the record's raw JSON as the mirror holds it now, and whether it
+// still has the event's content (false: a later change superseded it, or the
+// row is gone).
+func (e Event) Row(ctx context.Context, tx pgx.Tx) (json.RawMessage, bool, error) {
+	t, ok := schema.Lookup(e.Resource)
+	if !ok {
+		return nil, false, fmt.Errorf("event %s: unknown resource %q", e.ID, e.Resource)
+	}
+	var raw json.RawMessage
+	var hash []byte
+	err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT raw, content_hash FROM %s WHERE source = $1 AND id = $2`,
+		pgx.Identifier{string(t.Name)}.Sanitize()), e.Source, e.RecordID).Scan(&raw, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("event %s: read row: %w", e.ID, err)
+	}
+	return raw, hex.EncodeToString(hash) == e.Hash, nil
+}
