@@ -56,35 +56,45 @@ type Change struct {
 	Kind     Kind
 	Version  time.Time // the row's updated_at after the change
 	Hash     [32]byte  // the row's content hash after the change
-	// Prev is the content hash the row had when it already had this same
-	// version (a tie: the same version fetched later with other content, a
-	// tombstone, a record brought back from one); nil otherwise. It keeps
-	// apart changes that reach an earlier (version, hash) again.
-	Prev []byte
 }
 
 // ID is the change's stable event id: a UUID (version 8, RFC 9562) built
 // from SHA-256 of (source, resource, record id, version in microseconds,
-// content hash, and the previous hash for a same-version change).
-func (c Change) ID() [16]byte {
+// content hash).
+func (c Change) ID() [16]byte { return c.id(0) }
+
+// id is the id of the n-th time (from 0) the record reaches this (version,
+// content) in the feed. A row comes back to an earlier state only rarely: a
+// record brought back from a wrong tombstone (a tombstone keeps the
+// version), or an edit undone within the same second. That is a change of
+// its own and gets the next id, not the first one again: the same in every
+// interleaving, since each must pass through the earlier state first.
+func (c Change) id(n int) [16]byte {
 	h := sha256.New()
 	for _, s := range []string{c.Source, string(c.Resource), c.RecordID} {
-		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
-		h.Write(n[:])
+		var l [4]byte
+		binary.BigEndian.PutUint32(l[:], uint32(len(s)))
+		h.Write(l[:])
 		h.Write([]byte(s))
 	}
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], uint64(c.Version.Truncate(time.Microsecond).UnixMicro()))
 	h.Write(v[:])
 	h.Write(c.Hash[:])
-	h.Write(c.Prev)
+	if n > 0 {
+		binary.BigEndian.PutUint64(v[:], uint64(n))
+		h.Write(v[:])
+	}
 	var id [16]byte
 	copy(id[:], h.Sum(nil))
 	id[6] = id[6]&0x0f | 0x80 // version 8
 	id[8] = id[8]&0x3f | 0x80 // variant 10
 	return id
 }
+
+// NthID is the id of the n-th return (n ≥ 1) of a record to the same
+// (version, content): see id.
+func (c Change) NthID(n int) [16]byte { return c.id(n) }
 
 // FormatID formats an event id as the webhook-id and CLI show it.
 func FormatID(id [16]byte) string {
@@ -115,8 +125,9 @@ type Event struct {
 }
 
 // Append writes changes to the feed in tx, the transaction of the changes
-// themselves, and notifies Channel at commit. An id already in the feed is
-// skipped (the same change cannot be appended twice). Call it after the
+// themselves, and notifies Channel at commit. Every change is appended:
+// upsert only reports real changes, so an id already in the feed means the
+// record returned to an earlier state, and it gets the next id. Call it after the
 // transaction's last mirror write: the append lock it takes is held until
 // commit. It returns how many events it appended.
 func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
@@ -146,23 +157,52 @@ func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
 	if _, err := br.Exec(); err != nil {
 		return 0, fmt.Errorf("append events: lock: %w", err)
 	}
-	tag, err := br.Exec()
+	rows, err := br.Query()
 	if err != nil {
+		return 0, fmt.Errorf("append events: %w", err)
+	}
+	inserted := make(map[[16]byte]bool, len(changes))
+	var got pgtype.UUID
+	if _, err := pgx.ForEachRow(rows, []any{&got}, func() error { inserted[got.Bytes] = true; return nil }); err != nil {
 		return 0, fmt.Errorf("append events: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {
 		return 0, fmt.Errorf("append events: notify: %w", err)
 	}
-	return tag.RowsAffected(), br.Close()
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("append events: %w", err)
+	}
+	n := int64(len(inserted))
+	// An id already in the feed: the record came back to an earlier state;
+	// take the next occurrence's id.
+	for i := range changes {
+		if inserted[ids[i].Bytes] {
+			continue
+		}
+		for k := 1; ; k++ {
+			id := pgtype.UUID{Bytes: changes[i].id(k), Valid: true}
+			tag, err := tx.Exec(ctx, appendSQL, []pgtype.UUID{id}, srcs[i:i+1], res[i:i+1], recs[i:i+1], kinds[i:i+1], vers[i:i+1], hashes[i:i+1])
+			if err != nil {
+				return 0, fmt.Errorf("append events: %w", err)
+			}
+			if tag.RowsAffected() == 1 {
+				n++
+				break
+			}
+		}
+	}
+	return n, nil
 }
 
 // appendSQL inserts in the order given (upsert gives id order), so that the
 // events of one transaction have increasing seqs in that order.
 const appendSQL = `INSERT INTO events (event_id, source, resource, record_id, kind, version, content_hash)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bytea[])
+SELECT u.event_id, u.source, u.resource, u.record_id, u.kind, u.version, u.content_hash
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bytea[])
     WITH ORDINALITY AS u(event_id, source, resource, record_id, kind, version, content_hash, n)
-ORDER BY n
-ON CONFLICT (event_id) DO NOTHING`
+ORDER BY u.n
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id`
 
 // Row reads the record's raw JSON as the mirror holds it now, and whether it
 // still has the event's content (false: a later change superseded it, or the

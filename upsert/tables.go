@@ -352,7 +352,7 @@ RETURNING t.id`
 	// a page fetched before the mark stays stale.
 	// With $8 it also returns what the change feed needs of each marked row.
 	tombstoneMissingSQL = `WITH cand AS (
-    SELECT t.id, t.content_hash AS old_hash FROM %[1]s t
+    SELECT t.id FROM %[1]s t
     WHERE t.source = $1 AND t.deleted_at IS NULL AND t.updated_at <= $2 %[2]s %[3]s
       AND NOT EXISTS (SELECT 1 FROM unnest($5::text[]) AS seen(id) WHERE seen.id = t.id)
 ), n AS (SELECT count(*) AS n FROM cand),
@@ -362,13 +362,12 @@ upd AS (
     FROM cand
     WHERE t.source = $1 AND t.id = cand.id AND ($6::bigint <= 0 OR (SELECT n FROM n) <= $6::bigint)
       AND t.deleted_at IS NULL AND t.updated_at <= $2 %[2]s %[3]s
-    RETURNING t.id, t.updated_at, t.content_hash, cand.old_hash
+    RETURNING t.id, t.updated_at, t.content_hash
 )
 SELECT (SELECT n FROM n), (SELECT count(*) FROM upd),
     CASE WHEN $8::boolean THEN (SELECT array_agg(id ORDER BY id COLLATE "C") FROM upd) END,
     CASE WHEN $8::boolean THEN (SELECT array_agg(updated_at ORDER BY id COLLATE "C") FROM upd) END,
-    CASE WHEN $8::boolean THEN (SELECT array_agg(content_hash ORDER BY id COLLATE "C") FROM upd) END,
-    CASE WHEN $8::boolean THEN (SELECT array_agg(old_hash ORDER BY id COLLATE "C") FROM upd) END`
+    CASE WHEN $8::boolean THEN (SELECT array_agg(content_hash ORDER BY id COLLATE "C") FROM upd) END`
 
 	tombstoneNoDateSQL = `AND $3::date IS NULL AND $4::date IS NULL`
 

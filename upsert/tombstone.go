@@ -89,10 +89,10 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 	var n, marked int64
 	var ids []string
 	var versions []time.Time
-	var hashes, olds [][]byte
+	var hashes [][]byte
 	err := tx.QueryRow(ctx, t.tombstoneMissing, p.Source, p.AsOf.Truncate(time.Microsecond),
 		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max), p.Scope.UserIDs, p.Events).
-		Scan(&n, &marked, &ids, &versions, &hashes, &olds)
+		Scan(&n, &marked, &ids, &versions, &hashes)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", where, err)
 	}
@@ -103,7 +103,7 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 		changes := make([]events.Change, len(ids))
 		for i, id := range ids {
 			changes[i] = events.Change{Source: p.Source, Resource: p.Resource, RecordID: id,
-				Kind: events.Deleted, Version: versions[i], Prev: olds[i]}
+				Kind: events.Deleted, Version: versions[i]}
 			copy(changes[i].Hash[:], hashes[i])
 		}
 		if _, err := events.Append(ctx, tx, changes); err != nil {

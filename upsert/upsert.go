@@ -238,9 +238,9 @@ type writer struct {
 	changes []events.Change
 }
 
-// change records that it was written over prev (nil: a new row), when the
-// writer collects changes.
-func (w *writer) change(source string, t *table, it *item, prev *stored) {
+// change records that it was written (over a stored row unless isNew), when
+// the writer collects changes.
+func (w *writer) change(source string, t *table, it *item, isNew bool) {
 	if !w.events {
 		return
 	}
@@ -249,11 +249,8 @@ func (w *writer) change(source string, t *table, it *item, prev *stored) {
 	switch {
 	case it.deletedAt != nil:
 		ch.Kind = events.Deleted
-	case prev == nil:
+	case isNew:
 		ch.Kind = events.Created
-	}
-	if prev != nil && prev.version.Equal(it.version) {
-		ch.Prev = prev.hash
 	}
 	w.changes = append(w.changes, ch)
 }
@@ -475,7 +472,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			if it.deletedAt != nil {
 				c.Tombstoned++
 			}
-			w.change(source, t, it, nil)
+			w.change(source, t, it, true)
 		}
 		fresh = nil
 	}
@@ -528,7 +525,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			switch as {
 			case asInserted:
 				c.Inserted++
-				w.change(source, t, it, nil)
+				w.change(source, t, it, true)
 			case asUnchanged:
 				c.Unchanged++
 				continue // no deletion written: the stored state stays
@@ -537,8 +534,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 				if ties[it.rec.ID] {
 					c.Ties++
 				}
-				s := have[it.rec.ID]
-				w.change(source, t, it, &s)
+				w.change(source, t, it, false)
 			}
 			if it.deletedAt != nil {
 				c.Tombstoned++

@@ -1,0 +1,353 @@
+package upsert
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"pgregory.net/rapid"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/events"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+)
+
+// feedEvent is one row of the change feed, as the properties compare them.
+type feedEvent struct {
+	Record string
+	ID     [16]byte
+	Kind   string
+	Ver    time.Time
+}
+
+func readFeed(t testing.TB, pool *pgxpool.Pool) []feedEvent {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT record_id, event_id, kind, version FROM events ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (feedEvent, error) {
+		var e feedEvent
+		var id pgtype.UUID
+		err := r.Scan(&e.Record, &id, &e.Kind, &e.Ver)
+		e.ID = id.Bytes
+		return e, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// expectedChanges replays a record's history in order under the write rule,
+// written out plainly, and returns the ids of the changes it makes: the
+// feed a mirror that sees every fetch in order must hold.
+func expectedChanges(t testing.TB, h []clients.Record) [][16]byte {
+	var ids [][16]byte
+	reached := map[[16]byte]int{} // times each (version, content) was reached
+	var have bool
+	var ver, fetched time.Time
+	var hash []byte
+	for _, rec := range h {
+		v, f, hs := rec.Version.Truncate(time.Microsecond), rec.FetchedAt.Truncate(time.Microsecond), hashOf(t, rec)
+		switch {
+		case have && bytes.Equal(hs, hash):
+			ver = maxTime(ver, v)
+			continue
+		case have && (v.Before(ver) || v.Equal(ver) && !f.After(fetched)):
+			continue
+		}
+		ch := events.Change{Source: testSource, Resource: clients.TimeEntries, RecordID: rec.ID, Version: v}
+		copy(ch.Hash[:], hs)
+		id := ch.ID()
+		if n := reached[id]; n > 0 {
+			id = ch.NthID(n)
+		}
+		reached[ch.ID()]++
+		ids = append(ids, id)
+		have, ver, fetched, hash = true, v, f, hs
+	}
+	return ids
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// applyEvents applies one page with events on and commits it, or rolls it
+// back after the write (a crash mid-page: nothing of it survives).
+func applyEvents(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, page []clients.Record, crash bool) (Counts, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return Counts{}, err
+	}
+	defer tx.Rollback(ctx)
+	c, err := Apply(ctx, tx, testSource, clients.TimeEntries, page, WithEvents(true))
+	if err != nil || crash {
+		return Counts{}, err
+	}
+	return c, tx.Commit(ctx)
+}
+
+// schedule is one deliverer's pages: each page holds, per record it names,
+// a fetch of the record's history the deliverer has reached (an earlier one:
+// a re-delivery), and the deliverer moves forward through each history in
+// order. A page may crash (roll back). Every schedule ends with a page of
+// every record's last fetch, committed.
+func schedule(rt *rapid.T, label string, hs [][]clients.Record) [][]clients.Record {
+	reached := make([]int, len(hs))
+	var pages [][]clients.Record
+	for range rapid.IntRange(0, 8).Draw(rt, label+" pages") {
+		var page []clients.Record
+		for r, h := range hs {
+			if !rapid.Bool().Draw(rt, label+" in page") {
+				continue
+			}
+			if reached[r] < len(h)-1 && rapid.Bool().Draw(rt, label+" forward") {
+				reached[r]++
+			}
+			page = append(page, h[rapid.IntRange(0, reached[r]).Draw(rt, label+" fetch")])
+		}
+		if len(page) > 0 {
+			pages = append(pages, page)
+		}
+	}
+	var last []clients.Record
+	for _, h := range hs {
+		last = append(last, h[len(h)-1])
+	}
+	return append(pages, last)
+}
+
+// TestEventsOnePerRealChange: records' histories (edits, same-second ties,
+// deletions and records brought back) delivered by two concurrent replicas
+// and a backfill, each page re-delivering earlier fetches at random, some
+// pages crashing after their writes, yield a feed where every event is a
+// change the in-order history makes (same id), no id twice, a record's
+// events in version order, each record's last event its last change, and
+// exactly one event per write Apply counted.
+func TestEventsOnePerRealChange(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	rapid.Check(t, func(rt *rapid.T) {
+		if _, err := pool.Exec(ctx, `TRUNCATE time_entries, events`); err != nil {
+			rt.Fatal(err)
+		}
+		nIDs := rapid.IntRange(1, 6).Draw(rt, "ids")
+		hs := make([][]clients.Record, nIDs)
+		want := map[string][][16]byte{}
+		for i := range hs {
+			hs[i] = history(rt, int64(i+1))
+			want[hs[i][0].ID] = expectedChanges(t, hs[i])
+		}
+		work := [][][]clients.Record{schedule(rt, "replica a", hs), schedule(rt, "replica b", hs), schedule(rt, "backfill", hs)}
+		crashes := make([][]bool, len(work))
+		for a := range work {
+			for range work[a] {
+				crashes[a] = append(crashes[a], rapid.IntRange(0, 4).Draw(rt, "crash") == 0)
+			}
+			crashes[a][len(work[a])-1] = false
+		}
+		var mu sync.Mutex
+		var written int64
+		var wg sync.WaitGroup
+		errs := make([]error, len(work))
+		for a := range work {
+			wg.Go(func() {
+				for p, page := range work[a] {
+					c, err := applyEvents(ctx, pool, page, crashes[a][p])
+					if err != nil {
+						errs[a] = err
+						return
+					}
+					mu.Lock()
+					written += c.Inserted + c.Updated
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		for a, err := range errs {
+			if err != nil {
+				rt.Fatalf("deliverer %d: %v", a, err)
+			}
+		}
+		checkFeed(rt, readFeed(t, pool), want, written, false)
+	})
+}
+
+// TestEventsSameIDsInEveryOrderedInterleaving: when the fetches of each
+// record are delivered in order (one poller, its overlaps and retries,
+// crashes mid-page and a later backfill that re-delivers everything), every
+// interleaving yields exactly the in-order history's events: the same ids.
+func TestEventsSameIDsInEveryOrderedInterleaving(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	rapid.Check(t, func(rt *rapid.T) {
+		if _, err := pool.Exec(ctx, `TRUNCATE time_entries, events`); err != nil {
+			rt.Fatal(err)
+		}
+		nIDs := rapid.IntRange(1, 6).Draw(rt, "ids")
+		hs := make([][]clients.Record, nIDs)
+		want := map[string][][16]byte{}
+		for i := range hs {
+			hs[i] = history(rt, int64(i+1))
+			want[hs[i][0].ID] = expectedChanges(t, hs[i])
+		}
+		// Every fetch of every record once, in order per record, mixed into
+		// pages; each page re-sent (an overlap or a retry) or crashed at random.
+		next := make([]int, nIDs)
+		var pages [][]clients.Record
+		for left := true; left; {
+			left = false
+			var page []clients.Record
+			for r := range hs {
+				if next[r] < len(hs[r]) && rapid.Bool().Draw(rt, "in page") {
+					page = append(page, hs[r][next[r]])
+					next[r]++
+				}
+				left = left || next[r] < len(hs[r])
+			}
+			if len(page) > 0 {
+				pages = append(pages, page)
+			}
+		}
+		var written int64
+		for _, page := range pages {
+			for rapid.IntRange(0, 3).Draw(rt, "crash") == 0 {
+				if _, err := applyEvents(ctx, pool, page, true); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			for n := rapid.IntRange(1, 2).Draw(rt, "sends"); n > 0; n-- {
+				c, err := applyEvents(ctx, pool, page, false)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				written += c.Inserted + c.Updated
+			}
+		}
+		// A backfill later re-delivers every fetch, in order: nothing new.
+		for _, h := range hs {
+			for _, rec := range h {
+				c, err := applyEvents(ctx, pool, []clients.Record{rec}, false)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				written += c.Inserted + c.Updated
+			}
+		}
+		checkFeed(rt, readFeed(t, pool), want, written, true)
+	})
+}
+
+// checkFeed checks a feed against each record's in-order changes: exact
+// (every change, in order) or, with replicas racing, a subsequence that
+// ends with the last change.
+func checkFeed(rt *rapid.T, feed []feedEvent, want map[string][][16]byte, written int64, exact bool) {
+	if int64(len(feed)) != written {
+		rt.Fatalf("%d events for %d rows written", len(feed), written)
+	}
+	seen := map[[16]byte]bool{}
+	got := map[string][][16]byte{}
+	for _, e := range feed {
+		if seen[e.ID] {
+			rt.Fatalf("event id %s twice", events.FormatID(e.ID))
+		}
+		seen[e.ID] = true
+		if g := got[e.Record]; len(g) > 0 {
+			prev := slices.Index(want[e.Record], g[len(g)-1])
+			if slices.Index(want[e.Record], e.ID) <= prev {
+				rt.Fatalf("record %s: event %s out of version order", e.Record, events.FormatID(e.ID))
+			}
+		}
+		got[e.Record] = append(got[e.Record], e.ID)
+	}
+	for rec, w := range want {
+		g := got[rec]
+		for _, id := range g {
+			if !slices.Contains(w, id) {
+				rt.Fatalf("record %s: event %s is no change of its history %s (feed %s)", rec, events.FormatID(id), fmtIDs(w), fmtIDs(g))
+			}
+		}
+		if exact && !slices.Equal(g, w) {
+			rt.Fatalf("record %s: events %s, want %s", rec, fmtIDs(g), fmtIDs(w))
+		}
+		if len(g) == 0 || g[len(g)-1] != w[len(w)-1] {
+			rt.Fatalf("record %s: last event %s, want its last change %s", rec, fmtIDs(g), fmtIDs(w[len(w)-1:]))
+		}
+	}
+}
+
+func fmtIDs(ids [][16]byte) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = events.FormatID(id)
+	}
+	return fmt.Sprint(s)
+}
+
+// TestEventsTombstoneAndReturn: a wrong tombstone and the record's return
+// (same version, same content, fetched after the mark) are two changes with
+// ids of their own; the return does not reuse the creation's id. With events
+// off nothing is appended; a re-delivery appends nothing.
+func TestEventsTombstoneAndReturn(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	rec := entry(1, t0, t0.Add(time.Minute), "a")
+	other := entry(2, t0, t0.Add(time.Minute), "a")
+	if _, err := applyEvents(ctx, pool, []clients.Record{other}, false); err != nil {
+		t.Fatal(err)
+	}
+	applyTx(t, pool, []clients.Record{rec}) // events off: nothing appended
+	if n := len(readFeed(t, pool)); n != 1 {
+		t.Fatalf("%d events after one change with events on and one with events off", n)
+	}
+	rec2 := entry(3, t0, t0.Add(time.Minute), "a")
+	for range 3 { // created once, then re-deliveries
+		if _, err := applyEvents(ctx, pool, []clients.Record{rec2}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := TombstoneMissing(ctx, tx, TombstoneParams{Source: testSource, Resource: clients.TimeEntries,
+			Seen: []string{"1", "2"}, AsOf: t0.Add(time.Hour), Events: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := rec2
+	back.FetchedAt = time.Now()
+	if _, err := applyEvents(ctx, pool, []clients.Record{back}, false); err != nil {
+		t.Fatal(err)
+	}
+	feed := readFeed(t, pool)
+	var kinds []string
+	for _, e := range feed {
+		kinds = append(kinds, e.Record+":"+e.Kind)
+	}
+	if want := []string{"2:created", "3:created", "3:deleted", "3:updated"}; !slices.Equal(kinds, want) {
+		t.Fatalf("feed %v, want %v", kinds, want)
+	}
+	ch := events.Change{Source: testSource, Resource: clients.TimeEntries, RecordID: "3", Version: t0}
+	copy(ch.Hash[:], hashOf(t, rec2))
+	if feed[1].ID != ch.ID() || feed[3].ID != ch.NthID(1) {
+		t.Fatalf("ids %s, want the creation's and its next occurrence's", fmtIDs([][16]byte{feed[1].ID, feed[3].ID}))
+	}
+}
