@@ -40,5 +40,3 @@ func upRiver(ctx context.Context, url string) error {
 	}
 	return nil
 }
-
-

@@ -428,7 +428,8 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 			AsOf: l.sourceTime.Add(-s.Overlap), Max: s.MaxTombstones,
 			// Only what was listed: a listing of some users' entries proves
 			// nothing about the others'.
-			Scope: scope,
+			Scope:  scope,
+			Events: s.Events,
 		})
 		if err != nil {
 			return err

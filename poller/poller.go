@@ -62,6 +62,8 @@ type Source struct {
 	LookbackDays  int
 	MaxTombstones int
 	WindowDays    int
+	// Events appends every real change to the change feed (`events: on`).
+	Events bool
 }
 
 // Params configure a Poller.
@@ -221,7 +223,7 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 			// round trips; finalize opens the one it needs.
 			return nil
 		}
-		uc, err := p.applyPage(dbctx, s.Name(), r, pg)
+		uc, err := p.applyPage(dbctx, s, r, pg)
 		if err != nil {
 			return err
 		}
@@ -268,7 +270,8 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 }
 
 // applyPage writes one page in a transaction of its own and commits it.
-func (p *Poller) applyPage(ctx context.Context, source string, r clients.Resource, pg clients.Page) (upsert.Counts, error) {
+func (p *Poller) applyPage(ctx context.Context, s *Source, r clients.Resource, pg clients.Page) (upsert.Counts, error) {
+	source := s.Name()
 	c, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	tx, err := p.pool.Begin(c)
@@ -276,7 +279,7 @@ func (p *Poller) applyPage(ctx context.Context, source string, r clients.Resourc
 		return upsert.Counts{}, fmt.Errorf("begin page %d: %w", pg.Number, err)
 	}
 	defer tx.Rollback(ctx)
-	uc, err := upsert.Apply(c, tx, source, r, pg.Records)
+	uc, err := upsert.Apply(c, tx, source, r, pg.Records, upsert.WithEvents(s.Events))
 	if err != nil {
 		return uc, fmt.Errorf("apply page %d of %s/%s: %w", pg.Number, source, r, err)
 	}

@@ -127,7 +127,7 @@ func (a *App) Sources(ctx context.Context, only string) ([]poller.Source, error)
 		out = append(out, poller.Source{
 			Source: src, Resources: rs, Overlap: sc.Overlap.D(),
 			LookbackDays: sc.Reconcile.LookbackDays, MaxTombstones: sc.Reconcile.MaxTombstones,
-			WindowDays: sc.Backfill.WindowDays,
+			WindowDays: sc.Backfill.WindowDays, Events: bool(sc.Events),
 		})
 	}
 	return out, nil

@@ -52,6 +52,8 @@ type Config struct {
 	// Contact goes into the User-Agent (Harvest requires one).
 	Contact string   `yaml:"contact"`
 	Sources []Source `yaml:"sources"`
+	// ChangeFeed configures the change feed (issue 13; config/events.go).
+	ChangeFeed ChangeFeed `yaml:"change_feed"`
 
 	// Path is the file the config was read from (for messages).
 	Path string `yaml:"-"`
@@ -85,6 +87,9 @@ type Source struct {
 	// TrailingDays is how many days of spent dates a Toggl workspace-scope
 	// incremental pass re-lists (default 14).
 	TrailingDays int `yaml:"trailing_days"`
+	// Events appends every real change of this source's rows to the change
+	// feed (`events: on`; default off).
+	Events Switch `yaml:"events"`
 }
 
 // RateLimit is a request budget: at most Requests in any window of Per.
@@ -266,9 +271,12 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 var durationType = reflect.TypeFor[Duration]()
 
 // checkValues refuses values the decoder would refuse without naming the
-// key: durations for now.
+// key: durations and switches.
 func checkValues(n *yaml.Node, t reflect.Type, path string) error {
 	return walkYAML(n, t, path, func(n *yaml.Node, t reflect.Type, path string) error {
+		if t == switchType {
+			return checkSwitch(n, path)
+		}
 		if _, err := time.ParseDuration(n.Value); t == durationType && (err != nil || n.Kind != yaml.ScalarNode) {
 			return &Error{Line: n.Line, Key: path, Msg: fmt.Sprintf("invalid duration %q (want e.g. 30s, 10m, 1h)", n.Value)}
 		}
@@ -463,7 +471,7 @@ func (c *Config) validate(root *yaml.Node) error {
 			s.Timeout = Duration(DefaultRequestTimeout)
 		}
 	}
-	return nil
+	return c.validateChangeFeed(fail)
 }
 
 // Settings is what the source's kind sees of it (clients/provider).
