@@ -135,6 +135,7 @@ type source struct {
 	// reconcile on: "@every 2s" over 400 days (the history covers them).
 	reconcile bool
 	timeout   string
+	events    bool // events: on (issue 13)
 }
 
 // writeConfig writes a config for srcs and returns its path. Tokens are
@@ -169,6 +170,9 @@ func (e *env) writeConfig(srcs ...source) string {
 		}
 		if s.timeout != "" {
 			fmt.Fprintf(&b, "    timeout: %s\n", s.timeout)
+		}
+		if s.events {
+			b.WriteString("    events: on\n")
 		}
 	}
 	return e.writeFile("tidemark.yaml", b.String())

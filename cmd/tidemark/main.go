@@ -99,6 +99,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newRunsCmd(g),
 		newDoctorCmd(g),
 		newDemoCmd(g),
+		newEventsCmd(g),
 	)
 	var wrap func(c *cobra.Command)
 	wrap = func(c *cobra.Command) {

@@ -43,6 +43,11 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 		}
 		defer srv.Close()
 	}
+	feed, err := a.StartChangeFeed(ctx)
+	if err != nil {
+		return err
+	}
+	defer feed.Stop(context.WithoutCancel(ctx))
 	d.Start(ctx, true)
 	a.Log.Info().Int("sources", len(scheds)).Str("version", a.Version).Msg("daemon started")
 	if started != nil {
