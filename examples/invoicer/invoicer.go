@@ -1,0 +1,200 @@
+// Package invoicer is an example consumer of tidemark's change feed: it
+// turns approved time into invoice drafts in an accounting API exactly once
+// per client and ISO week, although the feed delivers at least once and the
+// API is outside our database.
+//
+// How: an outcome store in Postgres keyed by the logical operation
+// (client + ISO week) records in-progress / succeeded / failed / review,
+// the external invoice id, a fingerprint of the request and the request
+// itself. The key goes as Idempotency-Key on every attempt, so a retry after
+// a crash between the create and the record gets the invoice the first
+// attempt created. Each step commits on its own (a checkpoint) before the
+// next one starts, and the external id is stored as soon as it arrives. A
+// request that changed under a live key (more time approved for a week
+// already invoiced) goes to a person (status review) instead of
+// overwriting.
+package invoicer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/events"
+)
+
+// Schema creates the outcome store (the example owns its table).
+const Schema = `CREATE TABLE IF NOT EXISTS invoicer_outcomes (
+    key         text PRIMARY KEY,            -- the logical operation: <source>/<client>/<ISO week>
+    status      text NOT NULL CHECK (status IN ('in_progress', 'succeeded', 'failed', 'review')),
+    external_id text,                        -- the accounting API's invoice id, stored as soon as known
+    fingerprint bytea NOT NULL,              -- SHA-256 of the request
+    request     jsonb NOT NULL,              -- the request, re-sent as is on every attempt
+    note        text,                        -- why a person must look (review, failed)
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    expires_at  timestamptz NOT NULL         -- TTL: the API keeps idempotency keys this long
+)`
+
+// KeyTTL is how long the accounting API honours an idempotency key; an
+// outcome is kept as long.
+const KeyTTL = 30 * 24 * time.Hour
+
+// Invoicer is the consumer.
+type Invoicer struct {
+	Pool *pgxpool.Pool
+	URL  string // the accounting API
+	HTTP *http.Client
+	// AfterCreate, when set, runs after the API answered and before the
+	// answer is recorded: tests end the process there.
+	AfterCreate func() error
+}
+
+// Migrate creates the outcome store.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, Schema)
+	return err
+}
+
+// request is what the API receives for one client-week.
+type request struct {
+	ClientID string   `json:"client_id"`
+	Week     string   `json:"week"`
+	Hours    string   `json:"hours"`
+	Entries  []string `json:"entries"`
+}
+
+// ErrPermanent marks an API answer that retrying will not fix.
+var ErrPermanent = errors.New("refused by the accounting API")
+
+// Handle is the events.Handler: for a time entry event, it makes sure the
+// entry's client-week has its one invoice.
+func (v *Invoicer) Handle(ctx context.Context, tx pgx.Tx, ev events.Event) error {
+	if ev.Resource != clients.TimeEntries {
+		return nil
+	}
+	var client *string
+	var day time.Time
+	err := tx.QueryRow(ctx, `SELECT client_id, spent_date FROM time_entries WHERE source = $1 AND id = $2`, ev.Source, ev.RecordID).Scan(&client, &day)
+	if errors.Is(err, pgx.ErrNoRows) || client == nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	year, week := day.ISOWeek()
+	wk := fmt.Sprintf("%04d-W%02d", year, week)
+	req, err := v.approved(ctx, tx, ev.Source, *client, day)
+	if err != nil || req == nil {
+		return err
+	}
+	req.Week = wk
+	return v.invoice(ctx, ev.Source+"/"+*client+"/"+wk, *req)
+}
+
+// approved reads the client's approved, live time of the ISO week of day
+// from the mirror; nil when there is none.
+func (v *Invoicer) approved(ctx context.Context, tx pgx.Tx, source, client string, day time.Time) (*request, error) {
+	monday := day.AddDate(0, 0, -((int(day.Weekday()) + 6) % 7))
+	r := &request{ClientID: client}
+	err := tx.QueryRow(ctx, `SELECT coalesce(sum(hours), 0)::text, coalesce(array_agg(id ORDER BY id), '{}')
+FROM time_entries WHERE source = $1 AND client_id = $2 AND spent_date BETWEEN $3 AND $4 AND is_closed AND deleted_at IS NULL`,
+		source, client, monday, monday.AddDate(0, 0, 6)).Scan(&r.Hours, &r.Entries)
+	if err != nil || len(r.Entries) == 0 {
+		return nil, err
+	}
+	return r, nil
+}
+
+// invoice runs the operation key once: checkpoint, create, record.
+func (v *Invoicer) invoice(ctx context.Context, key string, req request) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	fp := sha256.Sum256(body)
+	// Step 1, committed before any call: the key is claimed with its
+	// request. An existing outcome decides instead.
+	var status string
+	var stored []byte
+	var storedReq []byte
+	err = v.Pool.QueryRow(ctx, `INSERT INTO invoicer_outcomes (key, status, fingerprint, request, expires_at)
+VALUES ($1, 'in_progress', $2, $3, now() + $4::interval)
+ON CONFLICT (key) DO UPDATE SET updated_at = invoicer_outcomes.updated_at
+RETURNING status, fingerprint, request`, key, fp[:], body, KeyTTL).Scan(&status, &stored, &storedReq)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", key, err)
+	}
+	if !bytes.Equal(stored, fp[:]) {
+		// The request changed under a live key: a person decides; never a
+		// second invoice, never an overwrite.
+		_, err := v.Pool.Exec(ctx, `UPDATE invoicer_outcomes SET status = 'review', updated_at = now(),
+    note = 'the approved time changed after the invoice request was made: ' || $2 WHERE key = $1 AND status <> 'review'`, key, string(body))
+		return err
+	}
+	switch status {
+	case "succeeded", "failed", "review":
+		return nil // done (or a person's) already: a resent or replayed event
+	}
+	// Step 2: the call, with the key, re-sending the stored request.
+	inv, err := v.post(ctx, key, storedReq)
+	if errors.Is(err, ErrPermanent) {
+		_, uerr := v.Pool.Exec(ctx, `UPDATE invoicer_outcomes SET status = 'failed', note = $2, updated_at = now() WHERE key = $1`, key, err.Error())
+		return uerr
+	}
+	if err != nil {
+		return err // retried with back-off; the key stays in progress
+	}
+	if v.AfterCreate != nil {
+		if err := v.AfterCreate(); err != nil {
+			return err
+		}
+	}
+	// Step 3: the external id, as soon as we have it.
+	_, err = v.Pool.Exec(ctx, `UPDATE invoicer_outcomes SET status = 'succeeded', external_id = $2, updated_at = now() WHERE key = $1`, key, inv.ID)
+	return err
+}
+
+func (v *Invoicer) post(ctx context.Context, key string, body []byte) (Invoice, error) {
+	var inv Invoice
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, v.URL+"/invoices", bytes.NewReader(body))
+	if err != nil {
+		return inv, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Idempotency-Key", key)
+	hc := v.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(hreq)
+	if err != nil {
+		return inv, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
+		return inv, json.Unmarshal(b, &inv)
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return inv, fmt.Errorf("accounting API: %s", resp.Status)
+	default:
+		return inv, fmt.Errorf("%w: %s: %s", ErrPermanent, resp.Status, bytes.TrimSpace(b))
+	}
+}
+
+// Purge deletes outcomes past their TTL.
+func Purge(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	tag, err := pool.Exec(ctx, `DELETE FROM invoicer_outcomes WHERE expires_at < now()`)
+	return tag.RowsAffected(), err
+}
