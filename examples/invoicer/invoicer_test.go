@@ -156,4 +156,3 @@ func TestChangedRequestGoesToAPerson(t *testing.T) {
 		t.Fatalf("outcome %q %q, %v; want review with a note", status, note, err)
 	}
 }
-
