@@ -56,7 +56,7 @@ func main() {
 	}
 }
 
-var allScenarios = []string{"backfill-lifted", "backfill-ceiling", "idle", "redelivery"}
+var allScenarios = []string{"backfill-lifted", "backfill-ceiling", "idle", "redelivery", "events"}
 
 type options struct {
 	quick                        bool
@@ -68,6 +68,7 @@ type options struct {
 	daemonFor                    time.Duration
 	daemonSchedule               string
 	redeliveryEntries            int
+	eventsEntries                int
 	cpuprofile, memprofile, keep string
 }
 
@@ -85,6 +86,7 @@ func orchestrate(args []string) error {
 	fs.DurationVar(&o.daemonFor, "daemon-for", 0, "how long the idle daemon runs (default 2m10s; -quick 25s)")
 	fs.StringVar(&o.daemonSchedule, "daemon-schedule", "", `the idle daemon's schedule (default "* * * * *"; -quick "@every 10s")`)
 	fs.IntVar(&o.redeliveryEntries, "redelivery-entries", 0, "redelivery entries (default 100,000; -quick 20,000)")
+	fs.IntVar(&o.eventsEntries, "events-entries", 0, "events: entries applied with events off and on (default 100,000; -quick 20,000)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write CPU profiles to PREFIX-<scenario>[-<rep>].pprof")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write allocation profiles to PREFIX-<scenario>[-<rep>].pprof")
 	_ = fs.Parse(args)
@@ -102,6 +104,7 @@ func orchestrate(args []string) error {
 	o.ceilingEntries = pick(o.ceilingEntries, 200_000, 20_000)
 	o.idleSources = pick(o.idleSources, 1000, 100)
 	o.redeliveryEntries = pick(o.redeliveryEntries, 100_000, 20_000)
+	o.eventsEntries = pick(o.eventsEntries, 100_000, 20_000)
 	if o.daemonFor == 0 {
 		o.daemonFor = 130 * time.Second
 		if o.quick {
@@ -291,6 +294,8 @@ func (b *bench) run(ctx context.Context, name string, rep int) (line, error) {
 			bytesText(res.Extra["new_wal"]), res.Extra["new_wal"]/res.Extra["new_records"],
 			bytesText(res.Extra["redelivered_wal"]), res.Extra["redelivered_wal"]/float64(max(res.Records, 1)), res.Note)
 		return l, nil
+	case "events":
+		return b.runEvents(ctx, prof(""))
 	}
 	return line{}, fmt.Errorf("unknown scenario %q", name)
 }

@@ -118,6 +118,8 @@ func runScenario(args []string) error {
 		res, err = scenarioIdle(ctx, pool, a)
 	case "redelivery":
 		res, err = scenarioRedelivery(ctx, pool, a)
+	case "events":
+		res, err = scenarioEvents(ctx, pool, a)
 	default:
 		err = fmt.Errorf("unknown scenario kind %q", a.kind)
 	}
@@ -194,20 +196,16 @@ func scenarioBackfill(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (
 	return res, fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per)
 }
 
-// errEnough stops a listing once the sample is complete.
-var errEnough = errors.New("enough")
-
-// scenarioReference pre-fetches pages (untimed), then applies them with
-// upsert.Apply, one transaction per page as the poller does: the rate the
-// database side alone reaches on the same rows.
-func scenarioReference(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
+// prefetch lists time entries until a.sample records (untimed) and returns
+// the pages and the number of records.
+func prefetch(ctx context.Context, a scenarioArgs) ([][]clients.Record, int, error) {
 	src, err := harvestSource(a, "bench", zerolog.Nop())
 	if err != nil {
-		return result{}, err
+		return nil, 0, err
 	}
 	from, to, err := a.dates()
 	if err != nil {
-		return result{}, err
+		return nil, 0, err
 	}
 	var pages [][]clients.Record
 	n := 0
@@ -220,6 +218,20 @@ func scenarioReference(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) 
 		return nil
 	})
 	if err != nil && !errors.Is(err, errEnough) {
+		return nil, 0, err
+	}
+	return pages, n, nil
+}
+
+// errEnough stops a listing once the sample is complete.
+var errEnough = errors.New("enough")
+
+// scenarioReference pre-fetches pages (untimed), then applies them with
+// upsert.Apply, one transaction per page as the poller does: the rate the
+// database side alone reaches on the same rows.
+func scenarioReference(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
+	pages, n, err := prefetch(ctx, a)
+	if err != nil {
 		return result{}, err
 	}
 	runtime.GC()
