@@ -142,17 +142,7 @@ func TestEventsOnePerRealChange(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.DB(t)
 	ctx := context.Background()
-	rapid.Check(t, func(rt *rapid.T) {
-		if _, err := pool.Exec(ctx, `TRUNCATE time_entries, events`); err != nil {
-			rt.Fatal(err)
-		}
-		nIDs := rapid.IntRange(1, 6).Draw(rt, "ids")
-		hs := make([][]clients.Record, nIDs)
-		want := map[string][][16]byte{}
-		for i := range hs {
-			hs[i] = history(rt, int64(i+1))
-			want[hs[i][0].ID] = expectedChanges(t, hs[i])
-		}
+	checkFeedProperty(t, pool, func(rt *rapid.T, hs [][]clients.Record, want map[string][][16]byte) {
 		work := [][][]clients.Record{schedule(rt, "replica a", hs), schedule(rt, "replica b", hs), schedule(rt, "backfill", hs)}
 		crashes := make([][]bool, len(work))
 		for a := range work {
@@ -189,6 +179,24 @@ func TestEventsOnePerRealChange(t *testing.T) {
 	})
 }
 
+// checkFeedProperty runs prop on an emptied mirror and feed with 1 to 6
+// records' histories and each record's in-order changes.
+func checkFeedProperty(t *testing.T, pool *pgxpool.Pool, prop func(rt *rapid.T, hs [][]clients.Record, want map[string][][16]byte)) {
+	t.Helper()
+	rapid.Check(t, func(rt *rapid.T) {
+		if _, err := pool.Exec(context.Background(), `TRUNCATE time_entries, events`); err != nil {
+			rt.Fatal(err)
+		}
+		hs := make([][]clients.Record, rapid.IntRange(1, 6).Draw(rt, "ids"))
+		want := map[string][][16]byte{}
+		for i := range hs {
+			hs[i] = history(rt, int64(i+1))
+			want[hs[i][0].ID] = expectedChanges(t, hs[i])
+		}
+		prop(rt, hs, want)
+	})
+}
+
 // TestEventsSameIDsInEveryOrderedInterleaving: when the fetches of each
 // record are delivered in order (one poller, its overlaps and retries,
 // crashes mid-page and a later backfill that re-delivers everything), every
@@ -197,17 +205,8 @@ func TestEventsSameIDsInEveryOrderedInterleaving(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.DB(t)
 	ctx := context.Background()
-	rapid.Check(t, func(rt *rapid.T) {
-		if _, err := pool.Exec(ctx, `TRUNCATE time_entries, events`); err != nil {
-			rt.Fatal(err)
-		}
-		nIDs := rapid.IntRange(1, 6).Draw(rt, "ids")
-		hs := make([][]clients.Record, nIDs)
-		want := map[string][][16]byte{}
-		for i := range hs {
-			hs[i] = history(rt, int64(i+1))
-			want[hs[i][0].ID] = expectedChanges(t, hs[i])
-		}
+	checkFeedProperty(t, pool, func(rt *rapid.T, hs [][]clients.Record, want map[string][][16]byte) {
+		nIDs := len(hs)
 		// Every fetch of every record once, in order per record, mixed into
 		// pages; each page re-sent (an overlap or a retry) or crashed at random.
 		next := make([]int, nIDs)

@@ -27,8 +27,17 @@ func newEventsCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// feedPool connects for an events command: --database-url, DATABASE_URL,
-// or the config's database_url.
+// withFeed connects for an events command (--database-url, DATABASE_URL,
+// or the config's database_url) and runs fn with the pool.
+func withFeed(ctx context.Context, f *dbFlags, fn func(*pgxpool.Pool) error) error {
+	pool, err := feedPool(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(pool)
+}
+
 func feedPool(ctx context.Context, f *dbFlags) (*pgxpool.Pool, error) {
 	var cfg *config.Config
 	if f.config != "" {
@@ -126,30 +135,27 @@ func newEventsConsumersCmd(g *globals) *cobra.Command {
 		Use:   "consumers",
 		Short: "List the consumers: position, pending events, position age, status",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := feedPool(cmd.Context(), &f)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			cs, err := events.Consumers(cmd.Context(), pool)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, cs)
-			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "CONSUMER\tPOSITION\tPENDING\tPOSITION_AGE\tSTATUS")
-			for _, s := range cs {
-				status := s.Status
-				if s.Behind {
-					status = "behind the retention horizon: resynchronize from the mirror tables, then `tidemark events reset --consumer " + s.Name + " --yes`"
-				} else if s.Note != "" {
-					status += ": " + s.Note
+			return withFeed(cmd.Context(), &f, func(pool *pgxpool.Pool) error {
+				cs, err := events.Consumers(cmd.Context(), pool)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", s.Name, s.Position, s.Pending, s.Age.Round(time.Second), status)
-			}
-			return tw.Flush()
+				if asJSON {
+					return writeJSON(g.stdout, cs)
+				}
+				tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "CONSUMER\tPOSITION\tPENDING\tPOSITION_AGE\tSTATUS")
+				for _, s := range cs {
+					status := s.Status
+					if s.Behind {
+						status = "behind the retention horizon: resynchronize from the mirror tables, then `tidemark events reset --consumer " + s.Name + " --yes`"
+					} else if s.Note != "" {
+						status += ": " + s.Note
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", s.Name, s.Position, s.Pending, s.Age.Round(time.Second), status)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	f.register(c, true)
@@ -171,16 +177,13 @@ func newEventsResetCmd(g *globals) *cobra.Command {
 			if !yes && !enable {
 				return usagef("moving %q to the head skips every event it has not seen: pass --yes (or only --enable to turn it back on)", name)
 			}
-			pool, err := feedPool(cmd.Context(), &f)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if err := events.Reset(cmd.Context(), pool, events.ResetParams{Consumer: name, ToHead: yes, Enable: enable}); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "consumer %s reset\n", name)
-			return nil
+			return withFeed(cmd.Context(), &f, func(pool *pgxpool.Pool) error {
+				if err := events.Reset(cmd.Context(), pool, events.ResetParams{Consumer: name, ToHead: yes, Enable: enable}); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "consumer %s reset\n", name)
+				return nil
+			})
 		},
 	}
 	f.register(c, true)
@@ -199,29 +202,26 @@ func newEventsDeliveriesCmd(g *globals) *cobra.Command {
 		Use:   "deliveries",
 		Short: "List webhook deliveries: the dead letters (default) or all of them, newest first",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := feedPool(cmd.Context(), &f)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			ds, err := events.Deliveries(cmd.Context(), pool, events.DeliveriesParams{Consumer: name, DeadOnly: !all, Limit: limit})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, ds)
-			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tCONSUMER\tEVENT_ID\tSEQ\tSTATE\tATTEMPTS\tCREATED\tLAST_ERROR")
-			for _, d := range ds {
-				state := d.State
-				if d.Dead() {
-					state += " (dead)"
+			return withFeed(cmd.Context(), &f, func(pool *pgxpool.Pool) error {
+				ds, err := events.Deliveries(cmd.Context(), pool, events.DeliveriesParams{Consumer: name, DeadOnly: !all, Limit: limit})
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", d.JobID, d.Consumer, d.EventID, d.Seq, state, d.Attempts,
-					d.CreatedAt.UTC().Format(time.RFC3339), d.LastError)
-			}
-			return tw.Flush()
+				if asJSON {
+					return writeJSON(g.stdout, ds)
+				}
+				tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "JOB\tCONSUMER\tEVENT_ID\tSEQ\tSTATE\tATTEMPTS\tCREATED\tLAST_ERROR")
+				for _, d := range ds {
+					state := d.State
+					if d.Dead() {
+						state += " (dead)"
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", d.JobID, d.Consumer, d.EventID, d.Seq, state, d.Attempts,
+						d.CreatedAt.UTC().Format(time.RFC3339), d.LastError)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	f.register(c, true)
@@ -242,17 +242,14 @@ func newEventsRedriveCmd(g *globals) *cobra.Command {
 			if err := requireConsumer(name); err != nil {
 				return err
 			}
-			pool, err := feedPool(cmd.Context(), &f)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			n, err := events.Redrive(cmd.Context(), pool, events.RedriveParams{Consumer: name, EventID: eventID})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "redrove %d deliveries of %s\n", n, name)
-			return nil
+			return withFeed(cmd.Context(), &f, func(pool *pgxpool.Pool) error {
+				n, err := events.Redrive(cmd.Context(), pool, events.RedriveParams{Consumer: name, EventID: eventID})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "redrove %d deliveries of %s\n", n, name)
+				return nil
+			})
 		},
 	}
 	f.register(c, true)
