@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -135,55 +136,60 @@ func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
 		return 0, nil
 	}
 	ids := make([]pgtype.UUID, len(changes))
-	srcs := make([]string, len(changes))
-	res := make([]string, len(changes))
-	recs := make([]string, len(changes))
-	kinds := make([]string, len(changes))
-	vers := make([]time.Time, len(changes))
-	hashes := make([][]byte, len(changes))
 	for i := range changes {
-		c := &changes[i]
-		ids[i] = pgtype.UUID{Bytes: c.ID(), Valid: true}
-		srcs[i], res[i], recs[i], kinds[i] = c.Source, string(c.Resource), c.RecordID, string(c.Kind)
-		vers[i] = c.Version
-		hashes[i] = c.Hash[:]
+		ids[i] = pgtype.UUID{Bytes: changes[i].ID(), Valid: true}
 	}
+	// Fast path: COPY under a savepoint. An id already in the feed (rare: a
+	// record back at an earlier state) fails it with a unique violation;
+	// then the slow path gives such changes their next ids.
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock($1)`, appendLock)
-	b.Queue(appendSQL, ids, srcs, res, recs, kinds, vers, hashes)
-	b.Queue(`SELECT pg_notify($1, '')`, Channel)
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
+	b.Queue(`SAVEPOINT tidemark_events`)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return 0, fmt.Errorf("append events: lock: %w", err)
 	}
-	rows, err := br.Query()
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, appendColumns, pgx.CopyFromSlice(len(changes), func(i int) ([]any, error) {
+		c := &changes[i]
+		return []any{ids[i], c.Source, string(c.Resource), c.RecordID, string(c.Kind), c.Version, c.Hash[:]}, nil
+	}))
+	switch {
+	case err == nil:
+		_, err = tx.Exec(ctx, `RELEASE SAVEPOINT tidemark_events`)
+	case hasCode(err, "23505"):
+		if _, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tidemark_events`); err == nil {
+			n, err = appendEach(ctx, tx, changes, ids)
+		}
+	}
 	if err != nil {
 		return 0, fmt.Errorf("append events: %w", err)
 	}
-	inserted := make(map[[16]byte]bool, len(changes))
-	var got pgtype.UUID
-	if _, err := pgx.ForEachRow(rows, []any{&got}, func() error { inserted[got.Bytes] = true; return nil }); err != nil {
-		return 0, fmt.Errorf("append events: %w", err)
-	}
-	if _, err := br.Exec(); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
 		return 0, fmt.Errorf("append events: notify: %w", err)
 	}
-	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("append events: %w", err)
-	}
-	n := int64(len(inserted))
-	// An id already in the feed: the record came back to an earlier state;
-	// take the next occurrence's id.
+	return n, nil
+}
+
+var appendColumns = []string{"event_id", "source", "resource", "record_id", "kind", "version", "content_hash"}
+
+func hasCode(err error, code string) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == code
+}
+
+// appendEach appends changes one by one; one whose id is already in the
+// feed gets the next free occurrence's id.
+func appendEach(ctx context.Context, tx pgx.Tx, changes []Change, ids []pgtype.UUID) (int64, error) {
+	var n int64
 	for i := range changes {
-		if inserted[ids[i].Bytes] {
-			continue
-		}
-		for k := 1; ; k++ {
-			id := pgtype.UUID{Bytes: changes[i].id(k), Valid: true}
-			tag, err := tx.Exec(ctx, appendSQL, []pgtype.UUID{id}, srcs[i:i+1], res[i:i+1], recs[i:i+1], kinds[i:i+1], vers[i:i+1], hashes[i:i+1])
+		c := &changes[i]
+		for k := 0; ; k++ {
+			id := ids[i]
+			if k > 0 {
+				id = pgtype.UUID{Bytes: c.id(k), Valid: true}
+			}
+			tag, err := tx.Exec(ctx, appendSQL, id, c.Source, string(c.Resource), c.RecordID, string(c.Kind), c.Version, c.Hash[:])
 			if err != nil {
-				return 0, fmt.Errorf("append events: %w", err)
+				return 0, err
 			}
 			if tag.RowsAffected() == 1 {
 				n++
@@ -194,15 +200,8 @@ func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
 	return n, nil
 }
 
-// appendSQL inserts in the order given (upsert gives id order), so that the
-// events of one transaction have increasing seqs in that order.
 const appendSQL = `INSERT INTO events (event_id, source, resource, record_id, kind, version, content_hash)
-SELECT u.event_id, u.source, u.resource, u.record_id, u.kind, u.version, u.content_hash
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bytea[])
-    WITH ORDINALITY AS u(event_id, source, resource, record_id, kind, version, content_hash, n)
-ORDER BY u.n
-ON CONFLICT (event_id) DO NOTHING
-RETURNING event_id`
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (event_id) DO NOTHING`
 
 // Row reads the record's raw JSON as the mirror holds it now, and whether it
 // still has the event's content (false: a later change superseded it, or the
