@@ -3,13 +3,21 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
@@ -156,4 +164,107 @@ func checkFeedMatchesMirror(t *testing.T, e *env) {
 		}
 	}
 	t.Logf("%d events for %d mirrored rows", n, mirrored)
+}
+
+// TestE2EEventsDaemonWebhooks: the daemon with `events: on` and a webhook
+// in change_feed delivers every event to the endpoint once (verified with
+// the Standard Webhooks reference library), `events tail --follow` prints
+// them as they commit, and /metrics carries the consumers' position age.
+func TestE2EEventsDaemonWebhooks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := newTracker(t, simulated.Params{Seed: 14, Users: 3, Days: 10})
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := wh.Verify(body, r.Header); err != nil {
+			t.Errorf("delivery does not verify: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		got[r.Header.Get("webhook-id")]++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	ln.Close()
+	cfg := e.writeConfig(source{name: "acme", tr: tr, events: true})
+	b, _ := os.ReadFile(cfg)
+	e.writeFile("tidemark.yaml", string(b)+fmt.Sprintf(`listen: %s
+change_feed:
+  retention: 72h
+  webhooks:
+    - name: billing
+      url: %s
+      secrets: [%s]
+`, listen, srv.URL, secret))
+	tail := e.start("tail", "events", "tail", "--consumer", "follower", "--follow", "--json")
+	d := e.daemon(cfg)
+	e.waitConverged(tr, "acme", 60*time.Second, inSync)
+	deadline := time.Now().Add(60 * time.Second)
+	var n int
+	for {
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		delivered := len(got)
+		mu.Unlock()
+		if n > 0 && delivered == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered", delivered, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	mu.Lock()
+	for id, k := range got {
+		if k != 1 {
+			t.Errorf("%s delivered %d times to an endpoint that always accepts", id, k)
+		}
+	}
+	mu.Unlock()
+	waitLines := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := os.ReadFile(tail.log)
+		lines := 0
+		for l := range strings.SplitSeq(string(out), "\n") {
+			if strings.HasPrefix(l, `{"seq":`) {
+				lines++
+			}
+		}
+		if lines == n {
+			break
+		}
+		if time.Now().After(waitLines) {
+			t.Fatalf("tail --follow printed %d of %d events", lines, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + listen + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{`tidemark_events_position_age_seconds{consumer="billing"}`, `tidemark_events_position_age_horizon_ratio{consumer="follower"}`, "tidemark_events_retention_seconds 259200"} {
+		if !strings.Contains(string(metrics), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	if !d.running() {
+		t.Fatal("the daemon exited")
+	}
 }
