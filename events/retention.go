@@ -154,7 +154,8 @@ type ConsumerStatus struct {
 	Pending int64 `json:"pending"`
 	// Age is how long the oldest unacknowledged event has waited (0 when
 	// caught up); retention deletes it at Age = the horizon.
-	Age time.Duration `json:"position_age_ns"`
+	Age        time.Duration `json:"-"`
+	AgeSeconds float64       `json:"position_age_seconds"`
 	// Behind is true when retention already deleted unacknowledged events.
 	Behind bool `json:"behind_horizon"`
 }
@@ -173,7 +174,7 @@ FROM event_consumers c, event_horizon h ORDER BY c.name`)
 		var c ConsumerStatus
 		var age float64
 		err := r.Scan(&c.Name, &c.Position, &c.Status, &c.Note, &c.Pending, &age, &c.Behind)
-		c.Age = time.Duration(age * float64(time.Second))
+		c.Age, c.AgeSeconds = time.Duration(age*float64(time.Second)), age
 		return c, err
 	})
 	if err != nil {
