@@ -17,32 +17,53 @@ import (
 const DefaultRetention = 7 * 24 * time.Hour
 
 // Prune deletes the events recorded before now - retention and moves the
-// horizon past them, in one transaction. A consumer positioned before the
-// horizon then gets a *BehindHorizonError. It returns how many it deleted.
+// horizon past them, in batches of pruneBatch events, each in a short
+// transaction of its own. A consumer positioned before the horizon then
+// gets a *BehindHorizonError. It returns how many it deleted.
 func Prune(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (int64, error) {
 	if retention <= 0 {
 		return 0, fmt.Errorf("prune events: retention %s must be positive", retention)
 	}
-	var n int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		// Lock the horizon first: consumers read it under a share lock, so
-		// none is between its check and its read while events go.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM event_horizon FOR UPDATE`); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, `WITH del AS (
-    DELETE FROM events WHERE recorded_at < clock_timestamp() - $1::interval RETURNING seq
-), h AS (
-    UPDATE event_horizon SET pruned_through = GREATEST(pruned_through, (SELECT max(seq) FROM del)), pruned_at = now()
-    WHERE EXISTS (SELECT 1 FROM del) RETURNING 1
-)
-SELECT count(*) FROM del`, retention).Scan(&n)
-	})
-	if err != nil {
+	// recorded_at grows with seq (appends are serialized), so everything
+	// expired is a prefix of the feed.
+	var through *int64
+	if err := pool.QueryRow(ctx, `SELECT max(seq) FROM events WHERE recorded_at < clock_timestamp() - $1::interval`, retention).Scan(&through); err != nil {
 		return 0, fmt.Errorf("prune events: %w", err)
 	}
-	return n, nil
+	var total int64
+	for through != nil {
+		var n int64
+		var done bool
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			// Lock the horizon first: consumers read it under a share lock,
+			// so none is between its check and its read while events go.
+			var from int64
+			if err := tx.QueryRow(ctx, `SELECT pruned_through FROM event_horizon FOR UPDATE`).Scan(&from); err != nil {
+				return err
+			}
+			to := min(from+pruneBatch, *through)
+			done = to >= *through
+			tag, err := tx.Exec(ctx, `DELETE FROM events WHERE seq > $1 AND seq <= $2`, from, to)
+			if err != nil {
+				return err
+			}
+			n = tag.RowsAffected()
+			_, err = tx.Exec(ctx, `UPDATE event_horizon SET pruned_through = GREATEST(pruned_through, $1), pruned_at = now()`, to)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("prune events: %w", err)
+		}
+		total += n
+		if done {
+			break
+		}
+	}
+	return total, nil
 }
+
+// pruneBatch bounds one retention transaction.
+const pruneBatch = 10_000
 
 // Pruner deletes expired events on a ticker: Start/Stop, like every
 // long-running part.
@@ -76,6 +97,7 @@ func (p *Pruner) Start(ctx context.Context) {
 			case n > 0:
 				p.Log.Info().Int64("deleted", n).Dur("retention", p.Retention).Msg("expired events deleted")
 			}
+			p.warnLagging(ctx)
 			select {
 			case <-ctx.Done():
 				return
@@ -83,6 +105,22 @@ func (p *Pruner) Start(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// warnLagging logs, at each tick, the consumers whose oldest unacknowledged
+// event is past half the horizon: they must catch up before retention
+// deletes what they have not seen.
+func (p *Pruner) warnLagging(ctx context.Context) {
+	cs, err := Consumers(ctx, p.Pool)
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		if c.Status == "active" && !c.Behind && c.Age > p.Retention/2 {
+			p.Log.Warn().Str("consumer", c.Name).Dur("position_age", c.Age).Dur("retention", p.Retention).
+				Msg("consumer is past half the retention horizon: it must catch up before retention deletes events it has not seen")
+		}
+	}
 }
 
 // Stop stops the pruner and waits for it.
