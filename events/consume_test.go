@@ -228,3 +228,40 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPruneInBatches: retention past one batch deletes every expired event
+// and moves the horizon to the last one; a consumer that had seen them all
+// is not behind.
+func TestPruneInBatches(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	for i := range 5 {
+		eventstest.Clients(t, pool, "acme", 1+i*5000, 5000)
+	}
+	var head int64
+	if err := pool.QueryRow(ctx, `SELECT max(seq) FROM events`).Scan(&head); err != nil {
+		t.Fatal(err)
+	}
+	nop := func(context.Context, pgx.Tx, events.Event) error { return nil }
+	if _, err := events.Drain(ctx, pool, "seen-all", nop, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Reset(ctx, pool, events.ResetParams{Consumer: "seen-all", ToHead: true}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if n, err := events.Prune(ctx, pool, time.Millisecond); err != nil || n != 25000 {
+		t.Fatalf("prune: %d, %v", n, err)
+	}
+	var left, through int64
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM events), pruned_through FROM event_horizon`).Scan(&left, &through); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 || through != head {
+		t.Fatalf("%d events left, horizon %d, want 0 and %d", left, through, head)
+	}
+	if _, err := events.Drain(ctx, pool, "seen-all", nop, 0); err != nil {
+		t.Fatalf("a consumer at the head after pruning: %v", err)
+	}
+}
