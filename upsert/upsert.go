@@ -96,8 +96,8 @@ const maxRounds = 8
 //
 // With WithEvents(true) (a source with `events: on`), every row it really
 // changes appends one event to the change feed in tx (package events); a
-// re-delivery appends nothing. Call it so after the transaction's last
-// mirror write: the feed's append lock is then held until commit.
+// re-delivery appends nothing. With events on, make it the transaction's
+// last mirror write: the feed's append lock is held from there to commit.
 func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, recs []clients.Record, opts ...Option) (Counts, error) {
 	var o options
 	for _, opt := range opts {
