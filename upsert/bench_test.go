@@ -3,7 +3,10 @@ package upsert
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,21 +158,25 @@ func BenchmarkApply(b *testing.B) {
 	})
 }
 
-const benchPlainDDL = `CREATE TABLE bench_plain (
-    source text NOT NULL, id text NOT NULL, spent_date date NOT NULL, hours numeric NOT NULL, notes text,
-    user_id text NOT NULL, project_id text NOT NULL, task_id text, client_id text, billable boolean NOT NULL,
-    is_locked boolean NOT NULL, is_closed boolean NOT NULL, is_billed boolean NOT NULL, is_running boolean NOT NULL,
-    invoice_id text, updated_at timestamptz NOT NULL, fetched_at timestamptz NOT NULL, content_hash bytea NOT NULL,
-    raw jsonb NOT NULL, first_seen_at timestamptz NOT NULL DEFAULT now(), deleted_at timestamptz,
-    PRIMARY KEY (source, id))`
+// benchPlainDDL is time_entries with only its primary key: the baseline's
+// table (same columns, same NOT NULLs, no indexes).
+const benchPlainDDL = `CREATE TABLE bench_plain (LIKE time_entries INCLUDING DEFAULTS, PRIMARY KEY (source, id))`
 
-var plainColumns = []string{"source", "id", "spent_date", "hours", "notes", "user_id", "project_id", "task_id",
-	"client_id", "billable", "is_locked", "is_closed", "is_billed", "is_running", "invoice_id",
-	"updated_at", "fetched_at", "content_hash", "raw", "deleted_at"}
+// plainColumns are the columns plainRow fills, in its order: the key, the
+// declared typed columns, then the version, fetch time, hash, raw and
+// deletion stamp.
+// (Built on first use: the declared tables are registered by init.)
+var plainColumns = sync.OnceValue(func() []string {
+	ns := []string{"source", "id"}
+	for _, c := range tables[clients.TimeEntries].typed {
+		ns = append(ns, c.name)
+	}
+	return append(ns, "updated_at", "fetched_at", "content_hash", "raw", "deleted_at")
+})
 
 // plainCopy is the baseline: a COPY into a table with only its primary key.
 func plainCopy(tx pgx.Tx, recs []clients.Record) error {
-	_, err := tx.CopyFrom(context.Background(), pgx.Identifier{"bench_plain"}, plainColumns, pgx.CopyFromSlice(len(recs), func(i int) ([]any, error) {
+	_, err := tx.CopyFrom(context.Background(), pgx.Identifier{"bench_plain"}, plainColumns(), pgx.CopyFromSlice(len(recs), func(i int) ([]any, error) {
 		return plainRow(recs[i])
 	}))
 	return err
@@ -182,7 +189,7 @@ func rowByRow(tx pgx.Tx, recs []clients.Record) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(context.Background(), rowByRowSQL, args...); err != nil {
+		if _, err := tx.Exec(context.Background(), rowByRowSQL(), args...); err != nil {
 			return err
 		}
 	}
@@ -204,18 +211,23 @@ func plainRow(rec clients.Record) ([]any, error) {
 }
 
 // benchOnConflict is the guarded write both alternatives end with.
-const benchOnConflict = `ON CONFLICT (source, id) DO UPDATE SET spent_date = EXCLUDED.spent_date, hours = EXCLUDED.hours, notes = EXCLUDED.notes,
-    user_id = EXCLUDED.user_id, project_id = EXCLUDED.project_id, task_id = EXCLUDED.task_id, client_id = EXCLUDED.client_id,
-    billable = EXCLUDED.billable, is_locked = EXCLUDED.is_locked, is_closed = EXCLUDED.is_closed, is_billed = EXCLUDED.is_billed,
-    is_running = EXCLUDED.is_running, invoice_id = EXCLUDED.invoice_id, updated_at = EXCLUDED.updated_at,
-    fetched_at = EXCLUDED.fetched_at, content_hash = EXCLUDED.content_hash, raw = EXCLUDED.raw, deleted_at = EXCLUDED.deleted_at
-WHERE (t.updated_at, t.fetched_at) < (EXCLUDED.updated_at, EXCLUDED.fetched_at) AND t.content_hash <> EXCLUDED.content_hash`
+var benchOnConflict = sync.OnceValue(func() string {
+	var set []string
+	for _, c := range plainColumns()[2:] {
+		set = append(set, c+" = EXCLUDED."+c)
+	}
+	return "ON CONFLICT (source, id) DO UPDATE SET " + strings.Join(set, ", ") +
+		"\nWHERE (t.updated_at, t.fetched_at) < (EXCLUDED.updated_at, EXCLUDED.fetched_at) AND t.content_hash <> EXCLUDED.content_hash"
+})
 
 // rowByRowSQL is the naive mechanism: one guarded upsert per record.
-const rowByRowSQL = `INSERT INTO time_entries AS t (source, id, spent_date, hours, notes, user_id, project_id, task_id,
-    client_id, billable, is_locked, is_closed, is_billed, is_running, invoice_id, updated_at, fetched_at, content_hash, raw, deleted_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
-` + benchOnConflict
+var rowByRowSQL = sync.OnceValue(func() string {
+	ps := make([]string, len(plainColumns()))
+	for i := range ps {
+		ps[i] = fmt.Sprintf("$%d", i+1)
+	}
+	return "INSERT INTO time_entries AS t (" + strings.Join(plainColumns(), ", ") + ")\nVALUES (" + strings.Join(ps, ", ") + ")\n" + benchOnConflict()
+})
 
 // The alternatives measured to choose the mechanism (BENCHMARKS.md). They
 // share Apply's validation and hashing, and differ in how rows reach the
@@ -258,7 +270,15 @@ func altUnnest(tx pgx.Tx, recs []clients.Record) error {
 	}
 	items, _ = dedupe(items)
 	n := len(items)
-	cols := make([][]any, len(t.typed))
+	// The columns time entries had when the mechanism was chosen (the
+	// later ones are nullable and left out).
+	var pick []int
+	for i, c := range t.typed {
+		if slices.Contains(unnestColumns, c.name) {
+			pick = append(pick, i)
+		}
+	}
+	cols := make([][]any, len(pick))
 	for c := range cols {
 		cols[c] = make([]any, n)
 	}
@@ -267,8 +287,8 @@ func altUnnest(tx pgx.Tx, recs []clients.Record) error {
 	hashes, raws := make([][]byte, n), make([]string, n)
 	for i, it := range items {
 		ids[i], versions[i], fetched[i], hashes[i], raws[i] = it.rec.ID, it.version, it.fetched, it.hash[:], string(it.rec.Raw)
-		for c := range cols {
-			cols[c][i] = it.typed[c]
+		for c, j := range pick {
+			cols[c][i] = it.typed[j]
 		}
 	}
 	args := []any{testSource, ids}
@@ -276,11 +296,16 @@ func altUnnest(tx pgx.Tx, recs []clients.Record) error {
 		args = append(args, c)
 	}
 	args = append(args, versions, fetched, hashes, raws)
-	_, err = tx.Exec(context.Background(), altUnnestSQL, args...)
+	_, err = tx.Exec(context.Background(), altUnnestSQL(), args...)
 	return err
 }
 
-const altUnnestSQL = `INSERT INTO time_entries AS t (source, id, spent_date, hours, notes, user_id, project_id, task_id,
+var unnestColumns = []string{"spent_date", "hours", "notes", "user_id", "project_id", "task_id", "client_id",
+	"billable", "is_locked", "is_closed", "is_billed", "is_running", "invoice_id"}
+
+// altUnnestSQL writes the unnestColumns.
+var altUnnestSQL = sync.OnceValue(func() string {
+	return `INSERT INTO time_entries AS t (source, id, spent_date, hours, notes, user_id, project_id, task_id,
     client_id, billable, is_locked, is_closed, is_billed, is_running, invoice_id, updated_at, fetched_at, content_hash, raw)
 SELECT $1, u.id, u.spent_date, u.hours, u.notes, u.user_id, u.project_id, u.task_id, u.client_id, u.billable, u.is_locked,
     u.is_closed, u.is_billed, u.is_running, u.invoice_id, u.updated_at, u.fetched_at, u.content_hash, u.raw::jsonb
@@ -288,7 +313,8 @@ FROM unnest($2::text[], $3::date[], $4::numeric[], $5::text[], $6::text[], $7::t
     $11::bool[], $12::bool[], $13::bool[], $14::bool[], $15::text[], $16::timestamptz[], $17::timestamptz[], $18::bytea[], $19::text[])
     AS u(id, spent_date, hours, notes, user_id, project_id, task_id, client_id, billable, is_locked, is_closed, is_billed,
          is_running, invoice_id, updated_at, fetched_at, content_hash, raw)
-` + benchOnConflict
+` + benchOnConflict()
+})
 
 // BenchmarkMechanisms compares Apply's mechanism with the alternatives above
 // on new and on unchanged pages, measured next to each other, since the
