@@ -314,6 +314,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 		}
 		done++
 		next = end.AddDays(1)
+		p.backfillMark(s.Name(), bp.Resource, false)
 		log.Info().Stringer("window_from", w.From).Stringer("window_to", end).Int64("records", l.counts.Fetched).
 			Int("windows_done", done).Int("windows_total", bf.WindowsTotal).Msg("backfill window applied")
 		if bp.Progress != nil {
@@ -322,6 +323,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 		}
 	}
 	res.Counts, res.Took = total, time.Since(start)
+	p.backfillMark(s.Name(), bp.Resource, true)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if runErr != nil {
@@ -447,7 +449,11 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 	if err != nil {
 		err = fmt.Errorf("%s/%s: reconcile: %w", s.Name(), r, err)
 		p.finishFailed(ctx, log, res.RunID, l, err)
-		p.metrics.Pass(s.Name(), string(r), res.Kind, "failed", res.Took)
+		status := "failed"
+		if errors.Is(err, upsert.ErrTooManyTombstones) {
+			status = "refused" // the alert on refused reconciles watches this status
+		}
+		p.metrics.Pass(s.Name(), string(r), res.Kind, status, res.Took)
 		return res, err
 	}
 	p.metrics.Records(s.Name(), string(r), "tombstoned", res.Counts.Tombstoned)

@@ -48,6 +48,18 @@ type Observer interface {
 	Lag(source, resource string, lag time.Duration)
 }
 
+// BackfillObserver is an Observer that also wants a backfill's progress:
+// each applied window (done false) and its end (done true).
+type BackfillObserver interface {
+	BackfillProgress(source, resource string, done bool)
+}
+
+func (p *Poller) backfillMark(source string, r clients.Resource, done bool) {
+	if bo, ok := p.metrics.(BackfillObserver); ok {
+		bo.BackfillProgress(source, string(r), done)
+	}
+}
+
 type nopObserver struct{}
 
 func (nopObserver) Records(string, string, string, int64)              {}

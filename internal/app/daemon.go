@@ -78,6 +78,7 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 // ServeOps serves /healthz, /readyz and /metrics on listen.
 func (a *App) ServeOps(listen string) (*http.Server, error) {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", a.statusHandler) // status.go
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -95,12 +96,12 @@ func (a *App) ServeOps(listen string) (*http.Server, error) {
 	if err != nil {
 		return nil, Usagef("listen %s: %v", listen, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: l.Addr().String(), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.Log.Error().Err(err).Msg("ops server stopped")
 		}
 	}()
-	a.Log.Info().Str("listen", l.Addr().String()).Msg("serving /healthz, /readyz, /metrics")
+	a.Log.Info().Str("listen", l.Addr().String()).Msg("serving / (status), /healthz, /readyz, /metrics")
 	return srv, nil
 }

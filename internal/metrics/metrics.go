@@ -19,6 +19,8 @@ type Metrics struct {
 	passes      *prometheus.HistogramVec
 	lag         *prometheus.GaugeVec
 	lastSuccess *prometheus.GaugeVec
+	backfill    *prometheus.GaugeVec
+	hist        history
 }
 
 // New registers the metrics in a new registry.
@@ -50,8 +52,12 @@ func New() *Metrics {
 			Name: "tidemark_last_success_timestamp_seconds",
 			Help: "When the last successful pass ended (Unix time).",
 		}, []string{"source", "resource", "kind"}),
+		backfill: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tidemark_backfill_progress_timestamp_seconds",
+			Help: "When a running backfill last applied a window (Unix time); removed when it ends.",
+		}, []string{"source", "resource"}),
 	}
-	m.Registry.MustRegister(m.records, m.requests, m.rateLimited, m.passes, m.lag, m.lastSuccess)
+	m.Registry.MustRegister(m.records, m.requests, m.rateLimited, m.passes, m.lag, m.lastSuccess, m.backfill)
 	return m
 }
 
@@ -61,6 +67,7 @@ func (m *Metrics) Records(source, resource, outcome string, n int64) {
 		return
 	}
 	m.records.WithLabelValues(source, resource, outcome).Add(float64(n))
+	m.hist.add(time.Now(), n, 0)
 }
 
 // Request counts one HTTP response (status 0 when none came).
@@ -70,6 +77,7 @@ func (m *Metrics) Request(source string, status int) {
 	}
 	s := strconv.Itoa(status)
 	m.requests.WithLabelValues(source, s).Inc()
+	m.hist.add(time.Now(), 0, 1)
 	if status == 429 || status == 402 {
 		m.rateLimited.WithLabelValues(source, s).Inc()
 	}
@@ -92,4 +100,18 @@ func (m *Metrics) Lag(source, resource string, lag time.Duration) {
 		return
 	}
 	m.lag.WithLabelValues(source, resource).Set(lag.Seconds())
+	m.hist.setLag(source, resource, lag, time.Now())
+}
+
+// BackfillProgress marks a running backfill's progress now; done removes
+// the series (the stuck-backfill alert watches its age).
+func (m *Metrics) BackfillProgress(source, resource string, done bool) {
+	if m == nil {
+		return
+	}
+	if done {
+		m.backfill.DeleteLabelValues(source, resource)
+		return
+	}
+	m.backfill.WithLabelValues(source, resource).SetToCurrentTime()
 }

@@ -1,0 +1,150 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/config"
+)
+
+// CursorRow is one (source, resource) as `tidemark cursors --json` prints it
+// and the status page shows it (a contract: add fields, rename none).
+type CursorRow struct {
+	Source            string     `json:"source"`
+	Resource          string     `json:"resource"`
+	HighWater         *time.Time `json:"high_water"`
+	LagSeconds        *float64   `json:"lag_seconds"`
+	UpdatedBy         string     `json:"updated_by,omitempty"`
+	LastRunID         string     `json:"last_run_id,omitempty"`
+	LastRunKind       string     `json:"last_run_kind,omitempty"`
+	LastRunStatus     string     `json:"last_run_status"`
+	LastRunStartedAt  *time.Time `json:"last_run_started_at"`
+	LastRunFinishedAt *time.Time `json:"last_run_finished_at"`
+	LastRunError      string     `json:"last_run_error,omitempty"`
+	LastRunCounts     Counts     `json:"last_run_counts"`
+	LastOKAt          *time.Time `json:"last_ok_at"`
+	NextRunAt         *time.Time `json:"next_run_at"`
+	// WaitingUntil and WaitingReason are set while the source makes us wait
+	// (reason "quota": Toggl's hourly quota is spent).
+	WaitingUntil  *time.Time `json:"waiting_until,omitempty"`
+	WaitingReason string     `json:"waiting_reason,omitempty"`
+	// BackoffUntil, Failures and BackoffError are set while this resource's
+	// passes back off after failures (each resource backs off on its own).
+	BackoffUntil *time.Time `json:"backoff_until,omitempty"`
+	Failures     int        `json:"failures,omitempty"`
+	BackoffError string     `json:"backoff_error,omitempty"`
+	// ReconcileDueSince is set while a scheduled reconcile has not run yet.
+	ReconcileDueSince *time.Time `json:"reconcile_due_since,omitempty"`
+	// ReadMode says how the source reads the resource when it has more than
+	// one way (Clockify: "feed", or "listing: <why>" while the feed is
+	// unusable).
+	ReadMode string `json:"read_mode,omitempty"`
+	// Owner is the fleet member that owns the source now ("" when none
+	// does, or the owner predates membership).
+	Owner string `json:"owner,omitempty"`
+}
+
+// Counts is a run's counts with stable lower-case keys.
+type Counts struct {
+	Fetched    int64 `json:"fetched"`
+	Inserted   int64 `json:"inserted"`
+	Updated    int64 `json:"updated"`
+	Unchanged  int64 `json:"unchanged"`
+	Stale      int64 `json:"stale"`
+	Ties       int64 `json:"ties"`
+	Tombstoned int64 `json:"tombstoned"`
+}
+
+// CursorRows lists every configured (source, resource), then those the
+// database knows of sources no longer configured, with their cursor, last
+// run, waits, back-off and next run.
+func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]CursorRow, error) {
+	sts, err := cursor.New(a.Pool).List(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	waits, err := cursor.New(a.Pool).Waits(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	waitOf := map[string]cursor.Wait{}
+	for _, w := range waits {
+		if w.Until.After(now) {
+			waitOf[w.Source] = w
+		}
+	}
+	passes, err := cursor.New(a.Pool).PassStates(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	passOf := map[string][]cursor.PassState{}
+	for _, ps := range passes {
+		passOf[ps.Source+"/"+ps.Resource] = append(passOf[ps.Source+"/"+ps.Resource], ps)
+	}
+	byKey := map[string]cursor.Status{}
+	for _, s := range sts {
+		byKey[s.Source+"/"+s.Resource] = s
+	}
+	var out []CursorRow
+	add := func(st cursor.Status, sc *config.Source) {
+		row := CursorRow{Source: st.Source, Resource: st.Resource, UpdatedBy: st.UpdatedBy, LastOKAt: st.LastOK}
+		if w, ok := waitOf[st.Source]; ok {
+			until := w.Until
+			row.WaitingUntil, row.WaitingReason = &until, w.Reason
+		}
+		for _, ps := range passOf[st.Source+"/"+st.Resource] {
+			if ps.BackoffUntil != nil && ps.BackoffUntil.After(now) && (row.BackoffUntil == nil || ps.BackoffUntil.After(*row.BackoffUntil)) {
+				row.BackoffUntil, row.Failures, row.BackoffError = ps.BackoffUntil, ps.Failures, ps.LastError
+			}
+			if ps.Kind == cursor.KindReconcile && ps.DueSince != nil {
+				row.ReconcileDueSince = ps.DueSince
+			}
+			if ps.Kind == cursor.KindIncremental && ps.Mode != "" {
+				row.ReadMode = ps.Mode
+			}
+		}
+		if !st.HighWater.IsZero() {
+			hw := st.HighWater.UTC()
+			row.HighWater = &hw
+			lag := now.Sub(hw).Seconds()
+			row.LagSeconds = &lag
+		}
+		if r := st.LastRun; r != nil {
+			started := r.StartedAt.UTC()
+			row.LastRunID, row.LastRunKind, row.LastRunStatus = r.RunID, r.Kind, r.Status
+			row.LastRunStartedAt, row.LastRunFinishedAt = &started, r.FinishedAt
+			row.LastRunError, row.LastRunCounts = r.Error, Counts(r.Counts)
+		}
+		if sc != nil {
+			if sched, err := config.CronParser.Parse(sc.Schedule); err == nil {
+				next := sched.Next(now.UTC())
+				row.NextRunAt = &next
+			}
+		}
+		out = append(out, row)
+	}
+	// Configured sources first, every resource shown even before its first run.
+	for i := range a.Config.Sources {
+		sc := &a.Config.Sources[i]
+		if only != "" && sc.Name != only {
+			continue
+		}
+		for _, r := range sc.Resources {
+			key := sc.Name + "/" + r
+			st, ok := byKey[key]
+			if !ok {
+				st = cursor.Status{Source: sc.Name, Resource: r}
+			}
+			delete(byKey, key)
+			add(st, sc)
+		}
+	}
+	// Then what the database knows of sources no longer configured.
+	for _, st := range sts {
+		if _, ok := byKey[st.Source+"/"+st.Resource]; ok {
+			add(st, nil)
+		}
+	}
+	return out, nil
+}

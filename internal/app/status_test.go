@@ -1,0 +1,221 @@
+package app_test
+
+import (
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/app"
+	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+
+	_ "github.com/tidemarkhq/tidemark/clients/provider/all"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var screenshot = flag.Bool("screenshot", false, "write the status page's screenshot to docs/status-page.png")
+
+// statusConfig is two simulated sources, so the page has more than one.
+const statusConfig = `
+database_url: ${DATABASE_URL}
+sources:
+  - name: alpha
+    kind: simulated
+    simulated: {seed: 1, users: 2, days: 20, mutations_per_tick: 5, every: 1s}
+    schedule: "@every 1h"
+    resources: [clients, projects, time_entries]
+  - name: beta
+    kind: simulated
+    simulated: {seed: 2, users: 2, days: 20, mutations_per_tick: 5, every: 1s}
+    schedule: "*/5 * * * *"
+    resources: [users, time_entries]
+`
+
+// openApp opens an App on a fresh database with statusConfig and serves its
+// ops endpoints; it returns the base URL.
+func openApp(t *testing.T) (*app.App, string) {
+	t.Helper()
+	u := pgtest.URL(t)
+	cfg, err := config.Parse("status.yaml", []byte(statusConfig), func(k string) (string, bool) {
+		if k == "DATABASE_URL" {
+			return u, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := app.Open(ctx, cfg, u, "v0.0.0-test", zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	srv, err := a.ServeOps("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return a, "http://" + srv.Addr
+}
+
+// chromium finds Debian's chromium; under CI=true its absence fails the test
+// (.ci/run installs it).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium on PATH (CI=true, so this fails): apt-get install -y chromium")
+	}
+	t.Skip("no chromium on PATH: apt-get install -y chromium")
+	return ""
+}
+
+// browser starts a headless Chromium with this machine's flags and a fresh
+// profile.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()),
+	}
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	ctx, cancel3 := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancel3)
+	return ctx
+}
+
+const alphaEntries = `#source-alpha tr[data-resource="time_entries"]`
+
+func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestStatusPageInChromium(t *testing.T) {
+	t.Parallel()
+	a, base := openApp(t)
+	ctx := browser(t)
+
+	// Before any pass: every source and resource is there, never synced.
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844), // a phone
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#source-beta`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	sources := run(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("section.source")].map(s => s.dataset.source)`))
+	if strings.Join(sources, ",") != "alpha,beta" {
+		t.Fatalf("sources shown: %v", sources)
+	}
+	if hw := run(t, ctx, chromedp.Text(chromedp.CSS(alphaEntries+" .hw"))); hw != "never" {
+		t.Fatalf("high water before any pass: %q", hw)
+	}
+	// Readable on a phone: the page itself does not scroll sideways (wide
+	// tables scroll inside their box).
+	if run(t, ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`)) {
+		t.Fatal("the page is wider than a phone's screen")
+	}
+
+	// A pass of alpha, and a backfill queued for beta: the reloaded page
+	// shows both.
+	p, err := a.Poller(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Incremental(context.Background(), "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	from := clients.Date{Year: 2026, Month: 1, Day: 1}
+	if _, err := cursor.New(a.Pool).QueueBackfill(context.Background(), cursor.BackfillParams{Source: "beta",
+		Resource: "time_entries", From: from, To: from.AddDays(59), WindowDays: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#source-alpha`))); err != nil {
+		t.Fatal(err)
+	}
+	hw := run(t, ctx, chromedp.Text(chromedp.CSS(alphaEntries+" .hw")))
+	status := run(t, ctx, chromedp.Text(chromedp.CSS(alphaEntries+" td:nth-child(5)")))
+	counts := run(t, ctx, chromedp.Text(chromedp.CSS(alphaEntries+" .counts")))
+	if hw == "never" || !strings.HasPrefix(status, "ok") || strings.HasPrefix(counts, "0 /") {
+		t.Fatalf("after a pass: high water %q, status %q, counts %q", hw, status, counts)
+	}
+	if progress := run(t, ctx, chromedp.AttributeValue(chromedp.CSS(`p.backfill progress`), "max")); progress.Value != "2" {
+		t.Fatalf("backfill progress bar max = %q, want 2 windows", progress.Value)
+	}
+	if chart := run(t, ctx, chromedp.Text(chromedp.CSS(`#chart-records figcaption`))); strings.Contains(chart, " 0 in the hour") {
+		t.Fatalf("chart shows no records after a pass: %q", chart)
+	}
+
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1100, 900)); err != nil {
+		t.Fatal(err)
+	}
+	png := run(t, ctx, chromedp.FullScreenshot(100))
+	out := filepath.Join(t.TempDir(), "status-page.png")
+	if *screenshot {
+		out = filepath.Join("..", "..", "docs", "status-page.png")
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", out, len(png))
+}
+
+// The page holds no secret: the database URL (with its password) and the
+// tokens stay out of it.
+func TestStatusPageHasNoSecrets(t *testing.T) {
+	t.Parallel()
+	a, base := openApp(t)
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	for _, secret := range []string{a.DBURL, "postgres://"} {
+		if strings.Contains(string(body), secret) {
+			t.Fatalf("the page shows %q", secret)
+		}
+	}
+	for _, path := range []string{"/nope", "/index.html"} {
+		r, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != 404 {
+			t.Fatalf("GET %s: %d, want 404", path, r.StatusCode)
+		}
+	}
+}
