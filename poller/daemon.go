@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/lease"
 )
 
 // Schedule says when to run a source's passes (robfig/cron specs, UTC).
@@ -46,12 +47,15 @@ type Daemon struct {
 
 	mu    sync.Mutex
 	state map[string]*sourceState
+	fleet *fleet // nil: not a fleet member (takes every source it can)
 }
 
 type sourceState struct {
 	running     bool
-	owned       bool // this daemon holds the source's ownership lease
-	backfilling bool // a queued backfill of the source runs here
+	owned       bool         // this daemon holds the source's ownership lease
+	owner       *lease.Lease // that lease, to hand it over (fleet)
+	assigned    bool         // the fleet assigns the source to this daemon
+	backfilling bool         // a queued backfill of the source runs here
 	// rerun: a reconcile tick came while a pass ran; a pass runs again when
 	// that one ends, to take the due reconciles.
 	rerun bool
@@ -120,6 +124,11 @@ func (d *Daemon) SetBackoff(base, max time.Duration) {
 // Start begins scheduling; it also runs one incremental pass of every source
 // at once, so a fresh daemon does not sit idle until its first tick.
 func (d *Daemon) Start(ctx context.Context, runNow bool) {
+	if d.fleet != nil {
+		d.rebalance() // the shares are known before the first passes
+		d.wg.Add(1)
+		go d.fleetLoop()
+	}
 	d.cron.Start()
 	d.wg.Add(1)
 	go d.backfills()
@@ -162,14 +171,21 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 		d.mu.Unlock()
 		return true
 	}
-	_, err := d.p.leaser.TryAcquire(d.ctx, ownerLease(source)) // held for the daemon's life
+	d.mu.Lock()
+	if d.assignedElsewhere(d.state[source]) {
+		d.mu.Unlock()
+		log.Debug().Msg("source assigned to another fleet member; skipping this tick")
+		return false
+	}
+	d.mu.Unlock()
+	held, err := d.p.leaser.TryAcquire(d.ctx, ownerLease(source)) // held for the daemon's life, or until handed over
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := d.state[source]
 	switch {
 	case err == nil:
 		first := !st.owned
-		st.owned = true
+		st.owned, st.owner = true, held
 		if first {
 			log.Info().Msg("this daemon now owns the source")
 			d.adopt(source, log)
@@ -179,10 +195,10 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 		if st.owned {
 			log.Warn().Msg("lost the source to another replica")
 		}
-		st.owned = false
+		st.owned, st.owner = false, nil
 		log.Info().Msg("source owned by another replica or a local backfill; skipping this tick")
 	default:
-		st.owned = false
+		st.owned, st.owner = false, nil
 		log.Error().Err(err).Msg("could not take the source's ownership lease")
 	}
 	return false

@@ -110,7 +110,7 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 
 func writeCursorTable(w io.Writer, rows []cursorJSON) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tRESOURCE\tHIGH WATER\tLAG\tLAST RUN\tSTATUS\tAT\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tNEXT RUN")
+	fmt.Fprintln(tw, "SOURCE\tRESOURCE\tHIGH WATER\tLAG\tLAST RUN\tSTATUS\tAT\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tNEXT RUN\tOWNER")
 	for _, r := range rows {
 		hw, lag := "never", "-"
 		if r.HighWater != nil {
@@ -144,9 +144,9 @@ func writeCursorTable(w io.Writer, rows []cursorJSON) {
 		if r.ReadMode != "" && r.ReadMode != "feed" {
 			status += ", read by " + r.ReadMode
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
 			r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), status, at,
-			c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next)
+			c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next, cmp.Or(r.Owner, "-"))
 	}
 	tw.Flush()
 }

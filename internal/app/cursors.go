@@ -6,6 +6,8 @@ import (
 
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/lease"
+	"github.com/tidemarkhq/tidemark/poller"
 )
 
 // CursorRow is one (source, resource) as `tidemark cursors --json` prints it
@@ -86,9 +88,18 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 	for _, s := range sts {
 		byKey[s.Source+"/"+s.Resource] = s
 	}
+	var leases []string
+	for i := range a.Config.Sources {
+		leases = append(leases, poller.OwnerLease(a.Config.Sources[i].Name))
+	}
+	owners, err := lease.Holders(ctx, a.Pool, leases)
+	if err != nil {
+		return nil, err
+	}
 	var out []CursorRow
 	add := func(st cursor.Status, sc *config.Source) {
-		row := CursorRow{Source: st.Source, Resource: st.Resource, UpdatedBy: st.UpdatedBy, LastOKAt: st.LastOK}
+		row := CursorRow{Source: st.Source, Resource: st.Resource, UpdatedBy: st.UpdatedBy, LastOKAt: st.LastOK,
+			Owner: owners[poller.OwnerLease(st.Source)]}
 		if w, ok := waitOf[st.Source]; ok {
 			until := w.Until
 			row.WaitingUntil, row.WaitingReason = &until, w.Reason

@@ -36,6 +36,7 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 	if err != nil {
 		return UsageError{err}
 	}
+	d.JoinFleet(poller.FleetParams{Member: a.member()}) // fleet.go
 	if listen != "" {
 		srv, err := a.ServeOps(listen)
 		if err != nil {

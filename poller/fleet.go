@@ -1,0 +1,132 @@
+package poller
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/lease"
+)
+
+// FleetParams make a daemon a member of the fleet: the daemons on one
+// database spread the sources over themselves (lease.Assign over the live
+// members) instead of the first one taking them all.
+type FleetParams struct {
+	Member lease.Member
+	// Heartbeat is how often the member heartbeats and rebalances: a share
+	// moves within two heartbeats of a member joining or leaving. Default 5 s.
+	Heartbeat time.Duration
+	// TTL is how long a member that stopped heartbeating while its
+	// connection looks open still counts as live. Default 3 heartbeats.
+	TTL time.Duration
+}
+
+// DefaultHeartbeat is FleetParams.Heartbeat's default.
+const DefaultHeartbeat = 5 * time.Second
+
+// fleet is a daemon's membership; d.mu guards members.
+type fleet struct {
+	FleetParams
+	names   []string // every source this daemon schedules, sorted
+	members []string // the live members at the last heartbeat; nil: unknown
+}
+
+// OwnerLease names the lease a daemon holds on a source it owns.
+func OwnerLease(source string) string { return ownerLease(source) }
+
+// JoinFleet makes d a fleet member; call before Start. Every member must
+// schedule the same sources: each computes the assignment from its own list.
+func (d *Daemon) JoinFleet(fp FleetParams) {
+	if fp.Heartbeat <= 0 {
+		fp.Heartbeat = DefaultHeartbeat
+	}
+	if fp.TTL <= 0 {
+		fp.TTL = 3 * fp.Heartbeat
+	}
+	f := &fleet{FleetParams: fp}
+	for name := range d.state {
+		f.names = append(f.names, name)
+	}
+	slices.Sort(f.names)
+	d.fleet = f
+}
+
+// fleetLoop heartbeats and rebalances until the daemon stops. The first
+// round runs in Start, before the first passes.
+func (d *Daemon) fleetLoop() {
+	defer d.wg.Done()
+	t := time.NewTicker(d.fleet.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C:
+			d.rebalance()
+		}
+	}
+}
+
+// rebalance heartbeats, reads the live members, and moves ownership toward
+// the assignment: it gives up the sources assigned elsewhere (never during
+// a pass or a backfill of theirs: those finish first, and are handed over
+// at a later round) and takes those assigned here that are free.
+func (d *Daemon) rebalance() {
+	f := d.fleet
+	ctx, cancel := context.WithTimeout(d.ctx, max(f.Heartbeat, 5*time.Second))
+	defer cancel()
+	members, err := d.p.leaser.Heartbeat(ctx, f.Member, f.TTL)
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.log.Warn().Err(err).Msg("fleet heartbeat failed; keeping the sources held, taking none")
+		}
+		return
+	}
+	assign := lease.Assign(f.names, members)
+	var give []*lease.Lease
+	var giveNames, take []string
+	d.mu.Lock()
+	if !slices.Equal(members, f.members) {
+		n := 0
+		for _, m := range assign {
+			if m == f.Member.ID {
+				n++
+			}
+		}
+		d.log.Info().Strs("members", members).Int("share", n).Int("sources", len(f.names)).Msg("fleet membership changed")
+	}
+	f.members = members
+	for _, name := range f.names {
+		st := d.state[name]
+		mine := assign[name] == f.Member.ID
+		st.assigned = mine
+		switch {
+		case !mine && st.owner != nil && !st.running && !st.backfilling:
+			give, giveNames = append(give, st.owner), append(giveNames, name)
+			st.owner, st.owned, st.loaded = nil, false, false
+			st.running = true // no pass starts while the lease goes
+		case mine && st.owner == nil && !st.running:
+			take = append(take, name)
+			st.running = true // nor while it is taken
+		}
+	}
+	d.mu.Unlock()
+	for i, h := range give {
+		h.Release()
+		d.log.Info().Str("source", giveNames[i]).Msg("source assigned to another fleet member; handed over")
+	}
+	for _, name := range take {
+		d.own(name, d.log.With().Str("source", name).Logger())
+	}
+	d.mu.Lock()
+	for _, name := range append(giveNames, take...) {
+		d.state[name].running = false
+	}
+	d.mu.Unlock()
+}
+
+// assignedElsewhere reports whether the fleet gives source to another
+// member (or does not know yet); d.mu is held.
+func (d *Daemon) assignedElsewhere(st *sourceState) bool {
+	return d.fleet != nil && !st.assigned
+}

@@ -1,0 +1,165 @@
+package poller_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/lease"
+	"github.com/tidemarkhq/tidemark/poller"
+)
+
+// watchedSource is a fakeSource that notices two listings of one source at
+// once, from any replica.
+type watchedSource struct {
+	*fakeSource
+	inflight *sync.Map // source name → *atomic.Int32
+	overlaps *atomic.Int32
+	lists    *atomic.Int64
+}
+
+func (w watchedSource) List(ctx context.Context, r clients.Resource, win clients.Window, fn func(context.Context, clients.Page) error) error {
+	v, _ := w.inflight.LoadOrStore(w.name, new(atomic.Int32))
+	n := v.(*atomic.Int32)
+	if n.Add(1) > 1 {
+		w.overlaps.Add(1)
+	}
+	defer n.Add(-1)
+	w.lists.Add(1)
+	time.Sleep(20 * time.Millisecond) // a pass takes a moment, so overlaps would show
+	return w.fakeSource.List(ctx, r, win, fn)
+}
+
+type replica struct {
+	id string
+	p  *poller.Poller
+	d  *poller.Daemon
+}
+
+// TestFleetSharesSources: 3 replicas, 300 sources, one killed and started
+// again. Each replica holds at most ⌈N/R⌉+1 sources, every source has an
+// owner within two heartbeats of a change, and no source is listed by two
+// replicas at once.
+func TestFleetSharesSources(t *testing.T) {
+	t.Parallel()
+	const n, beat = 300, time.Second
+	url := pgtest.URL(t)
+	watch := watchedSource{inflight: &sync.Map{}, overlaps: new(atomic.Int32), lists: new(atomic.Int64)}
+	var names []string
+	var scheds []poller.Schedule
+	fakes := map[string]*fakeSource{}
+	for i := range n {
+		name := fmt.Sprintf("src-%03d", i)
+		names = append(names, name)
+		fakes[name] = newFakeSource(name, t0)
+		fakes[name].put(1, day, "x")
+		scheds = append(scheds, poller.Schedule{Source: name, Incremental: "@every 3s"})
+	}
+	admin := newPool(t, url, 2)
+
+	start := func(id string) *replica {
+		var srcs []poller.Source
+		for _, name := range names {
+			w := watch
+			w.fakeSource = fakes[name]
+			srcs = append(srcs, poller.Source{Source: w})
+		}
+		p, err := poller.New(poller.Params{Pool: newPool(t, url, 4), Sources: srcs, Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := poller.NewDaemon(p, config.CronParser, scheds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.JoinFleet(poller.FleetParams{Member: lease.Member{ID: id, Host: "test", PID: 1}, Heartbeat: beat})
+		d.Start(context.Background(), true)
+		r := &replica{id: id, p: p, d: d}
+		t.Cleanup(r.kill)
+		return r
+	}
+	leases := make([]string, n)
+	for i, name := range names {
+		leases[i] = poller.OwnerLease(name)
+	}
+	// settled waits until every source is owned by one of want, each holding
+	// at most ⌈N/R⌉+1, and returns how long that took.
+	settled := func(what string, want ...string) time.Duration {
+		t.Helper()
+		limit := (n+len(want)-1)/len(want) + 1
+		began := time.Now()
+		var last map[string]int
+		for time.Since(began) < 30*time.Second {
+			holders, err := lease.Holders(context.Background(), admin, leases)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = map[string]int{}
+			for _, who := range holders {
+				last[who]++
+			}
+			ok := len(holders) == n && len(last) == len(want)
+			for _, id := range want {
+				ok = ok && last[id] > 0 && last[id] <= limit
+			}
+			if ok {
+				took := time.Since(began)
+				t.Logf("%s: shares %v after %v", what, last, took.Round(10*time.Millisecond))
+				return took
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("%s: not settled in 30 s: owners %v (want each of %v holding at most %d)", what, last, want, limit)
+		return 0
+	}
+
+	a, b, c := start("replica-a"), start("replica-b"), start("replica-c")
+	settled("three replicas", a.id, b.id, c.id)
+
+	c.kill() // its lease connection drops, as when the process dies
+	if took := settled("replica-c killed", a.id, b.id); took > 2*beat+time.Second {
+		t.Errorf("takeover took %v, more than two heartbeats (%v)", took, 2*beat)
+	}
+	c2 := start("replica-c2") // the process started again: a new member
+	if took := settled("replica-c started again", a.id, b.id, c2.id); took > 2*beat+time.Second {
+		t.Errorf("sharing took %v, more than two heartbeats (%v)", took, 2*beat)
+	}
+	time.Sleep(3 * time.Second) // passes on the new shares
+	if o := watch.overlaps.Load(); o != 0 {
+		t.Fatalf("%d listings ran while another replica listed the same source", o)
+	}
+	if watch.lists.Load() < n {
+		t.Fatalf("only %d listings: the replicas did not poll", watch.lists.Load())
+	}
+}
+
+func (r *replica) kill() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = r.d.Stop(ctx)
+	r.p.Close()
+}
+
+func newPool(t *testing.T, url string, conns int32) *pgxpool.Pool {
+	t.Helper()
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
