@@ -75,6 +75,8 @@ type Simulated struct {
 	Users, Days      int
 	MutationsPerTick int
 	Every            time.Duration
+	VisibilityDelay  time.Duration
+	LateEvery        int
 }
 
 // Env is what the process gives every source it builds.

@@ -28,7 +28,8 @@ func init() {
 }
 
 func newSource(ctx context.Context, s provider.Settings, env provider.Env) (provider.Built, error) {
-	tr, err := New(Params{Seed: s.Simulated.Seed, Users: s.Simulated.Users, Days: s.Simulated.Days})
+	tr, err := New(Params{Seed: s.Simulated.Seed, Users: s.Simulated.Users, Days: s.Simulated.Days,
+		VisibilityDelay: s.Simulated.VisibilityDelay, LateEvery: s.Simulated.LateEvery})
 	if err != nil {
 		return provider.Built{}, fmt.Errorf("source %s: start the simulated tracker: %w", s.Name, err)
 	}

@@ -42,6 +42,8 @@ type Params struct {
 	Skew time.Duration
 	// VisibilityDelay makes a write visible that long after its updated_at.
 	VisibilityDelay time.Duration
+	// LateEvery, above 1, makes only every LateEvery-th write late.
+	LateEvery int
 	// RateLimit defaults to Harvest's 100 per 15 s; NoRateLimit disables it.
 	RateLimit   httpx.RateLimit
 	NoRateLimit bool
@@ -101,7 +103,7 @@ func New(p Params) (*Tracker, error) {
 	p.Days = cmp.Or(p.Days, 365)
 	fake := harvestfake.New(harvestfake.Options{
 		Token: p.Token, AccountID: p.AccountID, RateLimit: p.RateLimit, NoRateLimit: p.NoRateLimit,
-		Cursor: p.Cursor, Skew: p.Skew, VisibilityDelay: p.VisibilityDelay,
+		Cursor: p.Cursor, Skew: p.Skew, VisibilityDelay: p.VisibilityDelay, LateEvery: p.LateEvery,
 		FaultRate: p.FaultRate, RateLimitRate: p.RateLimitRate, Seed: uint64(p.Seed),
 	})
 	rng := rand.New(rand.NewPCG(uint64(p.Seed), 0x71de))

@@ -36,11 +36,17 @@ func newRunCmd(g *globals) *cobra.Command {
 }
 
 // ownSignals detaches ctx from the root's signal handling so that the
-// command handles SIGINT and SIGTERM itself: the first stops gracefully, a
-// second exits at once. stop undoes it.
+// command handles SIGINT, SIGTERM and SIGHUP itself: the first stops
+// gracefully, a second exits at once. SIGHUP (the terminal or tmux pane
+// closed) is a stop too, or the demo would die without removing its
+// PostgreSQL; under nohup, where SIGHUP is ignored, it stays ignored.
+// stop undoes it.
 func ownSignals(parent context.Context) (ctx context.Context, sigs <-chan os.Signal, stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	if !signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(ch, syscall.SIGHUP)
+	}
 	return ctx, ch, func() { signal.Stop(ch); cancel() }
 }

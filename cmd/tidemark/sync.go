@@ -101,6 +101,10 @@ func newBackfillCmd(g *globals) *cobra.Command {
 				return usagef("--resource: %v", err)
 			}
 			r := t.Name
+			gate := gateStderr(g) // log lines go above the bar, never into it
+			if gate != nil {
+				defer gate.Done()
+			}
 			a, p, err := openPoller(cmd.Context(), g, &f)
 			if err != nil {
 				return err
@@ -108,11 +112,11 @@ func newBackfillCmd(g *globals) *cobra.Command {
 			defer a.Close()
 			bp := poller.BackfillParams{Source: f.source, Resource: r, From: fd, To: td, WindowDays: windowDays}
 			var bar *progressbar.ProgressBar
-			if isTerminal(g.stderr) {
+			if gate != nil {
 				bp.Progress = func(pr poller.BackfillProgress) {
 					if bar == nil {
 						bar = progressbar.NewOptions(pr.WindowsTotal,
-							progressbar.OptionSetWriter(g.stderr),
+							progressbar.OptionSetWriter(gate.Bar()),
 							progressbar.OptionSetDescription(fmt.Sprintf("%s/%s windows", f.source, r)),
 							progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
 							progressbar.OptionThrottle(200*time.Millisecond))
@@ -136,7 +140,7 @@ func newBackfillCmd(g *globals) *cobra.Command {
 			res, err := p.Backfill(cmd.Context(), bp)
 			if bar != nil {
 				_ = bar.Finish()
-				fmt.Fprintln(g.stderr)
+				gate.Done()
 			}
 			if err != nil {
 				return err

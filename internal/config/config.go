@@ -119,6 +119,11 @@ type Simulated struct {
 	// MutationsPerTick and Every drive its mutation stream (0: no churn).
 	MutationsPerTick int      `yaml:"mutations_per_tick"`
 	Every            Duration `yaml:"every"`
+	// VisibilityDelay makes writes visible that much after their stamp, as
+	// a lagging replica would (0: at once).
+	VisibilityDelay Duration `yaml:"visibility_delay"`
+	// LateEvery, above 1, makes only every LateEvery-th write late.
+	LateEvery int `yaml:"late_every"`
 }
 
 // Secret is a string that never prints.
@@ -489,6 +494,7 @@ func (s *Source) Settings() provider.Settings {
 		Simulated: provider.Simulated{
 			Seed: s.Simulated.Seed, Users: s.Simulated.Users, Days: s.Simulated.Days,
 			MutationsPerTick: s.Simulated.MutationsPerTick, Every: s.Simulated.Every.D(),
+			VisibilityDelay: s.Simulated.VisibilityDelay.D(), LateEvery: s.Simulated.LateEvery,
 		},
 	}
 }

@@ -27,6 +27,9 @@ type Cluster struct {
 	Port int
 	bin  string
 	cred *syscall.Credential
+	// Reaped lists the clusters of the same owner, left behind by a process
+	// killed before it could stop them, that Start stopped and removed.
+	Reaped []string
 }
 
 // URL returns a connection URL for database db.
@@ -68,6 +71,10 @@ type Options struct {
 	// InMemory puts the data directory on /dev/shm when it exists: cloning a
 	// database there takes tens of milliseconds instead of hundreds.
 	InMemory bool
+	// Owner, when set, records who started the cluster (e.g. "demo") and
+	// this process in it; Start then first removes the clusters of the same
+	// owner whose process is gone (killed with SIGKILL, say).
+	Owner string
 }
 
 // Start creates and starts a cluster under a new temporary directory.
@@ -93,6 +100,13 @@ func Start(ctx context.Context, opt Options) (*Cluster, error) {
 		}
 		c.cred = cred
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if opt.Owner != "" {
+		c.Reaped = reap(parent, opt.Owner, bin, c.cred)
+		if err := c.writeOwner(opt.Owner); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}

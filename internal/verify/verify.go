@@ -24,7 +24,13 @@ type Report struct {
 	Ahead            int // mirror holds a newer version than the source (a regression elsewhere)
 	Undeleted        int // deleted at the source, still live in the mirror
 	Pending          int // changed at the source after AsOf: not expected yet
-	Examples         []string
+	// InOverlap counts records missing or stale in the mirror whose version
+	// lies within the overlap before AsOf: late-visible writes (or a write
+	// in the high water's own second) that the next pass's window, which
+	// starts at AsOf minus the overlap, is designed to fetch. Not a
+	// divergence.
+	InOverlap int
+	Examples  []string
 }
 
 // InSync reports whether the mirror equals the source.
@@ -43,6 +49,14 @@ func (r Report) String() string {
 // the source's version. With a non-zero asOf (e.g. the cursor's high water),
 // records the source changed after it are counted as pending, not checked.
 func Compare(ctx context.Context, pool *pgxpool.Pool, source string, r clients.Resource, truth map[string]time.Time, asOf time.Time) (Report, error) {
+	return CompareOverlap(ctx, pool, source, r, truth, asOf, 0)
+}
+
+// CompareOverlap is Compare that counts what the next pass's overlap still
+// covers (versions after asOf minus overlap) as InOverlap instead of
+// missing or stale: the demo turns a line red only for a divergence the
+// design does not explain.
+func CompareOverlap(ctx context.Context, pool *pgxpool.Pool, source string, r clients.Resource, truth map[string]time.Time, asOf time.Time, overlap time.Duration) (Report, error) {
 	// The table is a registered declaration's (package schema), never
 	// built from input.
 	t, ok := schema.Lookup(r)
@@ -80,6 +94,8 @@ func Compare(ctx context.Context, pool *pgxpool.Pool, source string, r clients.R
 		switch {
 		case !asOf.IsZero() && v.After(asOf):
 			rep.Pending++
+		case overlap > 0 && v.After(asOf.Add(-overlap)) && (!ok || m.deleted || m.v.Before(v)):
+			rep.InOverlap++
 		case !ok || m.deleted:
 			rep.Missing++
 			note("%s missing", id)

@@ -53,6 +53,9 @@ type Options struct {
 	// VisibilityDelay makes a write visible that long after its updated_at
 	// (a deletion: after it happens), as with replica lag.
 	VisibilityDelay time.Duration
+	// LateEvery, above 1, delays only every LateEvery-th write (the others
+	// are visible at once), as a few long transactions among quick ones.
+	LateEvery int
 	// FaultRate is the probability that a request answers 500;
 	// RateLimitRate the probability of a spurious 429 (Retry-After: 1).
 	FaultRate, RateLimitRate float64
@@ -114,7 +117,7 @@ func New(o Options) *Server {
 		o.RateLimit = httpx.RateLimit{}
 	}
 	s := &Server{opts: o, tables: newTables(), deleted: map[clients.Resource]map[int64]time.Time{}, cache: map[listKey]listCache{}}
-	s.late.Delay, s.late.Apply = o.VisibilityDelay, s.apply
+	s.late.Delay, s.late.Every, s.late.Apply = o.VisibilityDelay, o.LateEvery, s.apply
 	s.Kit = fakeapi.New(dialect, fakeapi.Config{
 		Clock: o.Clock, Skew: o.Skew, Window: o.RateLimit, WindowRetryAfter: true,
 		FaultRate: o.FaultRate, RateLimitRate: o.RateLimitRate, Seed: o.Seed,

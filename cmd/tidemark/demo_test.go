@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	tmapp "github.com/tidemarkhq/tidemark/internal/app"
+	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+)
+
+// With late visibility on (writes appear 2 s after their stamp), passes
+// every half second leave late writes below the high water: the demo's
+// check counts them as pending within the overlap, and never turns a line
+// red for them.
+func TestDemoChecksCountLateWritesAsPending(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	cfg, err := config.Parse("late.yaml", []byte(`
+database_url: ${DATABASE_URL}
+sources:
+  - name: late
+    kind: simulated
+    simulated: {seed: 7, users: 5, days: 30, mutations_per_tick: 15, every: 100ms, visibility_delay: 2s, late_every: 3}
+    schedule: "@every 1h"
+    overlap: 1m
+    resources: [time_entries]
+`), func(k string) (string, bool) { return u, k == "DATABASE_URL" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ta, err := tmapp.Open(ctx, cfg, u, "test", zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ta.Close()
+	a := &app{App: ta, g: &globals{}}
+	p, err := a.Poller(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inOverlap := 0
+	for i := range 16 {
+		if i%2 == 0 { // checks right after a pass, and a moment later
+			if _, err := p.Incremental(ctx, "late"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := cursorRows(ctx, a, "", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range demoChecks(ctx, a, rows) {
+			if c.Key != "late/time_entries" {
+				continue
+			}
+			if c.Diverged {
+				t.Fatalf("pass %d: %s %s", i, c.Key, c.Line)
+			}
+			var n int
+			if j := strings.Index(c.Line, " late-visible"); j > 0 {
+				f := strings.Fields(c.Line[:j])
+				fmt.Sscan(f[len(f)-1], &n)
+			}
+			inOverlap += n
+			t.Logf("pass %d: %s", i, c.Line)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if inOverlap == 0 {
+		t.Fatal("no late-visible write ever lay below the high water: the test did not test anything")
+	}
+}
+
+// demoProc starts `tidemark demo` with its own throwaway PostgreSQL under
+// tmp (no DATABASE_URL) and waits until it says where the server is; it
+// returns the cluster's directory.
+func demoProc(t *testing.T, tmp string) (*exec.Cmd, string, chan error) {
+	t.Helper()
+	c := exec.Command(binary, "demo", "--every", "1h")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "TMPDIR=") {
+			env = append(env, kv)
+		}
+	}
+	c.Env = append(env, "TMPDIR="+tmp)
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stderr = c.Stdout
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	found := make(chan string, 1)
+	var text strings.Builder
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			text.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "Running the daemon") {
+				found <- text.String()
+			}
+		}
+		done <- c.Wait()
+	}()
+	t.Cleanup(func() { c.Process.Kill() })
+	select {
+	case s := <-found:
+		dirs, _ := filepath.Glob(filepath.Join(tmp, "tidemark-pg-*"))
+		if len(dirs) == 0 {
+			t.Fatalf("no cluster directory under %s:\n%s", tmp, s)
+		}
+		return c, dirs[len(dirs)-1], done
+	case err := <-done:
+		t.Fatalf("demo exited early: %v\n%s", err, text.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("demo did not start within 60 s")
+	}
+	return nil, "", nil
+}
+
+func clusterTmp(t *testing.T) string {
+	t.Helper()
+	// Directly under the system's temporary directory: when we are root the
+	// server runs as postgres, which must reach it (t.TempDir's parent is
+	// private to us).
+	tmp, err := os.MkdirTemp("", "tidemark-demo-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return tmp
+}
+
+// Closing the terminal (SIGHUP) stops the demo like SIGTERM: its
+// PostgreSQL and data directory are gone.
+func TestDemoSIGHUPRemovesItsPostgres(t *testing.T) {
+	t.Parallel()
+	tmp := clusterTmp(t)
+	c, dir, done := demoProc(t, tmp)
+	if err := c.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if code := exitCodeOf(err); code != 0 {
+			t.Fatalf("demo exited %d after SIGHUP", code)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("demo still running 40 s after SIGHUP")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the cluster directory %s is still there after SIGHUP (%v)", dir, err)
+	}
+}
+
+// A demo killed with SIGKILL cannot clean up; the next demo removes what
+// it left (its server stopped, its directory gone).
+func TestDemoReapsTheClusterOfAKilledDemo(t *testing.T) {
+	t.Parallel()
+	tmp := clusterTmp(t)
+	c, dir, done := demoProc(t, tmp)
+	c.Process.Kill()
+	<-done
+	pidFile := filepath.Join(dir, "data", "postmaster.pid")
+	if _, err := os.Stat(pidFile); err != nil {
+		t.Fatalf("after SIGKILL the server should still run (that is the bug being fixed): %v", err)
+	}
+	c2, dir2, done2 := demoProc(t, tmp)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the killed demo's cluster %s is still there (%v)", dir, err)
+	}
+	if dir2 == dir {
+		t.Fatal("the second demo reused the first one's directory")
+	}
+	c2.Process.Signal(os.Interrupt)
+	<-done2
+	if _, err := os.Stat(dir2); !os.IsNotExist(err) {
+		t.Fatalf("the second demo left %s after SIGINT", dir2)
+	}
+}
