@@ -269,6 +269,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 	}
 	log.Info().Stringer("from", bp.From).Stringer("to", bp.To).Stringer("resume_at", bf.Next).
 		Int("window_days", bf.WindowDays).Msg("backfill started")
+	p.backfillMark(s.Name(), bp.Resource, false) // a backfill stuck before its first window shows too
 
 	// Only a resource its declaration lists by date (time entries, by spent
 	// date) is backfilled in date windows; the others are small and listed

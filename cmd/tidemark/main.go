@@ -100,6 +100,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newDoctorCmd(g),
 		newDemoCmd(g),
 		newEventsCmd(g),
+		newHealthCmd(g), newSimulateCmd(g), // ops.go
 	)
 	var wrap func(c *cobra.Command)
 	wrap = func(c *cobra.Command) {
@@ -130,7 +131,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Use:   "version",
 		Short: "Print the version",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(g.stdout, "tidemark %s\n", version)
+			fmt.Fprintln(g.stdout, versionLine()) // ops.go
 			return nil
 		},
 	}

@@ -141,7 +141,7 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 		return nil, Usagef("%s: source %s: %v", a.Config.Path, sc.Name, err)
 	}
 	log := a.Log.With().Str("source", sc.Name).Logger()
-	waits := &waitRecorder{pool: a.Pool, source: sc.Name, log: log}
+	waits := &waitRecorder{pool: a.Pool, source: sc.Name, log: log, metrics: a.Metrics}
 	env := provider.Env{
 		Contact: a.Config.Contact, Version: a.Version, Logger: log,
 		OnResponse: func(status int, _ time.Duration) {
@@ -171,9 +171,10 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 // another process can say "waiting for quota until …"; the record goes when
 // the source answers again.
 type waitRecorder struct {
-	pool   *pgxpool.Pool
-	source string
-	log    zerolog.Logger
+	pool    *pgxpool.Pool
+	source  string
+	log     zerolog.Logger
+	metrics *metrics.Metrics
 
 	mu      sync.Mutex
 	waiting bool
@@ -196,6 +197,7 @@ func (w *waitRecorder) wait(reason string, d time.Duration) {
 		return
 	}
 	w.waiting = true
+	w.metrics.Wait(w.source, reason, until)
 	w.log.Warn().Str("reason", reason).Time("until", until).Msg("source asked us to wait")
 }
 
@@ -212,6 +214,7 @@ func (w *waitRecorder) response(status int) {
 	defer cancel()
 	if err := cursor.ClearWait(ctx, w.pool, w.source); err == nil {
 		w.waiting = false
+		w.metrics.Resumed(w.source)
 		w.log.Info().Msg("source answers again; resumed")
 	}
 }

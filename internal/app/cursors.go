@@ -159,3 +159,24 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 	}
 	return out, nil
 }
+
+// ScheduleGap is the longest gap between the next scheduled runs of a cron
+// spec (over a week at most): "*/5 * * * *" is 5 minutes, "0 3 * * *" a day.
+// 0 for a spec that does not parse.
+func ScheduleGap(spec string, from time.Time) time.Duration {
+	sched, err := config.CronParser.Parse(spec)
+	if err != nil {
+		return 0
+	}
+	var gap time.Duration
+	prev := sched.Next(from.UTC())
+	for range 64 {
+		next := sched.Next(prev)
+		gap = max(gap, next.Sub(prev))
+		if next.Sub(from) > 7*24*time.Hour {
+			break
+		}
+		prev = next
+	}
+	return gap
+}

@@ -31,6 +31,7 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 	var scheds []poller.Schedule
 	for _, s := range a.Config.Sources {
 		scheds = append(scheds, poller.Schedule{Source: s.Name, Incremental: s.Schedule, Reconcile: s.Reconcile.Schedule})
+		a.Metrics.Schedule(s.Name, ScheduleGap(s.Schedule, time.Now())) // the alerts' yardstick
 	}
 	d, err := poller.NewDaemon(p, config.CronParser, scheds)
 	if err != nil {

@@ -20,6 +20,10 @@ type Metrics struct {
 	lag         *prometheus.GaugeVec
 	lastSuccess *prometheus.GaugeVec
 	backfill    *prometheus.GaugeVec
+	failures    *prometheus.GaugeVec
+	refused     *prometheus.GaugeVec
+	waiting     *prometheus.GaugeVec
+	schedule    *prometheus.GaugeVec
 	hist        history
 }
 
@@ -56,8 +60,25 @@ func New() *Metrics {
 			Name: "tidemark_backfill_progress_timestamp_seconds",
 			Help: "When a running backfill last applied a window (Unix time); removed when it ends.",
 		}, []string{"source", "resource"}),
+		failures: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tidemark_consecutive_failures",
+			Help: "Passes that failed in a row, by kind; 0 after a success.",
+		}, []string{"source", "resource", "kind"}),
+		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tidemark_reconcile_refused",
+			Help: "1 while the last reconcile of a resource was refused (more tombstones than max_tombstones), else 0.",
+		}, []string{"source", "resource"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tidemark_source_wait_until_timestamp_seconds",
+			Help: "Until when the source made us wait (Unix time), by reason: quota (402) or retry_after (a long 429); removed when it answers again.",
+		}, []string{"source", "reason"}),
+		schedule: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tidemark_schedule_interval_seconds",
+			Help: "The longest gap between two scheduled incremental passes of a source (alerts compare freshness with it).",
+		}, []string{"source"}),
 	}
-	m.Registry.MustRegister(m.records, m.requests, m.rateLimited, m.passes, m.lag, m.lastSuccess, m.backfill)
+	m.Registry.MustRegister(m.records, m.requests, m.rateLimited, m.passes, m.lag, m.lastSuccess, m.backfill,
+		m.failures, m.refused, m.waiting, m.schedule)
 	return m
 }
 
@@ -89,8 +110,19 @@ func (m *Metrics) Pass(source, resource, kind, status string, took time.Duration
 		return
 	}
 	m.passes.WithLabelValues(source, resource, kind, status).Observe(took.Seconds())
+	fails := m.failures.WithLabelValues(source, resource, kind)
 	if status == "ok" {
 		m.lastSuccess.WithLabelValues(source, resource, kind).SetToCurrentTime()
+		fails.Set(0)
+	} else {
+		fails.Inc()
+	}
+	if kind == "reconcile" {
+		refused := 0.0
+		if status == "refused" {
+			refused = 1
+		}
+		m.refused.WithLabelValues(source, resource).Set(refused)
 	}
 }
 
@@ -114,4 +146,29 @@ func (m *Metrics) BackfillProgress(source, resource string, done bool) {
 		return
 	}
 	m.backfill.WithLabelValues(source, resource).SetToCurrentTime()
+}
+
+// Wait records that the source makes us wait until a time (reason quota or
+// retry_after); Resumed removes it.
+func (m *Metrics) Wait(source, reason string, until time.Time) {
+	if m == nil {
+		return
+	}
+	m.waiting.WithLabelValues(source, reason).Set(float64(until.UnixMilli()) / 1000)
+}
+
+// Resumed records that the source answers again.
+func (m *Metrics) Resumed(source string) {
+	if m == nil {
+		return
+	}
+	m.waiting.DeletePartialMatch(prometheus.Labels{"source": source})
+}
+
+// Schedule records the longest gap between a source's scheduled passes.
+func (m *Metrics) Schedule(source string, every time.Duration) {
+	if m == nil {
+		return
+	}
+	m.schedule.WithLabelValues(source).Set(every.Seconds())
 }
