@@ -95,7 +95,7 @@ func runDemo(ctx context.Context, g *globals, every time.Duration, sigs <-chan o
 		listen = "" // taken (another demo?): run without the ops endpoints
 	} else {
 		l.Close()
-		fmt.Fprintf(g.stdout, "Metrics: http://%s/metrics\n", listen)
+		fmt.Fprintf(g.stdout, "Status page: http://%s/ (metrics at /metrics)\n", listen)
 	}
 	fmt.Fprintf(g.stdout, "Running the daemon with configs/simulated.yaml. Ctrl-C to stop.\n\n")
 
