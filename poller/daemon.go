@@ -230,33 +230,43 @@ func (d *Daemon) adopt(source string, log zerolog.Logger) {
 // the same rate limiter as its passes.
 func (d *Daemon) backfills() {
 	defer d.wg.Done()
-	t := time.NewTicker(BackfillPoll)
+	d.every(BackfillPoll, d.startQueued)
+}
+
+// every runs fn every interval until the daemon stops.
+func (d *Daemon) every(interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-d.ctx.Done():
 			return
 		case <-t.C:
+			fn()
 		}
-		queued, err := d.p.store.QueuedBackfills(d.ctx, "")
-		if err != nil {
-			if d.ctx.Err() == nil {
-				d.log.Warn().Err(err).Msg("could not look for queued backfills")
-			}
+	}
+}
+
+// startQueued starts the queued backfills of the sources this daemon owns.
+func (d *Daemon) startQueued() {
+	queued, err := d.p.store.QueuedBackfills(d.ctx, "")
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.log.Warn().Err(err).Msg("could not look for queued backfills")
+		}
+		return
+	}
+	for _, b := range queued {
+		d.mu.Lock()
+		st, ok := d.state[b.Source]
+		if !ok || !st.owned || st.backfilling || !d.p.leaser.Holds(ownerLease(b.Source)) {
+			d.mu.Unlock()
 			continue
 		}
-		for _, b := range queued {
-			d.mu.Lock()
-			st, ok := d.state[b.Source]
-			if !ok || !st.owned || st.backfilling || !d.p.leaser.Holds(ownerLease(b.Source)) {
-				d.mu.Unlock()
-				continue
-			}
-			st.backfilling = true
-			d.wg.Add(1)
-			d.mu.Unlock()
-			go d.runQueued(b)
-		}
+		st.backfilling = true
+		d.wg.Add(1)
+		d.mu.Unlock()
+		go d.runQueued(b)
 	}
 }
 

@@ -55,16 +55,7 @@ func (d *Daemon) JoinFleet(fp FleetParams) {
 // round runs in Start, before the first passes.
 func (d *Daemon) fleetLoop() {
 	defer d.wg.Done()
-	t := time.NewTicker(d.fleet.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-d.ctx.Done():
-			return
-		case <-t.C:
-			d.rebalance()
-		}
-	}
+	d.every(d.fleet.Heartbeat, d.rebalance)
 }
 
 // rebalance heartbeats, reads the live members, and moves ownership toward
