@@ -1,10 +1,15 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/rs/zerolog"
 
 	"github.com/spf13/cobra"
 
@@ -15,14 +20,18 @@ import (
 
 func newDoctorCmd(g *globals) *cobra.Command {
 	var cfgPath, source string
-	var asJSON bool
+	var asJSON, budgetOnly bool
 	var assume budget.Assume
+	var db dbFlags
 	c := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check each source's request budget: one pass's requests and the busiest hour's against the plan's hourly quota",
-		Long: "Prints, per source, what one incremental pass costs (at least one page per listing), how many passes the schedule\n" +
-			"runs in its busiest hour, the hourly total against the plan's quota (or the rate limit's, when less), and a verdict:\n" +
-			"fits, tight or does not fit. Exits 2 when a source cannot fit even one pass an hour (`run` refuses those).",
+		Short: "Check the config, the database, each source's token and clock, and each source's request budget",
+		Long: "Checks the configuration; the database (reachable, migrated, the role's rights on every table); each source's token\n" +
+			"with one cheap request, and its clock skew from the response's Date; and each source's request budget: what one\n" +
+			"incremental pass costs (at least one page per listing), how many passes the schedule runs in its busiest hour, the\n" +
+			"hourly total against the plan's quota (or the rate limit's, when less), and a verdict: fits, tight or does not fit.\n" +
+			"Prints what is wrong and how to fix it. Exits 0 only when all is well, 1 when a check fails, 2 when a source cannot\n" +
+			"fit even one pass an hour (`run` refuses those). --budget-only plans the budgets alone, offline.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfgPath == "" {
 				return usagef("--config FILE is required")
@@ -41,6 +50,9 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			reps, err := tmapp.Budgets(cfg, assume)
 			if err != nil {
 				return err
+			}
+			if !budgetOnly {
+				return doctorAll(cmd.Context(), g, cfg, &db, source, reps, asJSON)
 			}
 			if asJSON {
 				enc := json.NewEncoder(g.stdout)
@@ -65,6 +77,8 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&cfgPath, "config", "", "configuration file (YAML)")
+	c.Flags().BoolVar(&budgetOnly, "budget-only", false, "only plan the request budgets (no database, no requests)")
+	db.register(c, false)
 	c.Flags().StringVar(&source, "source", "", "only this source")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().IntVar(&assume.Projects, "projects", 1, "projects to assume for listings made per project (Clockify tasks)")
@@ -112,4 +126,101 @@ func printBudget(g *globals, r budget.Report) {
 	}
 	w.Flush()
 	fmt.Fprintf(g.stdout, "  assumed: %s\n", strings.Join(r.Assumptions, "; "))
+}
+
+// doctorAll runs every check: the database, each source's token and clock,
+// the budgets. It prints each finding (and the fix of each that is not ok)
+// and fails unless all is well.
+func doctorAll(ctx context.Context, g *globals, cfg *config.Config, db *dbFlags, only string, reps []budget.Report, asJSON bool) error {
+	checks := []tmapp.Check{{Subject: "config", Name: "valid", Status: tmapp.CheckOK,
+		Detail: fmt.Sprintf("%s: %d sources", cfg.Path, len(cfg.Sources))}}
+	var budgets []tmapp.Check
+	for _, r := range reps {
+		ck := tmapp.Check{Subject: r.Source, Name: "budget", Status: tmapp.CheckOK, Detail: r.Summary()}
+		switch {
+		case r.Refuse || r.Verdict == budget.DoesNotFit:
+			ck.Status, ck.Fix = tmapp.CheckFail, "a slower schedule, fewer resources or a larger plan; `tidemark doctor --budget-only` shows the numbers"
+			if r.Suggest != "" {
+				ck.Fix = fmt.Sprintf("schedule: %q fits (or fewer resources, a larger plan); `tidemark doctor --budget-only` shows the numbers", r.Suggest)
+			}
+		case r.Verdict == budget.Tight:
+			ck.Status, ck.Fix = tmapp.CheckWarn, "above 80 % of the quota: a retry or a busy hour may wait for the next window"
+		}
+		budgets = append(budgets, ck)
+	}
+	u, err := db.resolve(cfg)
+	if err != nil {
+		checks = append(checks, tmapp.Check{Subject: "database", Name: "configured", Status: tmapp.CheckFail,
+			Detail: "no database URL", Fix: "pass --database-url, set DATABASE_URL, or set database_url in the config"})
+		u = "postgres://127.0.0.1:1/none" // the sources are still checked
+	}
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	a, err := tmapp.Open(ctx, cfg, u, version, log.Level(zerolog.ErrorLevel))
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if checks[len(checks)-1].Subject != "database" {
+		checks = append(checks, a.CheckDatabase(ctx)...)
+	}
+	srcChecks, err := a.CheckSources(ctx, only)
+	if err != nil {
+		return err
+	}
+	checks = append(append(checks, srcChecks...), budgets...)
+	slices.SortStableFunc(checks, func(x, y tmapp.Check) int {
+		return cmp.Compare(subjectRank(cfg, x.Subject), subjectRank(cfg, y.Subject))
+	})
+
+	failed := 0
+	for _, c := range checks {
+		if c.Status == tmapp.CheckFail {
+			failed++
+		}
+	}
+	if asJSON {
+		if err := writeJSON(g.stdout, checks); err != nil {
+			return err
+		}
+	} else {
+		w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		for _, c := range checks {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", strings.ToUpper(c.Status), c.Subject, c.Name, c.Detail)
+			if c.Fix != "" && c.Status != tmapp.CheckOK {
+				fmt.Fprintf(w, "\t\t\tfix: %s\n", c.Fix)
+			}
+		}
+		w.Flush()
+	}
+	for _, r := range reps {
+		if r.Refuse {
+			return usagef("source %s: even one pass an hour (%d requests) does not fit %d requests/h (%s)", r.Source, r.MinPassRequests, r.Quota, r.QuotaFrom)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("doctor: %d checks failed", failed)
+	}
+	if !asJSON {
+		fmt.Fprintln(g.stdout, "all is well")
+	}
+	return nil
+}
+
+// subjectRank orders findings: config, database, then sources in config order.
+func subjectRank(cfg *config.Config, subject string) int {
+	switch subject {
+	case "config":
+		return -2
+	case "database":
+		return -1
+	}
+	for i, s := range cfg.Sources {
+		if s.Name == subject {
+			return i
+		}
+	}
+	return len(cfg.Sources)
 }
