@@ -155,14 +155,7 @@ func New(cfg Config) *Client {
 	c := &Client{cfg: cfg, log: cfg.Logger.With().Str("source", cfg.Source).Logger()}
 	tr := cfg.Transport
 	if tr == nil {
-		// A transport of its own: idle connections to the provider are kept
-		// for this source's next requests (http.DefaultTransport keeps two
-		// per host for the whole process, so many sources on one API would
-		// dial and handshake anew), and nobody else's CloseIdleConnections
-		// (httptest.Server.Close calls it on the default) cuts ours.
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 8
-		tr = t
+		tr = sharedTransport()
 	}
 	c.hc = &http.Client{
 		Transport: tr,
@@ -651,3 +644,20 @@ func UntilNextHour(h http.Header) time.Duration {
 	}
 	return now.Truncate(time.Hour).Add(time.Hour).Sub(now)
 }
+
+// shared is the transport of every client that brings none: one for the
+// process, not one per source. A thousand sources with a transport each
+// kept a thousand pools of idle connections (BENCHMARKS.md, issue 15). It
+// is not http.DefaultTransport, so nobody
+// else's CloseIdleConnections (httptest.Server.Close calls it on the
+// default) cuts ours, and it keeps more idle connections per host than the
+// default's two, so that many sources on one API do not dial and handshake
+// anew each pass.
+var shared = sync.OnceValue(func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 32
+	t.MaxIdleConns = 256
+	return t
+})
+
+func sharedTransport() http.RoundTripper { return shared() }

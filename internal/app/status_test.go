@@ -20,6 +20,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/upsert"
 
 	_ "github.com/tidemarkhq/tidemark/clients/provider/all"
 )
@@ -217,5 +218,48 @@ func TestStatusPageHasNoSecrets(t *testing.T) {
 		if r.StatusCode != 404 {
 			t.Fatalf("GET %s: %d, want 404", path, r.StatusCode)
 		}
+	}
+}
+
+// What goes wrong shows: a quota wait, a resource backing off with its
+// error, a reconcile refused for too many tombstones.
+func TestStatusPageShowsWaitsBackoffsAndRefusals(t *testing.T) {
+	t.Parallel()
+	a, base := openApp(t)
+	ctx := context.Background()
+	store := cursor.New(a.Pool)
+	if err := cursor.SetWait(ctx, a.Pool, cursor.Wait{Source: "alpha", Until: time.Now().Add(40 * time.Minute), Reason: "quota"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PassFailed(ctx, "beta", "users", cursor.KindIncremental, 3, time.Now().Add(time.Minute), "GET /users: 403 Forbidden"); err != nil {
+		t.Fatal(err)
+	}
+	run := "20260101T000000-refused"
+	if err := store.StartRun(ctx, cursor.StartRunParams{RunID: run, Source: "alpha", Resource: "time_entries", Kind: cursor.KindReconcile}); err != nil {
+		t.Fatal(err)
+	}
+	refusal := "alpha/time_entries: reconcile: tombstone: " + upsert.ErrTooManyTombstones.Error() + ": 1500 rows not in the listing, the ceiling is 1000"
+	if err := cursor.FinishRun(ctx, a.Pool, cursor.FinishRunParams{RunID: run, Status: cursor.StatusFailed, Error: refusal}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	page := string(b)
+	for _, want := range []string{
+		"waiting for quota until", // alpha's wait
+		"backing off until", "after 3 failures: GET /users: 403 Forbidden", // beta/users
+		`class="bad refusal"`, "1500 rows not in the listing", // the refusal
+		`<p class="note">waiting for quota until`, `<span class="pill bad">failing</span>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(page)
 	}
 }
