@@ -77,7 +77,8 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 	return nil
 }
 
-// ServeOps serves /healthz, /readyz and /metrics on listen.
+// ServeOps serves the status page (/), /healthz, /readyz and /metrics on
+// listen.
 func (a *App) ServeOps(listen string) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", a.statusHandler) // status.go
