@@ -250,7 +250,7 @@ func TestStatusPageShowsWaitsBackoffsAndRefusals(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	page := string(b)
 	for _, want := range []string{
-		"waiting for quota until", // alpha's wait
+		"waiting for quota until",                                          // alpha's wait
 		"backing off until", "after 3 failures: GET /users: 403 Forbidden", // beta/users
 		`class="bad refusal"`, "1500 rows not in the listing", // the refusal
 		`<p class="note">waiting for quota until`, `<span class="pill bad">failing</span>`,
