@@ -157,6 +157,9 @@ func TestExampleConfigsLoad(t *testing.T) {
 	t.Setenv("TOGGL_TOKEN", "x")
 	t.Setenv("CLOCKIFY_WORKSPACE_ID", "5f1e0c2a9b3d4e5f6a7b8c9d")
 	t.Setenv("CLOCKIFY_API_KEY", "x")
+	t.Setenv("TRACKER_URL", "http://tracker:8080/v2") // configs/fleet.yaml
+	t.Setenv("TRACKER_ACCOUNT_ID", "1")
+	t.Setenv("TRACKER_TOKEN", "x")
 	for _, f := range files {
 		if _, err := Load(f); err != nil {
 			t.Errorf("%s: %v", f, err)
