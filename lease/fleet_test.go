@@ -137,3 +137,13 @@ func TestHeartbeatMembersAndHolders(t *testing.T) {
 		}
 	}
 }
+
+// A database not migrated to the fleet's table says what to run.
+func TestHeartbeatOnAnOldSchemaSaysMigrate(t *testing.T) {
+	t.Parallel()
+	l := newLeaser(t, pgtest.EmptyURL(t))
+	_, err := l.Heartbeat(context.Background(), lease.Member{ID: "h/1", Host: "h", PID: 1}, time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "run `tidemark migrate`") {
+		t.Fatalf("heartbeat without fleet_members: %v", err)
+	}
+}
