@@ -81,6 +81,24 @@ sources:
 	if inOverlap == 0 {
 		t.Fatal("no late-visible write ever lay below the high water: the test did not test anything")
 	}
+
+	// On a terminal: one screen, redrawn from the top; a real divergence
+	// (a row lost from the mirror, older than the overlap reaches) in red.
+	var out strings.Builder
+	a.g.stdout = &out
+	printDemoStatus(ctx, a.g, a, true)
+	if !strings.HasPrefix(out.String(), "\x1b[H\x1b[2J") || strings.Contains(out.String(), "\x1b[31m") {
+		t.Fatalf("terminal frame: %q", out.String()[:min(200, out.Len())])
+	}
+	if _, err := a.Pool.Exec(ctx, `DELETE FROM time_entries WHERE source = 'late' AND id = (
+		SELECT id FROM time_entries WHERE source = 'late' AND updated_at < now() - interval '1 hour' LIMIT 1)`); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	printDemoStatus(ctx, a.g, a, true)
+	if !strings.Contains(out.String(), "\x1b[31mlate/time_entries") || !strings.Contains(out.String(), "NOT in sync: ") {
+		t.Fatalf("a lost row is not shown in red:\n%s", out.String())
+	}
 }
 
 // demoProc starts `tidemark demo` with its own throwaway PostgreSQL under
