@@ -27,6 +27,9 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidemarkhq/tidemark/events"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/metrics"
 
@@ -112,6 +115,14 @@ func metricNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
+	// The change feed's collector reads the database when scraped: its
+	// names come from its descriptions.
+	descs := make(chan *prometheus.Desc, 16)
+	(&events.Collector{}).Describe(descs)
+	close(descs)
+	for d := range descs {
+		names[metricRef.FindString(d.String())] = true
+	}
 	for _, f := range fams {
 		names[f.GetName()] = true
 		if f.GetType().String() == "HISTOGRAM" {
