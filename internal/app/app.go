@@ -53,6 +53,7 @@ type App struct {
 	// deadline; Close then leaves the pool to the process exit.
 	Abandoned bool
 
+	wh      *webhookState // webhooks.go
 	closers []func()
 }
 

@@ -51,6 +51,7 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 	}
 	defer feed.Stop(context.WithoutCancel(ctx))
 	d.Start(ctx, true)
+	a.startWebhooks(d)
 	a.Log.Info().Int("sources", len(scheds)).Str("version", a.Version).Msg("daemon started")
 	if started != nil {
 		started(p)
@@ -95,6 +96,7 @@ func (a *App) ServeOps(listen string) (*http.Server, error) {
 		w.Write([]byte("ready\n"))
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}))
+	a.webhookRoutes(mux)
 	l, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, Usagef("listen %s: %v", listen, err)

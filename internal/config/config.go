@@ -54,6 +54,8 @@ type Config struct {
 	Sources []Source `yaml:"sources"`
 	// ChangeFeed configures the change feed (issue 13; config/events.go).
 	ChangeFeed ChangeFeed `yaml:"change_feed"`
+	// Webhooks configures provider webhook intake (issue 14; webhooks.go).
+	Webhooks Webhooks `yaml:"webhooks"`
 
 	// Path is the file the config was read from (for messages).
 	Path string `yaml:"-"`
@@ -378,6 +380,9 @@ func (c *Config) validate(root *yaml.Node) error {
 		return &Error{Line: line(root, key), Key: key, Msg: fmt.Sprintf(format, args...)}
 	}
 	c.Contact = cmp.Or(c.Contact, DefaultContact)
+	if err := c.Webhooks.validate(fail); err != nil {
+		return err
+	}
 	if len(c.Sources) == 0 {
 		return fail("sources", "no sources configured; add at least one (see configs/)")
 	}

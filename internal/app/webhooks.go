@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/internal/budget"
+	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/webhooks"
+)
+
+// webhookState is the daemon's webhook intake and trigger runner (issue 14).
+type webhookState struct {
+	once    sync.Once
+	store   *webhooks.Store
+	metrics *webhooks.Metrics
+	intake  *webhooks.Intake
+}
+
+func (a *App) webhookParts() *webhookState {
+	if a.wh == nil {
+		a.wh = &webhookState{}
+	}
+	w := a.wh
+	w.once.Do(func() {
+		w.store = a.WebhookStore()
+		w.metrics = webhooks.NewMetrics(a.Metrics.Registry)
+		seal, err := webhooks.SealerFromEnv()
+		if err != nil {
+			seal = nil
+			a.Log.Warn().Err(err).Msg("webhook deliveries will be refused (503) until the key is set")
+		}
+		srcs := map[string]webhooks.Source{}
+		for _, s := range a.Config.Sources {
+			d := webhooks.DialectOf(s.Kind)
+			if d == nil {
+				continue
+			}
+			var rs []clients.Resource
+			for _, r := range s.Resources {
+				rs = append(rs, clients.Resource(r))
+			}
+			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs}
+		}
+		w.intake = &webhooks.Intake{Store: w.store, Seal: seal, Sources: srcs,
+			MaxBody: a.Config.Webhooks.MaxBody, Log: a.Log, Metrics: w.metrics}
+	})
+	return w
+}
+
+// WebhookStore is the webhook key store of the App's database.
+func (a *App) WebhookStore() *webhooks.Store {
+	return &webhooks.Store{Pool: a.Pool, Keep: a.Config.Webhooks.Keep.D()}
+}
+
+// webhookRoutes adds POST /webhooks/{source} to the ops mux.
+func (a *App) webhookRoutes(mux *http.ServeMux) {
+	if a.Metrics == nil {
+		return
+	}
+	mux.Handle(webhooks.Route, a.webhookParts().intake)
+}
+
+// startWebhooks runs the trigger runner beside the daemon: accepted
+// webhooks become targeted passes of the sources this daemon owns. It stops
+// when the App closes.
+func (a *App) startWebhooks(d *poller.Daemon) {
+	w := a.webhookParts()
+	if len(w.intake.Sources) == 0 {
+		return
+	}
+	quotas := map[string]*webhooks.Quota{}
+	for i := range a.Config.Sources {
+		s := &a.Config.Sources[i]
+		if _, ok := w.intake.Sources[s.Name]; !ok {
+			continue
+		}
+		r, err := budget.ForSource(s, budget.Assume{})
+		if err != nil || r.Quota == 0 {
+			continue
+		}
+		spare := r.Quota - r.HourlyRequests
+		for _, c := range r.Caps {
+			spare = min(spare, c.Quota-c.Hourly)
+		}
+		cost := map[clients.Resource]int{}
+		for _, l := range r.Resources {
+			cost[clients.Resource(l.Resource)] = l.Requests
+		}
+		if spare <= 0 {
+			a.Log.Warn().Str("source", s.Name).Msg("webhook-triggered passes disabled: the schedule spends the whole hourly quota (`tidemark doctor`); webhooks are recorded, passes run on the schedule")
+			spare = 0
+		}
+		quotas[s.Name] = webhooks.NewQuota(spare, r.PassRequests, cost)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	run := &webhooks.Runner{Store: w.store, Passer: d, URL: a.DBURL, Log: a.Log, Metrics: w.metrics, Quotas: quotas}
+	go func() {
+		defer close(done)
+		run.Run(ctx)
+	}()
+	a.OnClose(func() { cancel(); <-done })
+}
+
+var _ webhooks.Passer = (*poller.Daemon)(nil)

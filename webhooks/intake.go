@@ -1,0 +1,139 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+)
+
+// Route is the intake's pattern on the ops mux.
+const Route = "POST /webhooks/{source}"
+
+// AnswerWithin bounds the work done before answering: providers want an
+// answer within seconds, and a delivery we could not record in time gets
+// 503 so that it is sent again.
+const AnswerWithin = 900 * time.Millisecond
+
+// Source is what the intake knows of a configured source.
+type Source struct {
+	Dialect   Dialect
+	Resources []clients.Resource
+}
+
+// Intake serves POST /webhooks/{source}: it reads the body once (at most
+// MaxBody bytes), checks the signature against the source's stored
+// secrets, answers Toggl's PING, and claims the event in the key store.
+// The pass the event triggers runs after the answer, in the owning daemon.
+type Intake struct {
+	Store   *Store
+	Seal    *Sealer // nil: KeyEnv unset; deliveries get 503
+	Sources map[string]Source
+	MaxBody int64
+	Log     zerolog.Logger
+	Metrics *Metrics
+}
+
+func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("source")
+	src, ok := in.Sources[name]
+	if !ok || src.Dialect == nil {
+		http.Error(w, "no webhook intake for this source", http.StatusNotFound)
+		return
+	}
+	log := in.Log.With().Str("source", name).Logger()
+	answer := func(o Outcome, status int, msg string) {
+		in.Metrics.delivery(name, o)
+		if msg != "" {
+			http.Error(w, msg, status)
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, in.MaxBody))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			log.Warn().Int64("max_body", in.MaxBody).Msg("webhook body too large; refused")
+			answer(TooLarge, http.StatusRequestEntityTooLarge, "body too large")
+			return
+		}
+		answer(Invalid, http.StatusBadRequest, "could not read the body")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), AnswerWithin)
+	defer cancel()
+	if in.Seal == nil {
+		log.Error().Msg("webhook delivery refused: " + ErrNoKey.Error())
+		answer(Unavailable, http.StatusServiceUnavailable, "webhook secrets unavailable")
+		return
+	}
+	subs, err := in.Store.Subscriptions(ctx, name)
+	if err != nil {
+		log.Error().Err(err).Msg("webhook delivery: could not read the subscriptions; the provider will resend")
+		answer(Unavailable, http.StatusServiceUnavailable, "try again")
+		return
+	}
+	secrets := make([]string, 0, len(subs))
+	for _, s := range subs {
+		sec, err := s.Secret(in.Seal)
+		if err != nil {
+			log.Error().Err(err).Str("subscription", s.ID).Msg("webhook subscription secret unreadable")
+			sec = ""
+		}
+		secrets = append(secrets, sec)
+	}
+	idx := src.Dialect.Verify(r.Header, body, secrets)
+	if idx < 0 || secrets[idx] == "" {
+		log.Warn().Str("remote", r.RemoteAddr).Msg("webhook delivery with a missing or wrong signature; refused")
+		answer(BadSignature, http.StatusUnauthorized, "bad signature")
+		return
+	}
+	sub := subs[idx].ID
+	ev, err := src.Dialect.Parse(r.Header, body)
+	if err != nil {
+		log.Warn().Err(err).Str("subscription", sub).Msg("signed webhook delivery we cannot read; refused")
+		answer(Invalid, http.StatusBadRequest, "unreadable event")
+		return
+	}
+	if ev.Ping {
+		if err := in.Store.Validated(ctx, name, sub); err != nil {
+			log.Warn().Err(err).Msg("could not record the subscription's validation")
+		}
+		log.Info().Str("subscription", sub).Msg("webhook PING answered")
+		in.Metrics.delivery(name, Ping)
+		w.Header().Set("Content-Type", "application/json")
+		b, _ := json.Marshal(map[string]string{"validation_code": ev.ValidationCode})
+		w.Write(b)
+		return
+	}
+	res := ev.Resource
+	if !slices.Contains(src.Resources, res) {
+		res = ""
+	}
+	out, err := in.Store.Claim(ctx, Delivery{Source: name, Key: ev.Key, Resource: res, Hash: ev.Hash, Subscription: sub})
+	if err != nil {
+		log.Error().Err(err).Str("key", ev.Key).Msg("webhook delivery not recorded; the provider will resend")
+		answer(Unavailable, http.StatusServiceUnavailable, "try again")
+		return
+	}
+	l := log.Debug()
+	if out == Conflict {
+		l = log.Warn().Str("received_hash", hex.EncodeToString(ev.Hash))
+	}
+	l.Str("key", ev.Key).Str("entity", ev.Entity).Str("resource", string(res)).Str("outcome", string(out)).
+		Msg(map[Outcome]string{
+			Accepted: "webhook accepted; a pass of the resource is due", Duplicate: "webhook repeat; nothing new",
+			Conflict:      "webhook CONFLICT: a payload different from the one stored under its key; not processed (tidemark webhooks conflicts)",
+			ExpiredReplay: "webhook replayed after its key expired; a pass of the resource is due",
+			Ignored:       "webhook about something this source does not mirror",
+		}[out])
+	in.Metrics.delivery(name, out)
+	w.WriteHeader(http.StatusOK)
+}

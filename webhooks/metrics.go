@@ -1,0 +1,54 @@
+package webhooks
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics count deliveries by outcome and time events to their rows. A nil
+// *Metrics records nothing.
+type Metrics struct {
+	deliveries *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	passes     *prometheus.CounterVec
+}
+
+// NewMetrics registers the webhook metrics in reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tidemark_webhook_deliveries_total",
+			Help: "Webhook deliveries by outcome: accepted, duplicate, conflict, expired_replay, ignored, bad_signature, ping, too_large, invalid, unavailable.",
+		}, []string{"source", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tidemark_webhook_event_to_row_seconds",
+			Help:    "From a webhook's arrival to the end of the pass that applied its change.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 12),
+		}, []string{"source", "resource"}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tidemark_webhook_passes_total",
+			Help: "Targeted passes run for webhook triggers, by status (ok, failed, deferred: waiting for quota or the source's pass).",
+		}, []string{"source", "status"}),
+	}
+	reg.MustRegister(m.deliveries, m.latency, m.passes)
+	return m
+}
+
+func (m *Metrics) delivery(source string, o Outcome) {
+	if m != nil {
+		m.deliveries.WithLabelValues(source, string(o)).Inc()
+	}
+}
+
+func (m *Metrics) eventToRow(source, resource string, d time.Duration) {
+	if m != nil {
+		m.latency.WithLabelValues(source, resource).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) pass(source, status string) {
+	if m != nil {
+		m.passes.WithLabelValues(source, status).Inc()
+	}
+}
