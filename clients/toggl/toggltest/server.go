@@ -136,6 +136,8 @@ type Server struct {
 	quotaMu    sync.Mutex
 	quotaStart time.Time // source clock: the first request of the window
 	quotaUsed  int
+
+	wh hooks // webhooks.go
 }
 
 var dialect = fakeapi.Dialect{
@@ -208,12 +210,14 @@ func (s *Server) PutUser(u User) { s.put(clients.Users, u) }
 func (s *Server) put(r clients.Resource, v any) {
 	s.late.Lock()
 	defer s.late.Unlock()
-	_, at, del := s.tables[r].stamps(v)
+	id, at, del := s.tables[r].stamps(v)
 	if at.IsZero() {
 		at = s.stamp()
 		v = s.tables[r].with(v, at, del)
 	}
+	_, existed := s.latest(r, id)
 	s.write(r, v, at)
+	s.emit(r, map[bool]string{true: "updated", false: "created"}[existed], v)
 }
 
 // write queues v (even when visible at once: it must not overtake an
@@ -246,7 +250,9 @@ func (s *Server) Delete(r clients.Resource, id int64) bool {
 		return false
 	}
 	now := s.stamp()
-	s.write(r, s.tables[r].with(v, now, &now), now)
+	v = s.tables[r].with(v, now, &now)
+	s.write(r, v, now)
+	s.emit(r, "deleted", v)
 	return true
 }
 
@@ -304,6 +310,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.quota(w, fakeapi.Arrival(r)) {
 		fakeapi.WriteJSON(w, http.StatusPaymentRequired, dialect.Fault(http.StatusPaymentRequired))
+		return
+	}
+	if s.routeWebhooks(w, r) {
 		return
 	}
 	s.Listing(r)
