@@ -1,0 +1,190 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+)
+
+func testSealer(t *testing.T) *Sealer {
+	t.Helper()
+	k := make([]byte, 32)
+	rand.Read(k)
+	s, err := NewSealer(base64.StdEncoding.EncodeToString(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const togglSecret = "s3cret-toggl"
+
+func togglEvent(id, notes string) string {
+	return `{"event_id":` + id + `,"created_at":"2026-03-02T09:00:00Z","creator_id":1,` +
+		`"metadata":{"action":"updated","model":"time_entry","path":"/api/v9/workspaces/1/time_entries/5"},` +
+		`"payload":{"id":5,"description":"` + notes + `","at":"2026-03-02T09:00:00+00:00"},"subscription_id":1,"timestamp":"2026-03-02T09:00:00Z"}`
+}
+
+func TestIntake(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	st, _ := newTestStore(t, pool)
+	seal := testSealer(t)
+	ctx := context.Background()
+	if err := st.SaveSubscription(ctx, Subscription{Source: "tg", ID: "1", URL: "http://x", Events: []string{"time_entry"}}, togglSecret, seal); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveSubscription(ctx, Subscription{Source: "ck", ID: "w1", URL: "http://x", Events: []string{"NEW_TIME_ENTRY"}}, "ck-token", seal); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	in := &Intake{Store: st, Seal: seal, MaxBody: 4096, Log: zerolog.New(&logs),
+		Sources: map[string]Source{
+			"tg": {Dialect: Toggl{}, Resources: []clients.Resource{clients.TimeEntries}},
+			"ck": {Dialect: Clockify{}, Resources: []clients.Resource{clients.TimeEntries}},
+		}}
+	mux := http.NewServeMux()
+	mux.Handle(Route, in)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	post := func(source, body string, h http.Header) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/"+source, strings.NewReader(body))
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	signed := func(body string) http.Header {
+		return http.Header{TogglSignatureHeader: {TogglSign(togglSecret, []byte(body))}}
+	}
+	expect := func(what string, status, want int, before, after snapshot, changed bool) {
+		t.Helper()
+		if status != want {
+			t.Fatalf("%s: status %d, want %d", what, status, want)
+		}
+		if !changed && before != after {
+			t.Fatalf("%s changed the store:\n%+v\n%+v", what, before, after)
+		}
+	}
+	ev1 := togglEvent("101", "first")
+
+	b := snap(t, pool, "tg", "toggl:101")
+	s, _ := post("tg", ev1, http.Header{TogglSignatureHeader: {TogglSign("wrong", []byte(ev1))}})
+	expect("a wrong signature", s, 401, b, snap(t, pool, "tg", "toggl:101"), false)
+	s, _ = post("tg", ev1, nil)
+	expect("no signature", s, 401, b, snap(t, pool, "tg", "toggl:101"), false)
+	s, _ = post("tg", ev1+" ", signed(ev1))
+	expect("a body changed after signing", s, 401, b, snap(t, pool, "tg", "toggl:101"), false)
+	big := togglEvent("102", strings.Repeat("x", 5000))
+	s, _ = post("tg", big, signed(big))
+	expect("an oversized body", s, 413, b, snap(t, pool, "tg", "toggl:101"), false)
+	s, _ = post("nope", ev1, signed(ev1))
+	expect("an unknown source", s, 404, b, snap(t, pool, "tg", "toggl:101"), false)
+
+	// PING: answered with its validation_code; the subscription is validated.
+	ping := `{"event_id":0,"payload":"ping","subscription_id":1,"validation_code":"abc123"}`
+	s, body := post("tg", ping, signed(ping))
+	if s != 200 || !strings.Contains(body, `"validation_code":"abc123"`) {
+		t.Fatalf("PING: %d %s", s, body)
+	}
+	subs, _ := st.Subscriptions(ctx, "tg")
+	if subs[0].ValidatedAt == nil {
+		t.Fatal("PING answered but the subscription is not marked validated")
+	}
+
+	s, _ = post("tg", ev1, signed(ev1))
+	first := snap(t, pool, "tg", "toggl:101")
+	if s != 200 || first.Events != 1 || first.Seq != 1 {
+		t.Fatalf("accepted: %d %+v", s, first)
+	}
+	s, _ = post("tg", ev1, signed(ev1))
+	expect("a duplicate", s, 200, first, snap(t, pool, "tg", "toggl:101"), false)
+	spaced := strings.ReplaceAll(ev1, ",", ", ")
+	s, _ = post("tg", spaced, signed(spaced))
+	expect("a duplicate formatted differently", s, 200, first, snap(t, pool, "tg", "toggl:101"), false)
+	changed := togglEvent("101", "edited")
+	s, _ = post("tg", changed, signed(changed))
+	after := snap(t, pool, "tg", "toggl:101")
+	if s != 200 || after.Conflicts != 1 || after.Hash != first.Hash || after.Seq != first.Seq {
+		t.Fatalf("a different payload under one key: %d %+v", s, after)
+	}
+	if !strings.Contains(logs.String(), "CONFLICT") {
+		t.Fatal("no log line for the conflict")
+	}
+	// Out of order: an older event after a newer one is simply another
+	// key; both coalesce into the one pending pass.
+	ev0 := togglEvent("99", "older")
+	s, _ = post("tg", ev0, signed(ev0))
+	if got := snap(t, pool, "tg", "toggl:99"); s != 200 || got.Events != 2 || got.Triggers != 1 || got.Seq != 2 {
+		t.Fatalf("out of order: %d %+v", s, got)
+	}
+
+	// Clockify: the webhook's token in Clockify-Signature.
+	ck := `{"id":"65f0aa","description":"x","timeInterval":{"start":"2026-03-02T08:00:00Z"}}`
+	ckh := func(tok string) http.Header {
+		return http.Header{ClockifySignatureHeader: {tok}, ClockifyEventHeader: {"TIME_ENTRY_UPDATED"}}
+	}
+	s, _ = post("ck", ck, ckh("ck-wrong"))
+	if s != 401 {
+		t.Fatalf("clockify with a wrong token: %d", s)
+	}
+	s, _ = post("ck", ck, ckh("ck-token"))
+	if s != 200 {
+		t.Fatalf("clockify: %d", s)
+	}
+	s, _ = post("ck", ck, ckh("ck-token"))
+	if s != 200 || snap(t, pool, "ck", "").Triggers != 2 {
+		t.Fatalf("clockify repeat: %d %+v", s, snap(t, pool, "ck", ""))
+	}
+	for _, secret := range []string{togglSecret, "ck-token", "abc123"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Fatalf("a secret in the log: %s", secret)
+		}
+	}
+	if strings.Contains(logs.String(), "edited") || strings.Contains(logs.String(), "first") {
+		t.Fatal("payload content in the log")
+	}
+
+	// Without the key, nothing can be verified: 503, the provider resends.
+	in.Seal = nil
+	s, _ = post("tg", ev0, signed(ev0))
+	if s != 503 {
+		t.Fatalf("without the key: %d", s)
+	}
+}
+
+func TestSealer(t *testing.T) {
+	t.Parallel()
+	s := testSealer(t)
+	sealed := s.Seal("hello")
+	if bytes.Contains(sealed, []byte("hello")) {
+		t.Fatal("sealed secret in clear")
+	}
+	if got, err := s.Open(sealed); err != nil || got != "hello" {
+		t.Fatalf("open: %q %v", got, err)
+	}
+	if _, err := testSealer(t).Open(sealed); err == nil {
+		t.Fatal("another key opened it")
+	}
+	if _, err := NewSealer("c2hvcnQ="); err == nil || strings.Contains(err.Error(), "c2hvcnQ=") {
+		t.Fatalf("a short key: %v", err)
+	}
+}
