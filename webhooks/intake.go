@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,6 +41,48 @@ type Intake struct {
 	MaxBody int64
 	Log     zerolog.Logger
 	Metrics *Metrics
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+// SecretsTTL is how long decrypted secrets are reused between deliveries.
+const SecretsTTL = 10 * time.Second
+
+type cached struct {
+	subs    []Subscription
+	secrets []string
+	until   time.Time
+}
+
+// secrets returns a source's subscriptions and their secrets (unreadable
+// ones as ""), from a short-lived cache unless fresh is asked.
+func (in *Intake) secrets(ctx context.Context, source string, fresh bool) ([]Subscription, []string, error) {
+	in.mu.Lock()
+	c, ok := in.cache[source]
+	in.mu.Unlock()
+	if ok && !fresh && time.Now().Before(c.until) {
+		return c.subs, c.secrets, nil
+	}
+	subs, err := in.Store.Subscriptions(ctx, source)
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets := make([]string, len(subs))
+	for i, s := range subs {
+		sec, err := s.Secret(in.Seal)
+		if err != nil {
+			in.Log.Error().Err(err).Str("source", source).Str("subscription", s.ID).Msg("webhook subscription secret unreadable")
+		}
+		secrets[i] = sec
+	}
+	in.mu.Lock()
+	if in.cache == nil {
+		in.cache = map[string]cached{}
+	}
+	in.cache[source] = cached{subs: subs, secrets: secrets, until: time.Now().Add(SecretsTTL)}
+	in.mu.Unlock()
+	return subs, secrets, nil
 }
 
 func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -74,22 +117,19 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(Unavailable, http.StatusServiceUnavailable, "webhook secrets unavailable")
 		return
 	}
-	subs, err := in.Store.Subscriptions(ctx, name)
+	subs, secrets, err := in.secrets(ctx, name, false)
 	if err != nil {
 		log.Error().Err(err).Msg("webhook delivery: could not read the subscriptions; the provider will resend")
 		answer(Unavailable, http.StatusServiceUnavailable, "try again")
 		return
 	}
-	secrets := make([]string, 0, len(subs))
-	for _, s := range subs {
-		sec, err := s.Secret(in.Seal)
-		if err != nil {
-			log.Error().Err(err).Str("subscription", s.ID).Msg("webhook subscription secret unreadable")
-			sec = ""
-		}
-		secrets = append(secrets, sec)
-	}
 	idx := src.Dialect.Verify(r.Header, body, secrets)
+	if idx < 0 {
+		// A subscription registered since the cache was filled?
+		if subs, secrets, err = in.secrets(ctx, name, true); err == nil {
+			idx = src.Dialect.Verify(r.Header, body, secrets)
+		}
+	}
 	if idx < 0 || secrets[idx] == "" {
 		log.Warn().Str("remote", r.RemoteAddr).Msg("webhook delivery with a missing or wrong signature; refused")
 		answer(BadSignature, http.StatusUnauthorized, "bad signature")

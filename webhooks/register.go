@@ -112,14 +112,14 @@ type togglFilter struct {
 }
 
 type togglSub struct {
-	ID          int64  `json:"subscription_id"`
-	Enabled     bool   `json:"enabled"`
-	Description string `json:"description"`
+	ID          int64         `json:"subscription_id"`
+	Enabled     bool          `json:"enabled"`
+	Description string        `json:"description"`
 	Filters     []togglFilter `json:"event_filters"`
-	URL         string     `json:"url_callback"`
-	Secret      string     `json:"secret"`
-	ValidatedAt *time.Time `json:"validated_at"`
-	Pending     bool       `json:"has_pending_events"`
+	URL         string        `json:"url_callback"`
+	Secret      string        `json:"secret"`
+	ValidatedAt *time.Time    `json:"validated_at"`
+	Pending     bool          `json:"has_pending_events"`
 }
 
 func (c *apiClient) toggl(ctx context.Context) ([]Registered, error) {

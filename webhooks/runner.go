@@ -31,23 +31,34 @@ type Quota struct {
 	Cost map[clients.Resource]int
 }
 
-// NewQuota allows spare requests an hour, at most burst at once, so no
-// hour holds more than spare (burst is taken out of the rate).
-func NewQuota(spare, burst int, cost map[clients.Resource]int) *Quota {
-	burst = max(1, min(burst, spare))
+// NewQuota allows spare requests an hour, a quarter of them (at least
+// one pass, minPass requests) at once, so no hour holds more than spare:
+// the burst is taken out of the rate.
+func NewQuota(spare, minPass int, cost map[clients.Resource]int) *Quota {
+	burst := max(1, min(spare, max(minPass, spare/4)))
 	per := float64(spare-burst) / 3600
 	return &Quota{Limiter: rate.NewLimiter(rate.Limit(max(per, 0)), burst), Cost: cost}
 }
 
-func (q *Quota) allow(now time.Time, rs []clients.Resource) bool {
+// wait returns how long until a pass of rs fits the quota (0: now, and
+// it is counted).
+func (q *Quota) wait(now time.Time, rs []clients.Resource) time.Duration {
 	if q == nil {
-		return true
+		return 0
 	}
 	n := 0
 	for _, r := range rs {
 		n += max(1, q.Cost[r])
 	}
-	return q.Limiter.AllowN(now, n)
+	res := q.Limiter.ReserveN(now, n)
+	if !res.OK() {
+		return time.Hour // more than the bucket holds: the schedule's pass covers it
+	}
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return d
+	}
+	return 0
 }
 
 // Runner turns the triggers in Postgres into passes on the replica that
@@ -170,11 +181,10 @@ func (r *Runner) run(ctx context.Context, source string, ts []Trigger) {
 		rs[i] = t.Resource
 		events += t.Events
 	}
-	if !r.Quotas[source].allow(time.Now(), rs) {
-		// The scheduled pass covers it if the quota stays spent.
-		r.defer_(source, 30*time.Second)
+	if wait := r.Quotas[source].wait(time.Now(), rs); wait > 0 {
+		r.defer_(source, wait)
 		r.Metrics.pass(source, "deferred")
-		log.Info().Msg("webhook-triggered pass deferred: the source's spare hourly quota is spent")
+		log.Info().Dur("wait", wait).Msg("webhook-triggered pass deferred: the source's spare hourly quota allows the next one then")
 		return
 	}
 	ok, err := r.Passer.RunTriggered(source, rs)

@@ -26,6 +26,9 @@ type HookOptions struct {
 	MaxAttempts int
 	// Seed makes the randomness repeatable.
 	Seed uint64
+	// Concurrency bounds the attempts in flight (default 8), as a
+	// provider's delivery workers do.
+	Concurrency int
 }
 
 // HookAttempt is one delivery attempt in the log.
@@ -47,6 +50,7 @@ type Hooks struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	slots    chan struct{}
 	mu       sync.Mutex
 	rnd      *rand.Rand
 	attempts []HookAttempt
@@ -58,7 +62,8 @@ func NewHooks(o HookOptions) *Hooks {
 	o.Retry = cmp.Or(o.Retry, time.Second)
 	o.MaxAttempts = cmp.Or(o.MaxAttempts, 5)
 	h := &Hooks{opts: o, client: &http.Client{Timeout: 10 * time.Second}, failures: map[string]int{},
-		rnd: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))}
+		slots: make(chan struct{}, cmp.Or(o.Concurrency, 8)),
+		rnd:   rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -125,6 +130,12 @@ func (h *Hooks) post(url, event string, body []byte, header http.Header, attempt
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	select {
+	case h.slots <- struct{}{}:
+	case <-h.ctx.Done():
+		return false
+	}
+	defer func() { <-h.slots }()
 	a := HookAttempt{URL: url, Event: event, Sent: time.Now(), Attempt: attempt, Resend: resend}
 	resp, err := h.client.Do(req)
 	var rb []byte

@@ -1,0 +1,259 @@
+package webhooks_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
+	"github.com/tidemarkhq/tidemark/internal/app"
+	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/webhooks"
+)
+
+// daemon is a tidemark daemon in this process, serving webhooks for a
+// Toggl fake's source "tg" (schedule hourly: only webhooks make it fresh).
+type daemon struct {
+	t     *testing.T
+	tg    *toggltest.Server
+	pool  *pgxpool.Pool
+	url   string // the intake: POST here
+	store *webhooks.Store
+	seal  *webhooks.Sealer
+	stop  func()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startDaemon(t *testing.T, tg *toggltest.Server) *daemon {
+	t.Helper()
+	dbURL := pgtest.URL(t)
+	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	t.Setenv(webhooks.KeyEnv, key) // not Parallel: the key comes from the environment
+	seal, err := webhooks.NewSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := freeAddr(t)
+	yaml := fmt.Sprintf(`database_url: %s
+listen: %s
+sources:
+  - name: tg
+    kind: toggl
+    plan: premium
+    base_url: %s
+    workspace_id: "%d"
+    token: %s
+    schedule: "0 0 1 1 *"
+    rate_limit: {requests: 50, per: 1s}
+    resources: [time_entries]
+`, dbURL, listen, tg.URL(), tg.WorkspaceID(), tg.Token())
+	cfg, err := config.Parse("test.yaml", []byte(yaml), os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := app.Open(ctx, cfg, dbURL, "test", zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() { done <- a.RunDaemon(ctx, listen, sigs, 3, nil) }()
+	d := &daemon{t: t, tg: tg, pool: a.Pool, url: "http://" + listen + "/webhooks/tg", store: a.WebhookStore(), seal: seal}
+	d.stop = func() {
+		sigs <- os.Interrupt
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		a.Close()
+	}
+	t.Cleanup(func() {
+		if d.stop != nil {
+			d.stop()
+		}
+	})
+	// Wait for the ops server.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", listen); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon never listened")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return d
+}
+
+func (d *daemon) register() {
+	d.t.Helper()
+	regs, err := webhooks.Register(context.Background(), webhooks.RegisterParams{
+		Source: "tg", Kind: "toggl", BaseURL: d.tg.URL(), WorkspaceID: fmt.Sprint(d.tg.WorkspaceID()),
+		Token: d.tg.Token(), URL: d.url, Resources: []clients.Resource{clients.TimeEntries},
+		UserAgent: "test", Store: d.store, Seal: d.seal,
+	})
+	if err != nil || len(regs) != 1 || !regs[0].Created {
+		d.t.Fatalf("register: %+v, %v", regs, err)
+	}
+	d.waitFor("the subscription validated by its PING", func() bool {
+		subs := d.tg.Subscriptions()
+		return len(subs) == 1 && subs[0].ValidatedAt != nil
+	})
+}
+
+func (d *daemon) waitFor(what string, ok func() bool) {
+	d.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func (d *daemon) notes(id int64) string {
+	var s *string
+	err := d.pool.QueryRow(context.Background(), `SELECT notes FROM time_entries WHERE source = 'tg' AND id = $1`, fmt.Sprint(id)).Scan(&s)
+	if err != nil || s == nil {
+		return ""
+	}
+	return *s
+}
+
+func (d *daemon) count(q string) int {
+	var n int
+	if err := d.pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
+		d.t.Fatal(err)
+	}
+	return n
+}
+
+// meRequests counts the passes' listings of /me/time_entries.
+func meRequests(tg *toggltest.Server) int {
+	n := 0
+	for _, r := range tg.Requests() {
+		if r.Path == "/me/time_entries" {
+			n++
+		}
+	}
+	return n
+}
+
+func put(tg *toggltest.Server, id int64, notes string) {
+	start := tg.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
+	stop := start.Add(time.Hour)
+	tg.PutTimeEntry(toggltest.TimeEntry{ID: id, UserID: 7, Description: &notes, Start: start, Stop: &stop, Duration: 3600})
+}
+
+// A change at the fake reaches the mirror through its webhook, with the
+// schedule far away; resent, late and out-of-order deliveries change
+// nothing more.
+func TestE2EWebhookMakesTheMirrorFresh(t *testing.T) {
+	tg := toggltest.New(toggltest.Options{})
+	t.Cleanup(tg.Close)
+	d := startDaemon(t, tg)
+	d.waitFor("the start-up pass", func() bool { return meRequests(tg) >= 1 })
+	d.register()
+
+	// Every delivery sent twice (a resend after a timeout), with jitter
+	// enough to reorder them.
+	tg.Hooks().SetOptions(fakeapi.HookOptions{DuplicateRate: 1, Retry: 100 * time.Millisecond, Jitter: 300 * time.Millisecond, Seed: 1})
+	put(tg, 1, "v1")
+	d.waitFor("entry 1 in the mirror", func() bool { return d.notes(1) == "v1" })
+	put(tg, 1, "v2")
+	put(tg, 2, "other")
+	d.waitFor("entry 1's edit and entry 2", func() bool { return d.notes(1) == "v2" && d.notes(2) == "other" })
+	tg.Hooks().Wait()
+	if n := d.count(`SELECT count(*) FROM webhook_events WHERE source = 'tg'`); n != 3 {
+		t.Fatalf("%d keys for 3 changes delivered twice each", n)
+	}
+	if n := d.count(`SELECT count(*) FROM webhook_conflicts`); n != 0 {
+		t.Fatalf("%d conflicts from plain resends", n)
+	}
+
+	// A late delivery, after a pass applied its change: the pass it
+	// triggers finds the row current and writes nothing.
+	var fetched time.Time
+	d.pool.QueryRow(context.Background(), `SELECT fetched_at FROM time_entries WHERE source='tg' AND id='1'`).Scan(&fetched)
+	d.waitFor("no trigger pending", func() bool { return d.count(`SELECT count(*) FROM webhook_triggers`) == 0 })
+	before := meRequests(tg)
+	late := `{"event_id":9999,"created_at":"2026-01-01T00:00:00Z","metadata":{"action":"updated","model":"time_entry"},"payload":{"id":1,"description":"v0"}}`
+	status := postSigned(t, d, late)
+	if status != 200 {
+		t.Fatalf("late delivery: %d", status)
+	}
+	d.waitFor("the late event's pass", func() bool { return meRequests(tg) > before && d.count(`SELECT count(*) FROM webhook_triggers`) == 0 })
+	var fetched2 time.Time
+	d.pool.QueryRow(context.Background(), `SELECT fetched_at FROM time_entries WHERE source='tg' AND id='1'`).Scan(&fetched2)
+	if d.notes(1) != "v2" || !fetched2.Equal(fetched) {
+		t.Fatalf("a late event rewrote the row: notes %q, fetched %v → %v", d.notes(1), fetched, fetched2)
+	}
+}
+
+func postSigned(t *testing.T, d *daemon, body string) int {
+	t.Helper()
+	subs, err := d.store.Subscriptions(context.Background(), "tg")
+	if err != nil || len(subs) != 1 {
+		t.Fatal(err)
+	}
+	secret, err := subs[0].Secret(d.seal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := strings.NewReader(body)
+	resp, err := httpPost(d.url, req, webhooks.TogglSign(secret, []byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// A burst of 1,000 events for one source (five edits of each of 200
+// entries) becomes a few passes, and every change is in the mirror.
+func TestE2EBurstCoalesces(t *testing.T) {
+	tg := toggltest.New(toggltest.Options{})
+	t.Cleanup(tg.Close)
+	d := startDaemon(t, tg)
+	d.waitFor("the start-up pass", func() bool { return meRequests(tg) >= 1 })
+	d.register()
+	before := meRequests(tg)
+	for i := range 1000 {
+		put(tg, int64(100+i%200), fmt.Sprint("burst ", i))
+	}
+	d.waitFor("every entry's last edit", func() bool {
+		return d.count(`SELECT count(*) FROM time_entries WHERE source = 'tg' AND (notes LIKE 'burst 8__' OR notes LIKE 'burst 9__')`) == 200 &&
+			d.count(`SELECT count(*) FROM webhook_triggers`) == 0
+	})
+	tg.Hooks().Wait()
+	passes := meRequests(tg) - before
+	t.Logf("1,000 events: %d passes", passes)
+	if passes > 20 {
+		t.Fatalf("1,000 events made %d passes; they should coalesce into few", passes)
+	}
+	if n := d.count(`SELECT count(*) FROM webhook_events`); n != 1000 {
+		t.Fatalf("%d keys for 1,000 events", n)
+	}
+}
