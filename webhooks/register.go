@@ -203,10 +203,15 @@ type clockifyHook struct {
 	AuthToken string `json:"authToken"`
 }
 
-func (c *apiClient) clockify(ctx context.Context) ([]Registered, error) {
-	u := strings.TrimRight(c.p.BaseURL, "/") + "/workspaces/" + c.p.WorkspaceID + "/webhooks"
+func (c *apiClient) clockifyURL() string {
+	return strings.TrimRight(c.p.BaseURL, "/") + "/workspaces/" + c.p.WorkspaceID + "/webhooks"
+}
+
+// clockifyHooks lists the workspace's webhooks ({webhooks: [...]} or a
+// bare array).
+func (c *apiClient) clockifyHooks(ctx context.Context) ([]clockifyHook, error) {
 	var raw json.RawMessage
-	if err := c.do(ctx, http.MethodGet, u, nil, &raw); err != nil {
+	if err := c.do(ctx, http.MethodGet, c.clockifyURL(), nil, &raw); err != nil {
 		return nil, err
 	}
 	var have []clockifyHook
@@ -214,9 +219,19 @@ func (c *apiClient) clockify(ctx context.Context) ([]Registered, error) {
 		Webhooks []clockifyHook `json:"webhooks"`
 	}
 	if json.Unmarshal(raw, &wrapped) == nil && wrapped.Webhooks != nil {
-		have = wrapped.Webhooks
-	} else if err := json.Unmarshal(raw, &have); err != nil {
+		return wrapped.Webhooks, nil
+	}
+	if err := json.Unmarshal(raw, &have); err != nil {
 		return nil, fmt.Errorf("source %s: webhooks listing: unreadable answer: %w", c.p.Source, err)
+	}
+	return have, nil
+}
+
+func (c *apiClient) clockify(ctx context.Context) ([]Registered, error) {
+	u := c.clockifyURL()
+	have, err := c.clockifyHooks(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var out []Registered
 	for _, r := range c.p.Resources {
@@ -248,6 +263,44 @@ func (c *apiClient) clockify(ctx context.Context) ([]Registered, error) {
 			}
 			out = append(out, reg)
 		}
+	}
+	return out, nil
+}
+
+// ProviderState is what the provider says of a subscription.
+type ProviderState struct {
+	Found, Enabled bool
+	// Validated: Toggl's validated_at is set (Clockify needs none).
+	Validated bool
+	// Pending: Toggl has events it could not deliver yet (its
+	// has_pending_events; it publishes no failure count).
+	Pending bool
+}
+
+// States asks the provider for the state of the source's subscriptions,
+// by id.
+func States(ctx context.Context, p RegisterParams) (map[string]ProviderState, error) {
+	c := &apiClient{http: &http.Client{Timeout: 30 * time.Second}, p: p}
+	out := map[string]ProviderState{}
+	switch p.Kind {
+	case "toggl":
+		var have []togglSub
+		if err := c.do(ctx, http.MethodGet, togglWebhooksBase(p.BaseURL)+"/subscriptions/"+p.WorkspaceID, nil, &have); err != nil {
+			return nil, err
+		}
+		for _, s := range have {
+			out[fmt.Sprint(s.ID)] = ProviderState{Found: true, Enabled: s.Enabled, Validated: s.ValidatedAt != nil, Pending: s.Pending}
+		}
+	case "clockify":
+		have, err := c.clockifyHooks(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range have {
+			out[h.ID] = ProviderState{Found: true, Enabled: h.Enabled, Validated: true}
+		}
+	default:
+		return nil, fmt.Errorf("source %s: kind %s sends no webhooks", p.Source, p.Kind)
 	}
 	return out, nil
 }

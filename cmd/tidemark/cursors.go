@@ -96,6 +96,7 @@ func newCursorsCmd(g *globals) *cobra.Command {
 				return writeJSON(g.stdout, rows)
 			}
 			writeCursorTable(g.stdout, rows)
+			writeLastWebhooks(g.stdout, rows, time.Now())
 			return nil
 		},
 	}

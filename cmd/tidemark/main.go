@@ -101,6 +101,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newDemoCmd(g),
 		newEventsCmd(g),
 		newHealthCmd(g), newSimulateCmd(g), // ops.go
+		newWebhooksCmd(g), // webhooks.go
 	)
 	var wrap func(c *cobra.Command)
 	wrap = func(c *cobra.Command) {

@@ -8,6 +8,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/webhooks"
 )
 
 // CursorRow is one (source, resource) as `tidemark cursors --json` prints it
@@ -45,6 +46,9 @@ type CursorRow struct {
 	// Owner is the fleet member that owns the source now ("" when none
 	// does, or the owner predates membership).
 	Owner string `json:"owner,omitempty"`
+	// LastWebhookAt is when the source's last signed webhook arrived
+	// (issue 14; webhooks.go).
+	LastWebhookAt *time.Time `json:"last_webhook_at,omitempty"`
 }
 
 // Counts is a run's counts with stable lower-case keys.
@@ -96,10 +100,14 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 	if err != nil {
 		return nil, err
 	}
+	hooks, err := webhooks.LastDelivery(ctx, a.Pool)
+	if err != nil {
+		return nil, err
+	}
 	var out []CursorRow
 	add := func(st cursor.Status, sc *config.Source) {
 		row := CursorRow{Source: st.Source, Resource: st.Resource, UpdatedBy: st.UpdatedBy, LastOKAt: st.LastOK,
-			Owner: owners[poller.OwnerLease(st.Source)]}
+			Owner: owners[poller.OwnerLease(st.Source)], LastWebhookAt: utcPtr(hooks, st.Source)}
 		if w, ok := waitOf[st.Source]; ok {
 			until := w.Until
 			row.WaitingUntil, row.WaitingReason = &until, w.Reason

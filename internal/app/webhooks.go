@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/budget"
@@ -106,3 +107,13 @@ func (a *App) startWebhooks(d *poller.Daemon) {
 }
 
 var _ webhooks.Passer = (*poller.Daemon)(nil)
+
+// utcPtr returns m[k] in UTC, or nil when absent.
+func utcPtr(m map[string]time.Time, k string) *time.Time {
+	t, ok := m[k]
+	if !ok {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}

@@ -107,6 +107,8 @@ type Server struct {
 	st        *store
 	late      fakeapi.Delays       // time-entry writes late to the feed
 	visibleAt map[string]time.Time // when a late entry's change reaches the feed
+
+	wh hooks // webhooks.go
 }
 
 var dialect = fakeapi.Dialect{
@@ -167,6 +169,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, dialect.Base)
 	if r.Header.Get("X-Api-Key") != s.opts.Token {
 		fakeapi.WriteJSON(w, http.StatusUnauthorized, `{"message":"Full authentication is required to access this resource","code":1000}`)
+		return
+	}
+	if s.routeWebhooks(w, r, path) {
 		return
 	}
 	if r.Method != http.MethodGet {

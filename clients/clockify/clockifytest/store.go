@@ -101,6 +101,7 @@ type table[T any] struct {
 // User or Task in an any).
 type records interface {
 	put(v any) (id string)
+	has(v any) bool // a record with v's id is stored
 	remove(id string) (any, bool)
 	updated(v any) time.Time
 	withUpdated(v any, t time.Time) any
@@ -116,6 +117,13 @@ func (t *table[T]) put(x any) string {
 	id, _ := t.fields(&v)
 	t.rows[id] = v
 	return id
+}
+
+func (t *table[T]) has(x any) bool {
+	v := x.(T)
+	id, _ := t.fields(&v)
+	_, ok := t.rows[id]
+	return ok
 }
 
 func (t *table[T]) remove(id string) (any, bool) {
@@ -208,7 +216,9 @@ func (s *Server) PutTimeEntry(e TimeEntry) {
 	}
 	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
 	e.Start = e.Start.UTC()
+	_, existed := s.st.entries.rows[e.ID]
 	s.st.entries.rows[e.ID] = e
+	defer s.emit(clients.TimeEntries, map[bool]string{true: "updated", false: "created"}[existed], e)
 	delete(s.st.deleted[clients.TimeEntries], e.ID)
 	delete(s.visibleAt, e.ID)
 	if d := s.late.Next(); d > 0 {
@@ -244,7 +254,10 @@ func (s *Server) put(r clients.Resource, v any) {
 	if at.IsZero() {
 		at = s.stamp()
 	}
-	delete(s.st.deleted[r], t.put(t.withUpdated(v, at.UTC())))
+	v = t.withUpdated(v, at.UTC())
+	existed := t.has(v)
+	delete(s.st.deleted[r], t.put(v))
+	s.emit(r, map[bool]string{true: "updated", false: "created"}[existed], v)
 }
 
 // Delete removes a record now (source clock). It vanishes from listings at
@@ -269,6 +282,7 @@ func (s *Server) Delete(r clients.Resource, id string) bool {
 		s.st.deleted[r] = map[string]deletion{}
 	}
 	s.st.deleted[r][id] = deletion{at: s.stamp(), createdAt: created, last: last}
+	s.emit(r, "deleted", last)
 	return true
 }
 
