@@ -218,7 +218,10 @@ func (c *apiClient) clockifyHooks(ctx context.Context) ([]clockifyHook, error) {
 	var wrapped struct {
 		Webhooks []clockifyHook `json:"webhooks"`
 	}
-	if json.Unmarshal(raw, &wrapped) == nil && wrapped.Webhooks != nil {
+	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '{' {
+		if err := json.Unmarshal(raw, &wrapped); err != nil {
+			return nil, fmt.Errorf("source %s: webhooks listing: unreadable answer: %w", c.p.Source, err)
+		}
 		return wrapped.Webhooks, nil
 	}
 	if err := json.Unmarshal(raw, &have); err != nil {

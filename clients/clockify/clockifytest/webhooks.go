@@ -84,7 +84,11 @@ func (s *Server) routeWebhooks(w http.ResponseWriter, r *http.Request, path stri
 	}
 	switch {
 	case len(parts) == 3 && r.Method == http.MethodGet:
-		b, _ := json.Marshal(map[string]any{"webhooks": s.Webhooks(), "workspaceWebhookCount": len(s.Webhooks())})
+		list := s.Webhooks()
+		if list == nil {
+			list = []Webhook{}
+		}
+		b, _ := json.Marshal(map[string]any{"webhooks": list, "workspaceWebhookCount": len(list)})
 		fakeapi.WriteJSON(w, http.StatusOK, string(b))
 	case len(parts) == 3 && r.Method == http.MethodPost:
 		var in Webhook
