@@ -29,6 +29,9 @@ type Event struct {
 	Resource clients.Resource
 	// Hash is SHA-256 of the body in canonical JSON.
 	Hash []byte
+	// Record is the changed entity as the event carries it, when its shape
+	// is the API's (Toggl's payload), for webhooks.apply.
+	Record json.RawMessage
 }
 
 // Dialect is one provider's webhook dialect.
@@ -151,7 +154,7 @@ func (Toggl) Parse(_ http.Header, body []byte) (Event, error) {
 		return Event{}, errors.New("toggl event: no event_id")
 	}
 	return Event{Key: "toggl:" + ev.EventID.String(), Entity: ev.Metadata.Model,
-		Resource: togglEntities[ev.Metadata.Model], Hash: hash}, nil
+		Resource: togglEntities[ev.Metadata.Model], Hash: hash, Record: ev.Payload}, nil
 }
 
 // ---- Clockify ---------------------------------------------------------------

@@ -44,7 +44,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startDaemon(t *testing.T, tg *toggltest.Server) *daemon {
+func startDaemon(t *testing.T, tg *toggltest.Server, extra string) *daemon {
 	t.Helper()
 	dbURL := pgtest.URL(t)
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
@@ -56,6 +56,7 @@ func startDaemon(t *testing.T, tg *toggltest.Server) *daemon {
 	listen := freeAddr(t)
 	yaml := fmt.Sprintf(`database_url: %s
 listen: %s
+%s
 sources:
   - name: tg
     kind: toggl
@@ -66,7 +67,7 @@ sources:
     schedule: "0 0 1 1 *"
     rate_limit: {requests: 50, per: 1s}
     resources: [time_entries]
-`, dbURL, listen, tg.URL(), tg.WorkspaceID(), tg.Token())
+`, dbURL, listen, extra, tg.URL(), tg.WorkspaceID(), tg.Token())
 	cfg, err := config.Parse("test.yaml", []byte(yaml), os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func put(tg *toggltest.Server, id int64, notes string) {
 func TestE2EWebhookMakesTheMirrorFresh(t *testing.T) {
 	tg := toggltest.New(toggltest.Options{})
 	t.Cleanup(tg.Close)
-	d := startDaemon(t, tg)
+	d := startDaemon(t, tg, "")
 	d.waitFor("the start-up pass", func() bool { return meRequests(tg) >= 1 })
 	d.register()
 
@@ -236,7 +237,7 @@ func postSigned(t *testing.T, d *daemon, body string) int {
 func TestE2EBurstCoalesces(t *testing.T) {
 	tg := toggltest.New(toggltest.Options{})
 	t.Cleanup(tg.Close)
-	d := startDaemon(t, tg)
+	d := startDaemon(t, tg, "")
 	d.waitFor("the start-up pass", func() bool { return meRequests(tg) >= 1 })
 	d.register()
 	before := meRequests(tg)
@@ -256,4 +257,24 @@ func TestE2EBurstCoalesces(t *testing.T) {
 	if n := d.count(`SELECT count(*) FROM webhook_events`); n != 1000 {
 		t.Fatalf("%d keys for 1,000 events", n)
 	}
+}
+
+// webhooks.apply: the event's record is in the mirror even while every
+// pass fails (the provider's API answering 500), through the versioned
+// write.
+func TestE2EApplyWritesTheEventsRecord(t *testing.T) {
+	tg := toggltest.New(toggltest.Options{})
+	t.Cleanup(tg.Close)
+	d := startDaemon(t, tg, "webhooks: {apply: true}")
+	d.waitFor("the start-up pass (it learns the user's zone)", func() bool {
+		return d.count(`SELECT count(*) FROM sync_runs WHERE status = 'ok'`) >= 1
+	})
+	d.register()
+	tg.FailNext(1000, 500)
+	put(tg, 7, "applied")
+	d.waitFor("the event's record in the mirror", func() bool { return d.notes(7) == "applied" })
+	if n := d.count(`SELECT count(*) FROM sync_runs WHERE status = 'ok'`); n != 1 {
+		t.Fatalf("%d passes succeeded; the record came from the event", n)
+	}
+	tg.Hooks().Wait()
 }

@@ -28,6 +28,9 @@ const AnswerWithin = 900 * time.Millisecond
 type Source struct {
 	Dialect   Dialect
 	Resources []clients.Resource
+	// Decoder, when set with Intake.Apply, applies an accepted event's
+	// record at once (webhooks.apply).
+	Decoder Decoder
 }
 
 // Intake serves POST /webhooks/{source}: it reads the body once (at most
@@ -41,6 +44,9 @@ type Intake struct {
 	MaxBody int64
 	Log     zerolog.Logger
 	Metrics *Metrics
+	// Apply writes an accepted event's record through the versioned write
+	// after the answer (webhooks.apply); the triggered pass confirms it.
+	Apply bool
 
 	mu    sync.Mutex
 	cache map[string]cached
@@ -86,6 +92,7 @@ func (in *Intake) secrets(ctx context.Context, source string, fresh bool) ([]Sub
 }
 
 func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	name := r.PathValue("source")
 	src, ok := in.Sources[name]
 	if !ok || src.Dialect == nil {
@@ -176,4 +183,10 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}[out])
 	in.Metrics.delivery(name, out)
 	w.WriteHeader(http.StatusOK)
+	if in.Apply && src.Decoder != nil && len(ev.Record) > 0 && res != "" && (out == Accepted || out == ExpiredReplay) {
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush() // the answer goes before the work
+		}
+		in.apply(log, name, src.Decoder, res, ev.Record, arrived)
+	}
 }

@@ -23,9 +23,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_webhook_event_to_row_seconds",
-			Help:    "From a webhook's arrival to the end of the pass that applied its change.",
-			Buckets: prometheus.ExponentialBuckets(0.1, 2, 12),
-		}, []string{"source", "resource"}),
+			Help:    "From a webhook's arrival to its change in the mirror: by the pass it triggered (path pass) or by webhooks.apply (path apply).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 15),
+		}, []string{"source", "resource", "path"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tidemark_webhook_passes_total",
 			Help: "Targeted passes run for webhook triggers, by status (ok, failed, deferred: waiting for quota or the source's pass).",
@@ -41,9 +41,9 @@ func (m *Metrics) delivery(source string, o Outcome) {
 	}
 }
 
-func (m *Metrics) eventToRow(source, resource string, d time.Duration) {
+func (m *Metrics) eventToRow(source, resource, path string, d time.Duration) {
 	if m != nil {
-		m.latency.WithLabelValues(source, resource).Observe(d.Seconds())
+		m.latency.WithLabelValues(source, resource, path).Observe(d.Seconds())
 	}
 }
 

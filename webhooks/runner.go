@@ -213,7 +213,7 @@ func (r *Runner) run(ctx context.Context, source string, ts []Trigger) {
 			continue
 		}
 		if gone {
-			r.Metrics.eventToRow(source, string(t.Resource), now.Sub(t.FirstEventAt))
+			r.Metrics.eventToRow(source, string(t.Resource), "pass", now.Sub(t.FirstEventAt))
 		}
 	}
 	log.Debug().Int64("events", events).Int("resources", len(ok)).Msg("webhook-triggered pass done")

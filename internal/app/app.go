@@ -158,6 +158,7 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 	if b.Close != nil {
 		a.closers = append(a.closers, b.Close)
 	}
+	a.noteSource(sc.Name, b.Source) // webhooks.go
 	if s, ok := b.Source.(*simulated.Source); ok {
 		if a.Simulated == nil {
 			a.Simulated = map[string]*simulated.Tracker{}

@@ -18,6 +18,19 @@ type webhookState struct {
 	store   *webhooks.Store
 	metrics *webhooks.Metrics
 	intake  *webhooks.Intake
+	built   map[string]clients.Source // the sources the daemon's poller uses
+}
+
+// noteSource remembers a built source: webhooks.apply decodes an event's
+// record with the client that reads the source.
+func (a *App) noteSource(name string, s clients.Source) {
+	if a.wh == nil {
+		a.wh = &webhookState{}
+	}
+	if a.wh.built == nil {
+		a.wh.built = map[string]clients.Source{}
+	}
+	a.wh.built[name] = s
 }
 
 func (a *App) webhookParts() *webhookState {
@@ -43,10 +56,11 @@ func (a *App) webhookParts() *webhookState {
 			for _, r := range s.Resources {
 				rs = append(rs, clients.Resource(r))
 			}
-			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs}
+			dec, _ := a.wh.built[s.Name].(webhooks.Decoder)
+			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs, Decoder: dec}
 		}
 		w.intake = &webhooks.Intake{Store: w.store, Seal: seal, Sources: srcs,
-			MaxBody: a.Config.Webhooks.MaxBody, Log: a.Log, Metrics: w.metrics}
+			MaxBody: a.Config.Webhooks.MaxBody, Log: a.Log, Metrics: w.metrics, Apply: a.Config.Webhooks.Apply}
 	})
 	return w
 }

@@ -21,6 +21,10 @@ type Webhooks struct {
 	Keep Duration `yaml:"keep"`
 	// MaxBody is the largest body accepted, in bytes (larger: 413).
 	MaxBody int64 `yaml:"max_body"`
+	// Apply writes an accepted event's record at once through the
+	// versioned write when the event carries it with its version stamp
+	// (Toggl); the pass the event triggers confirms it.
+	Apply bool `yaml:"apply"`
 }
 
 func (w *Webhooks) validate(fail func(key, format string, args ...any) error) error {
