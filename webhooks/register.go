@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,42 +62,58 @@ type apiClient struct {
 	p    RegisterParams
 }
 
+// do sends one request, waiting out a 429 (Retry-After, else a second)
+// up to five times: the source's own passes share its budget.
 func (c *apiClient) do(ctx context.Context, method, url string, in, out any) error {
-	var body io.Reader
+	var payload []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		payload = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", c.p.UserAgent)
-	switch c.p.Kind {
-	case "toggl":
-		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(c.p.Token+":api_token")))
-	case "clockify":
-		req.Header.Set("X-Api-Key", c.p.Token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("source %s: %s %s: %w", c.p.Source, method, req.URL.Path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("source %s: %s %s: %s: %.200s", c.p.Source, method, req.URL.Path, resp.Status, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("source %s: %s %s: unreadable answer: %w", c.p.Source, method, req.URL.Path, err)
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(payload))
+		if err != nil {
+			return err
 		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", c.p.UserAgent)
+		switch c.p.Kind {
+		case "toggl":
+			req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(c.p.Token+":api_token")))
+		case "clockify":
+			req.Header.Set("X-Api-Key", c.p.Token)
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return fmt.Errorf("source %s: %s %s: %w", c.p.Source, method, req.URL.Path, err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests && attempt < 5 {
+			wait := time.Second
+			if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+				wait = time.Duration(n) * time.Second
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+			continue
+		}
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("source %s: %s %s: %s: %.200s", c.p.Source, method, req.URL.Path, resp.Status, b)
+		}
+		if out != nil {
+			if err := json.Unmarshal(b, out); err != nil {
+				return fmt.Errorf("source %s: %s %s: unreadable answer: %w", c.p.Source, method, req.URL.Path, err)
+			}
+		}
+		return nil
 	}
-	return nil
 }
 
 // togglWebhooksBase finds the Webhooks API from the API v9 base.

@@ -29,13 +29,19 @@ type Quota struct {
 	Limiter *rate.Limiter
 	// Cost is what one pass of a resource costs (1 when absent).
 	Cost map[clients.Resource]int
+	// Gap is the least time from the end of one triggered pass to the
+	// start of the next: events arriving meanwhile coalesce, and passes
+	// never run back to back at the edge of the source's rate limit.
+	Gap time.Duration
 }
 
-// NewQuota allows spare requests an hour, a quarter of them (at least
-// one pass, minPass requests) at once, so no hour holds more than spare:
-// the burst is taken out of the rate.
+// NewQuota allows spare requests an hour: a quarter of them at once (at
+// least one pass, minPass requests; at most half), the rest spread over the
+// hour, so no hour holds more than spare (the burst is taken out of the
+// rate). A spare under two passes allows nothing sustained: the caller
+// leaves such a source to its schedule.
 func NewQuota(spare, minPass int, cost map[clients.Resource]int) *Quota {
-	burst := max(1, min(spare, max(minPass, spare/4)))
+	burst := max(1, min(max(minPass, spare/4), spare/2))
 	per := float64(spare-burst) / 3600
 	return &Quota{Limiter: rate.NewLimiter(rate.Limit(max(per, 0)), burst), Cost: cost}
 }
@@ -200,6 +206,9 @@ func (r *Runner) run(ctx context.Context, source string, ts []Trigger) {
 		// Not the owner, or a pass of the source runs: the owner, or this
 		// process after its pass, takes the trigger at the next poll.
 		return
+	}
+	if q := r.Quotas[source]; q != nil && q.Gap > 0 {
+		r.defer_(source, q.Gap)
 	}
 	r.Metrics.pass(source, "ok")
 	now := time.Now()

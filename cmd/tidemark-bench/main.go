@@ -56,7 +56,7 @@ func main() {
 	}
 }
 
-var allScenarios = []string{"backfill-lifted", "backfill-ceiling", "idle", "redelivery", "events"}
+var allScenarios = []string{"backfill-lifted", "backfill-ceiling", "idle", "redelivery", "events", "freshness"}
 
 type options struct {
 	quick                        bool
@@ -69,6 +69,7 @@ type options struct {
 	daemonSchedule               string
 	redeliveryEntries            int
 	eventsEntries                int
+	freshFor                     time.Duration // freshness.go
 	cpuprofile, memprofile, keep string
 }
 
@@ -87,6 +88,7 @@ func orchestrate(args []string) error {
 	fs.StringVar(&o.daemonSchedule, "daemon-schedule", "", `the idle daemon's schedule (default "* * * * *"; -quick "@every 10s")`)
 	fs.IntVar(&o.redeliveryEntries, "redelivery-entries", 0, "redelivery entries (default 100,000; -quick 20,000)")
 	fs.IntVar(&o.eventsEntries, "events-entries", 0, "events: entries applied with events off and on (default 100,000; -quick 20,000)")
+	fs.DurationVar(&o.freshFor, "fresh-for", 0, "how long each freshness mode makes changes (default 2m; -quick 40s)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write CPU profiles to PREFIX-<scenario>[-<rep>].pprof")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write allocation profiles to PREFIX-<scenario>[-<rep>].pprof")
 	_ = fs.Parse(args)
@@ -115,6 +117,12 @@ func orchestrate(args []string) error {
 		o.daemonSchedule = "* * * * *"
 		if o.quick {
 			o.daemonSchedule = "@every 10s"
+		}
+	}
+	if o.freshFor == 0 {
+		o.freshFor = 2 * time.Minute
+		if o.quick {
+			o.freshFor = 40 * time.Second
 		}
 	}
 	o.count = max(o.count, 1)
@@ -296,6 +304,8 @@ func (b *bench) run(ctx context.Context, name string, rep int) (line, error) {
 		return l, nil
 	case "events":
 		return b.runEvents(ctx, prof(""))
+	case "freshness":
+		return b.freshness(ctx)
 	}
 	return line{}, fmt.Errorf("unknown scenario %q", name)
 }

@@ -104,11 +104,15 @@ func (a *App) startWebhooks(d *poller.Daemon) {
 		for _, l := range r.Resources {
 			cost[clients.Resource(l.Resource)] = l.Requests
 		}
-		if spare <= 0 {
-			a.Log.Warn().Str("source", s.Name).Msg("webhook-triggered passes disabled: the schedule spends the whole hourly quota (`tidemark doctor`); webhooks are recorded, passes run on the schedule")
+		if spare < 2*max(1, r.PassRequests) {
+			a.Log.Warn().Str("source", s.Name).Int("spare_hourly", max(spare, 0)).
+				Msg("webhook-triggered passes disabled: the schedule leaves less than two passes of the hourly quota (`tidemark doctor`); webhooks are recorded (and applied with webhooks.apply), passes run on the schedule")
 			spare = 0
 		}
-		quotas[s.Name] = webhooks.NewQuota(spare, r.PassRequests, cost)
+		q := webhooks.NewQuota(spare, r.PassRequests, cost)
+		// Twice the spacing of the source's rate limit, at least a second.
+		q.Gap = max(time.Second, 2*s.RateLimit.Per.D()/time.Duration(s.RateLimit.Requests))
+		quotas[s.Name] = q
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
