@@ -50,6 +50,19 @@ type Intake struct {
 
 	mu    sync.Mutex
 	cache map[string]cached
+	slots chan struct{} // applies in flight
+}
+
+// MaxApplying bounds the event records being applied at once.
+const MaxApplying = 4
+
+func (in *Intake) applying() chan struct{} {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.slots == nil {
+		in.slots = make(chan struct{}, MaxApplying)
+	}
+	return in.slots
 }
 
 // SecretsTTL is how long decrypted secrets are reused between deliveries.
@@ -184,9 +197,15 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.Metrics.delivery(name, out)
 	w.WriteHeader(http.StatusOK)
 	if in.Apply && src.Decoder != nil && len(ev.Record) > 0 && res != "" && (out == Accepted || out == ExpiredReplay) {
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush() // the answer goes before the work
+		// After the answer, a few at a time; when all are busy the
+		// triggered pass alone brings the change.
+		select {
+		case in.applying() <- struct{}{}:
+			go func() {
+				defer func() { <-in.applying() }()
+				in.apply(log, name, src.Decoder, res, ev.Record, arrived)
+			}()
+		default:
 		}
-		in.apply(log, name, src.Decoder, res, ev.Record, arrived)
 	}
 }

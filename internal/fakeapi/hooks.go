@@ -176,3 +176,30 @@ func (h *Hooks) Wait() { h.wg.Wait() }
 
 // Close stops delivering and waits for the senders.
 func (h *Hooks) Close() { h.cancel(); h.wg.Wait() }
+
+// HookSender is a fake's webhook sender, made on first use: embed it, and
+// call CloseHooks when the fake closes.
+type HookSender struct {
+	mu sync.Mutex
+	h  *Hooks
+}
+
+// Hooks returns the sender: its delivery log and options.
+func (s *HookSender) Hooks() *Hooks {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h == nil {
+		s.h = NewHooks(HookOptions{})
+	}
+	return s.h
+}
+
+// CloseHooks stops the sender, if one was made.
+func (s *HookSender) CloseHooks() {
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	if h != nil {
+		h.Close()
+	}
+}

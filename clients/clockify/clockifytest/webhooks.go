@@ -39,20 +39,13 @@ type Webhook struct {
 }
 
 type hooks struct {
-	mu     sync.Mutex
-	sender *fakeapi.Hooks
-	list   []Webhook
+	fakeapi.HookSender
+	mu   sync.Mutex
+	list []Webhook
 }
 
 // Hooks returns the webhook sender: its delivery log and options.
-func (s *Server) Hooks() *fakeapi.Hooks {
-	s.wh.mu.Lock()
-	defer s.wh.mu.Unlock()
-	if s.wh.sender == nil {
-		s.wh.sender = fakeapi.NewHooks(fakeapi.HookOptions{})
-	}
-	return s.wh.sender
-}
+func (s *Server) Hooks() *fakeapi.Hooks { return s.wh.Hooks() }
 
 // Webhooks returns the webhooks.
 func (s *Server) Webhooks() []Webhook {
@@ -62,15 +55,7 @@ func (s *Server) Webhooks() []Webhook {
 }
 
 // Close stops the webhook sender and the server.
-func (s *Server) Close() {
-	s.wh.mu.Lock()
-	h := s.wh.sender
-	s.wh.mu.Unlock()
-	if h != nil {
-		h.Close()
-	}
-	s.Kit.Close()
-}
+func (s *Server) Close() { s.wh.CloseHooks(); s.Kit.Close() }
 
 // routeWebhooks serves the webhooks API; false when path is not for it.
 func (s *Server) routeWebhooks(w http.ResponseWriter, r *http.Request, path string) bool {

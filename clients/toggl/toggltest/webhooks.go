@@ -56,22 +56,15 @@ type EventFilter struct {
 }
 
 type hooks struct {
+	fakeapi.HookSender
 	mu     sync.Mutex
-	sender *fakeapi.Hooks
 	subs   []*Subscription
 	nextID int64
 	event  int64
 }
 
 // Hooks returns the webhook sender: its delivery log and options.
-func (s *Server) Hooks() *fakeapi.Hooks {
-	s.wh.mu.Lock()
-	defer s.wh.mu.Unlock()
-	if s.wh.sender == nil {
-		s.wh.sender = fakeapi.NewHooks(fakeapi.HookOptions{})
-	}
-	return s.wh.sender
-}
+func (s *Server) Hooks() *fakeapi.Hooks { return s.wh.Hooks() }
 
 // Subscriptions returns the subscriptions.
 func (s *Server) Subscriptions() []Subscription {
@@ -85,15 +78,7 @@ func (s *Server) Subscriptions() []Subscription {
 }
 
 // Close stops the webhook sender and the server.
-func (s *Server) Close() {
-	s.wh.mu.Lock()
-	h := s.wh.sender
-	s.wh.mu.Unlock()
-	if h != nil {
-		h.Close()
-	}
-	s.Kit.Close()
-}
+func (s *Server) Close() { s.wh.CloseHooks(); s.Kit.Close() }
 
 var togglModels = map[clients.Resource]string{
 	clients.TimeEntries: "time_entry", clients.Projects: "project", clients.Clients: "client",
