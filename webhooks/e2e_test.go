@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +48,12 @@ func freeAddr(t *testing.T) string {
 
 func startDaemon(t *testing.T, tg *toggltest.Server, extra string) *daemon {
 	t.Helper()
-	dbURL := pgtest.URL(t)
+	return startReplica(t, tg, extra, pgtest.URL(t), zerolog.NewTestWriter(t))
+}
+
+// startReplica starts a daemon on dbURL, logging to w.
+func startReplica(t *testing.T, tg *toggltest.Server, extra, dbURL string, w io.Writer) *daemon {
+	t.Helper()
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	t.Setenv(webhooks.KeyEnv, key) // not Parallel: the key comes from the environment
 	seal, err := webhooks.NewSealer(key)
@@ -73,7 +80,7 @@ sources:
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	a, err := app.Open(ctx, cfg, dbURL, "test", zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
+	a, err := app.Open(ctx, cfg, dbURL, "test", zerolog.New(w).Level(zerolog.InfoLevel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,3 +285,36 @@ func TestE2EApplyWritesTheEventsRecord(t *testing.T) {
 	}
 	tg.Hooks().Wait()
 }
+
+// Two replicas on one database: the webhook arrives at the one that does
+// not own the source, and the owner runs the pass (the trigger row and its
+// NOTIFY cross replicas).
+func TestE2ETriggerReachesTheOwningReplica(t *testing.T) {
+	tg := toggltest.New(toggltest.Options{})
+	t.Cleanup(tg.Close)
+	dbURL := pgtest.URL(t)
+	owner := startReplica(t, tg, "", dbURL, zerolog.NewTestWriter(t))
+	owner.waitFor("the owner's start-up pass", func() bool { return meRequests(tg) >= 1 })
+	var logs syncBuffer
+	other := startReplica(t, tg, "", dbURL, &logs)
+	other.waitFor("the other replica to find the source owned", func() bool {
+		return strings.Contains(logs.String(), "owned by another replica")
+	})
+	other.register() // deliveries go to the replica that does not own the source
+	put(tg, 5, "crossed")
+	owner.waitFor("the change in the mirror", func() bool { return owner.notes(5) == "crossed" })
+	if strings.Contains(logs.String(), "this daemon now owns the source") {
+		t.Fatal("the receiving replica took the source")
+	}
+	if !strings.Contains(logs.String(), "webhook accepted") && owner.count(`SELECT count(*) FROM webhook_events`) == 0 {
+		t.Fatal("the receiving replica did not record the event")
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
