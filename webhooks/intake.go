@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,8 +88,12 @@ func (in *Intake) secrets(ctx context.Context, source string, fresh bool) ([]Sub
 	if err != nil {
 		return nil, nil, err
 	}
+	ttl := SecretsTTL
 	secrets := make([]string, len(subs))
 	for i, s := range subs {
+		if strings.HasPrefix(s.ID, provisionalPrefix) {
+			ttl = 0 // register names it in a moment: read it again
+		}
 		sec, err := s.Secret(in.Seal)
 		if err != nil {
 			in.Log.Error().Err(err).Str("source", source).Str("subscription", s.ID).Msg("webhook subscription secret unreadable")
@@ -99,7 +104,7 @@ func (in *Intake) secrets(ctx context.Context, source string, fresh bool) ([]Sub
 	if in.cache == nil {
 		in.cache = map[string]cached{}
 	}
-	in.cache[source] = cached{subs: subs, secrets: secrets, until: time.Now().Add(SecretsTTL)}
+	in.cache[source] = cached{subs: subs, secrets: secrets, until: time.Now().Add(ttl)}
 	in.mu.Unlock()
 	return subs, secrets, nil
 }

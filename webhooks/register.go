@@ -116,6 +116,10 @@ func (c *apiClient) do(ctx context.Context, method, url string, in, out any) err
 	}
 }
 
+// provisionalPrefix names a subscription stored before the provider named
+// it.
+const provisionalPrefix = "pending-"
+
 // togglWebhooksBase finds the Webhooks API from the API v9 base.
 func togglWebhooksBase(base string) string {
 	base = strings.TrimRight(base, "/")
@@ -187,7 +191,7 @@ func (c *apiClient) toggl(ctx context.Context) ([]Registered, error) {
 	// Stored before it exists, under a provisional id, so that the PING
 	// that follows the creation already verifies.
 	secret := NewSecret()
-	provisional := "pending-" + NewSecret()[:12]
+	provisional := provisionalPrefix + NewSecret()[:12]
 	if err := c.p.Store.SaveSubscription(ctx, Subscription{Source: c.p.Source, ID: provisional, URL: c.p.URL, Events: entities}, secret, c.p.Seal); err != nil {
 		return nil, err
 	}
