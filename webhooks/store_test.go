@@ -259,3 +259,25 @@ func TestClaimChild(t *testing.T) {
 	}
 	st.Claim(context.Background(), childDelivery)
 }
+
+// Keys are kept past their expiry for another keep (so a replay is still
+// seen as one), then purged.
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	st, clk := newTestStore(t, pool)
+	ctx := context.Background()
+	for i, at := range []time.Time{t0, t0.Add(time.Hour)} {
+		clk.Set(at)
+		if _, err := st.Claim(ctx, Delivery{Source: "tg", Key: fmt.Sprint("k", i), Resource: clients.TimeEntries, Hash: hashOf("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Set(t0.Add(2*st.Keep + time.Minute)) // k0 expired more than keep ago, k1 not yet
+	if n, err := st.Purge(ctx, st.Keep); err != nil || n != 1 {
+		t.Fatalf("purged %d, %v; want 1", n, err)
+	}
+	if got := snap(t, pool, "tg", "k1"); got.Events != 1 || got.Outcome != "accepted" {
+		t.Fatalf("after the purge: %+v", got)
+	}
+}
