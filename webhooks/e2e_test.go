@@ -65,16 +65,8 @@ func startReplica(t *testing.T, tg *toggltest.Server, extra, dbURL string, w io.
 listen: %s
 %s
 sources:
-  - name: tg
-    kind: toggl
-    plan: premium
-    base_url: %s
-    workspace_id: "%d"
-    token: %s
-    schedule: "0 0 1 1 *"
-    rate_limit: {requests: 50, per: 1s}
-    resources: [time_entries]
-`, dbURL, listen, extra, tg.URL(), tg.WorkspaceID(), tg.Token())
+%s`, dbURL, listen, extra, tg.SourceConfig("tg", "plan: premium", `schedule: "0 0 1 1 *"`,
+		"rate_limit: {requests: 50, per: 1s}", "resources: [time_entries]"))
 	cfg, err := config.Parse("test.yaml", []byte(yaml), os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)

@@ -109,16 +109,8 @@ func (b *bench) freshnessRun(ctx context.Context, m freshnessMode) (freshnessRes
 listen: %s
 %s
 sources:
-  - name: tg
-    kind: toggl
-    plan: premium
-    base_url: %s
-    workspace_id: "%d"
-    token: %s
-    schedule: "%s"
-    rate_limit: {requests: 1, per: 1s}
-    resources: [time_entries]
-`, dbURL, listen, m.extra, tg.URL(), tg.WorkspaceID(), tg.Token(), m.schedule)
+%s`, dbURL, listen, m.extra, tg.SourceConfig("tg", "plan: premium", fmt.Sprintf("schedule: %q", m.schedule),
+		"rate_limit: {requests: 1, per: 1s}", "resources: [time_entries]"))
 	cfg, err := config.Parse("freshness.yaml", []byte(yaml), os.LookupEnv)
 	if err != nil {
 		return res, err

@@ -277,3 +277,16 @@ func randomHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// SourceConfig is a tidemark configuration's `sources:` entry for this
+// fake (kind toggl, its URL, workspace and token), then more lines of
+// keys, each as "key: value".
+func (s *Server) SourceConfig(name string, keys ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  - name: %s\n    kind: toggl\n    base_url: %s\n    workspace_id: \"%d\"\n    token: %s\n",
+		name, s.URL(), s.opts.WorkspaceID, s.opts.Token)
+	for _, k := range keys {
+		b.WriteString("    " + k + "\n")
+	}
+	return b.String()
+}
