@@ -57,7 +57,7 @@ type RateLimit struct {
 }
 
 // Interval is the spacing the limiter keeps between requests: Per/(Requests-1)
-// rounded up, so that any window of length Per holds at most Requests
+// rounded up (Per and 2 % for one request per Per), so that any window of length Per holds at most Requests
 // requests (Requests+1 of them span Requests intervals > Per), while the
 // sustained rate stays within (Requests-1)/Requests of the budget.
 func (r RateLimit) Interval() time.Duration {
@@ -65,7 +65,10 @@ func (r RateLimit) Interval() time.Duration {
 		return 0
 	}
 	if r.Requests == 1 {
-		return r.Per + 1
+		// One request per Per has no spare request to absorb jitter: two
+		// requests sent exactly Per apart may arrive closer, and a strict
+		// leaky bucket (Toggl's 1/s) answers 429. Keep 2 % more.
+		return r.Per + r.Per/50
 	}
 	n := time.Duration(r.Requests - 1)
 	return (r.Per + n - 1) / n

@@ -567,6 +567,11 @@ func TestIntervalGuaranteesWindow(t *testing.T) {
 			t.Errorf("%+v: interval %v lets %d requests into one window", rl, iv, rl.Requests+1)
 		}
 	}
+	// One request a second (Toggl's leaky bucket): a margin for jitter on
+	// the way, so that two requests never arrive less than a second apart.
+	if iv := (httpx.RateLimit{Requests: 1, Per: time.Second}).Interval(); iv < 1010*time.Millisecond || iv > 1050*time.Millisecond {
+		t.Errorf("1 per second: interval %v, want about 1.02 s", iv)
+	}
 	// Harvest: sustained rate within 1% of the budget.
 	rl := httpx.RateLimit{Requests: 100, Per: 15 * time.Second}
 	if perWindow := float64(rl.Per) / float64(rl.Interval()); perWindow < 98.99 {
