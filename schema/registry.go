@@ -59,11 +59,21 @@ func (r *Registry) Register(t Table) (*Table, error) {
 			return nil, fmt.Errorf("schema: table %s: parent %s is not registered (register it first)", t.Name, t.Parent)
 		}
 	}
-	t.Columns = append([]Column(nil), t.Columns...)
-	t.index = make(map[string]int, len(t.Columns))
-	for i, c := range t.Columns {
-		t.index[c.Name] = i
+	for _, c := range t.Children {
+		if _, dup := r.byName[c.Name]; dup {
+			return nil, fmt.Errorf("schema: table %s: child %s is already registered", t.Name, c.Name)
+		}
 	}
+	t.Columns = append([]Column(nil), t.Columns...)
+	t.index = indexOf(t.Columns)
+	kids := make([]*Child, len(t.Children))
+	for i, c := range t.Children {
+		cc := *c
+		cc.Columns = append([]Column(nil), c.Columns...)
+		cc.index = indexOf(cc.Columns)
+		kids[i] = &cc
+	}
+	t.Children = kids
 	p := &t
 	r.tables = append(r.tables, p)
 	r.byName[t.Name] = p
@@ -80,6 +90,14 @@ func (r *Registry) MustRegister(t Table) *Table {
 	return p
 }
 
+func indexOf(cols []Column) map[string]int {
+	m := make(map[string]int, len(cols))
+	for i, c := range cols {
+		m[c.Name] = i
+	}
+	return m
+}
+
 func validate(t *Table) error {
 	if !identRE.MatchString(string(t.Name)) {
 		return fmt.Errorf("schema: table name %q: want ^[a-z_][a-z0-9_]*$", t.Name)
@@ -88,11 +106,67 @@ func validate(t *Table) error {
 	if strings.TrimSpace(t.Doc) == "" {
 		return errors.New(where + ": no doc (it is the table's COMMENT)")
 	}
-	if len(t.Columns) == 0 {
+	if err := validateColumns(where, t.Columns); err != nil {
+		return err
+	}
+	for i, c := range t.Children {
+		at := fmt.Sprintf("%s: child %d (%q)", where, i, c.Name)
+		switch {
+		case !identRE.MatchString(string(c.Name)) || c.Name == t.Name:
+			return errors.New(at + ": want a table name of its own matching ^[a-z_][a-z0-9_]*$")
+		case strings.TrimSpace(c.Doc) == "":
+			return errors.New(at + ": no doc (it is the table's COMMENT)")
+		case c.Path == "" || !identRE.MatchString(c.ParentColumn):
+			return errors.New(at + ": want the array's Path and a ParentColumn")
+		}
+		for _, cc := range c.Columns {
+			if cc.Name == c.ParentColumn || cc.Name == "parent_hash" {
+				return fmt.Errorf("%s: column %q is a common column of a child table", at, cc.Name)
+			}
+			if !cc.Nullable && (cc.Type == Date || cc.Type == Timestamptz) {
+				return fmt.Errorf("%s: column %q: a child's date and timestamptz columns must be nullable", at, cc.Name)
+			}
+		}
+		if err := validateColumns(at, c.Columns); err != nil {
+			return err
+		}
+	}
+	col := func(name string) (Column, bool) {
+		for _, c := range t.Columns {
+			if c.Name == name {
+				return c, true
+			}
+		}
+		return Column{}, false
+	}
+	if t.ParentColumn != "" {
+		if c, ok := col(t.ParentColumn); !ok || c.Type != Text || c.Nullable || t.Parent == "" {
+			return fmt.Errorf("%s: ParentColumn %q: want a declared NOT NULL text column and a Parent", where, t.ParentColumn)
+		}
+	}
+	if t.ListBy != "" {
+		if c, ok := col(t.ListBy); !ok || c.Type != Date || c.Nullable {
+			return fmt.Errorf("%s: ListBy %q: want a declared NOT NULL date column", where, t.ListBy)
+		}
+	}
+	if t.UserColumn != "" {
+		if c, ok := col(t.UserColumn); !ok || c.Type != Text {
+			return fmt.Errorf("%s: UserColumn %q: want a declared text column", where, t.UserColumn)
+		}
+	}
+	if t.Deletions == 0 || t.Deletions&^(Reported|Reconciled) != 0 {
+		return fmt.Errorf("%s: Deletions: want Reported, Reconciled or both", where)
+	}
+	return nil
+}
+
+// validateColumns checks one table's typed columns.
+func validateColumns(where string, cols []Column) error {
+	if len(cols) == 0 {
 		return errors.New(where + ": no typed columns")
 	}
 	seen := map[string]bool{}
-	for i, c := range t.Columns {
+	for i, c := range cols {
 		at := fmt.Sprintf("%s: column %d (%q)", where, i, c.Name)
 		switch {
 		case !identRE.MatchString(c.Name):
@@ -115,27 +189,6 @@ func validate(t *Table) error {
 			return errors.New(at + ": a NOT NULL " + string(c.Type) + " column has no neutral value for a tombstone; declare Tombstone: VersionDay")
 		}
 		seen[c.Name] = true
-	}
-	col := func(name string) (Column, bool) {
-		for _, c := range t.Columns {
-			if c.Name == name {
-				return c, true
-			}
-		}
-		return Column{}, false
-	}
-	if t.ListBy != "" {
-		if c, ok := col(t.ListBy); !ok || c.Type != Date || c.Nullable {
-			return fmt.Errorf("%s: ListBy %q: want a declared NOT NULL date column", where, t.ListBy)
-		}
-	}
-	if t.UserColumn != "" {
-		if c, ok := col(t.UserColumn); !ok || c.Type != Text {
-			return fmt.Errorf("%s: UserColumn %q: want a declared text column", where, t.UserColumn)
-		}
-	}
-	if t.Deletions == 0 || t.Deletions&^(Reported|Reconciled) != 0 {
-		return fmt.Errorf("%s: Deletions: want Reported, Reconciled or both", where)
 	}
 	return nil
 }

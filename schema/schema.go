@@ -153,10 +153,62 @@ type Table struct {
 	// (e.g. a project's assignments); "" for a top-level list. A parent is
 	// registered before its children.
 	Parent clients.Resource
+	// ParentColumn names the text column that holds the parent's id, for a
+	// resource with a Parent: the listing fills it, the record does not
+	// carry it (a rate listed under /users/{id} names no user).
+	ParentColumn string
+	// NoSince means the source has no filter by change for this resource:
+	// every incremental pass lists it whole, and the content hash drops
+	// what did not change (Harvest's roles and company).
+	NoSince bool
+	// Singleton means the source serves one record, not a list (Harvest's
+	// company): its id is the account's, its version the page's Date.
+	Singleton bool
+	// Children are arrays inside each record mirrored as tables of their
+	// own, keyed by (source, parent id, line id), replaced as a whole in
+	// the parent's transaction whenever its stored content changes.
+	Children []*Child
 	// Deletions says how deletions are found.
 	Deletions Deletions
 
 	index map[string]int // column name → position, built by Register
+}
+
+// Child declares an array inside a parent's records mirrored as its own
+// table (an invoice's line_items). Its rows are derived from the parent's
+// stored raw, so they are written only when the parent's content changes,
+// in the same transaction, and never disagree with it.
+type Child struct {
+	// Name is the child table's name.
+	Name clients.Resource
+	// Doc is its COMMENT.
+	Doc string
+	// Path is the array's key in the parent's record ("line_items").
+	Path string
+	// ParentColumn names the column holding the parent's id ("invoice_id").
+	ParentColumn string
+	// Columns are the typed columns; Path is relative to one element.
+	Columns []Column
+
+	index map[string]int
+}
+
+// ChildCommon are the columns every child table has besides its typed
+// ones (and the parent column, which follows source).
+var ChildCommon = []CommonColumn{
+	{"source", Text, false, "the configured source name (sources[].name)"},
+	{"id", Text, false, "the line's id as text"},
+	{"raw", JSONB, false, "the line as the source sent it, inside its parent"},
+	{"parent_hash", Bytea, false, "the parent's content_hash these lines were taken from"},
+}
+
+// Index returns the position of the named column of c.
+func (c *Child) Index(name string) int {
+	i, ok := c.index[name]
+	if !ok {
+		panic(fmt.Sprintf("schema: %s has no column %q", c.Name, name))
+	}
+	return i
 }
 
 // ListedByDate reports whether the resource is listed by a date range.

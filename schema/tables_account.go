@@ -1,0 +1,257 @@
+package schema
+
+// The rest of an agency's account (issue 12): what invoicing, payroll and
+// approvals read. Registered after time entries, parents before their
+// nested resources. Paths are Harvest's; every column is typed because a
+// report filters or sums on it, the rest stays in raw.
+
+// Columns several declarations share, word for word.
+var (
+	colName     = Column{Name: "name", Type: Text, Path: "name", Doc: "Name."}
+	colActive   = Column{Name: "is_active", Type: Boolean, Path: "is_active", Doc: "Active (not archived)."}
+	colClientID = Column{Name: "client_id", Type: Text, Path: "client.id", Doc: "Client id (clients.id)."}
+	colProject  = Column{Name: "project_id", Type: Text, Path: "project.id", Doc: "Project id (projects.id)."}
+	colUserID   = Column{Name: "user_id", Type: Text, Path: "user.id", Doc: "User id (users.id)."}
+	colNotes    = Column{Name: "notes", Type: Text, Nullable: true, Path: "notes", Doc: "Free-text notes; null when none."}
+	colCurrency = Column{Name: "currency", Type: Text, Nullable: true, EmptyIsNull: true, Path: "currency", Doc: "Currency (ISO 4217)."}
+	colRate     = Column{Name: "hourly_rate", Type: Numeric, Nullable: true, Path: "hourly_rate", Doc: "Hourly rate, exact decimal; null when the default applies."}
+	colBudget   = Column{Name: "budget", Type: Numeric, Nullable: true, Path: "budget", Doc: "Budget, exact decimal; null when none."}
+	colSubject  = Column{Name: "subject", Type: Text, Nullable: true, EmptyIsNull: true, Path: "subject", Doc: "Subject line; null when none."}
+	colNumber   = Column{Name: "number", Type: Text, Nullable: true, EmptyIsNull: true, Path: "number", Doc: "Document number as shown to the client."}
+	colState    = Column{Name: "state", Type: Text, Path: "state", Doc: "State: draft, open, paid or closed (invoices); draft, sent, accepted or declined (estimates)."}
+	colAmount   = Column{Name: "amount", Type: Numeric, Path: "amount", Doc: "Total amount, exact decimal."}
+	colTax      = Column{Name: "tax_amount", Type: Numeric, Nullable: true, Path: "tax_amount", Doc: "First tax amount, exact decimal."}
+	colDiscount = Column{Name: "discount_amount", Type: Numeric, Nullable: true, Path: "discount_amount", Doc: "Discount amount, exact decimal."}
+	colIssue    = Column{Name: "issue_date", Type: Date, Nullable: true, Path: "issue_date", Doc: "Date issued."}
+	colSentAt   = Column{Name: "sent_at", Type: Timestamptz, Nullable: true, Path: "sent_at", Doc: "When it was sent; null while a draft."}
+	colCreator  = Column{Name: "creator_id", Type: Text, Nullable: true, EmptyIsNull: true, Path: "creator.id", Doc: "User who created it (users.id)."}
+	colSentBy   = Column{Name: "sent_by_email", Type: Text, Nullable: true, EmptyIsNull: true, Path: "sent_by_email", Doc: "E-mail address of the sender."}
+	colEvent    = Column{Name: "event_type", Type: Text, Nullable: true, EmptyIsNull: true, Path: "event_type", Doc: "What the message recorded (send, close, re-open, view, accept, decline); null for a plain message."}
+	colRateAmt  = Column{Name: "amount", Type: Numeric, Path: "amount", Doc: "Hourly rate, exact decimal."}
+	colStart    = Column{Name: "start_date", Type: Date, Nullable: true, Path: "start_date", Doc: "First day the rate applies; null: since ever."}
+	colEnd      = Column{Name: "end_date", Type: Date, Nullable: true, Path: "end_date", Doc: "Last day the rate applies; null: still current."}
+	colRateUser = Column{Name: "user_id", Type: Text, Path: "(the user listed)", Doc: "User the rate belongs to (users.id)."}
+)
+
+// lineColumns are an invoice's or estimate's line item columns.
+var lineColumns = []Column{
+	{Name: "kind", Type: Text, Path: "kind", Doc: "Item category name (invoice or estimate item category)."},
+	{Name: "description", Type: Text, Nullable: true, Path: "description", Doc: "Line description; null when none."},
+	{Name: "project_id", Type: Text, Nullable: true, EmptyIsNull: true, Path: "project.id", Doc: "Project id (projects.id); null when the line names none."},
+	{Name: "quantity", Type: Numeric, Path: "quantity", Doc: "Quantity (hours or units), exact decimal."},
+	{Name: "unit_price", Type: Numeric, Path: "unit_price", Doc: "Price per unit, exact decimal."},
+	{Name: "amount", Type: Numeric, Path: "amount", Doc: "Line amount (quantity × unit price), exact decimal."},
+	{Name: "taxed", Type: Boolean, Path: "taxed", Doc: "The first tax applies."},
+	{Name: "taxed2", Type: Boolean, Path: "taxed2", Doc: "The second tax applies."},
+}
+
+var (
+	Contacts = MustRegister(Table{
+		Name: "contacts",
+		Doc:  "Mirror of the tracker's client contacts.",
+		Columns: []Column{
+			{Name: "first_name", Type: Text, Path: "first_name", Doc: "First name."},
+			{Name: "last_name", Type: Text, Nullable: true, EmptyIsNull: true, Path: "last_name", Doc: "Last name."},
+			{Name: "email", Type: Text, Nullable: true, EmptyIsNull: true, Path: "email", Doc: "E-mail address."},
+			colClientID,
+		},
+		Deletions: Reconciled,
+	})
+
+	ExpenseCategories = MustRegister(Table{
+		Name: "expense_categories",
+		Doc:  "Mirror of the tracker's expense categories.",
+		Columns: []Column{
+			colName,
+			{Name: "unit_name", Type: Text, Nullable: true, EmptyIsNull: true, Path: "unit_name", Doc: "Unit for unit-priced categories (e.g. mile); null otherwise."},
+			{Name: "unit_price", Type: Numeric, Nullable: true, Path: "unit_price", Doc: "Price per unit, exact decimal; null otherwise."},
+			colActive,
+		},
+		Deletions: Reconciled,
+	})
+
+	Expenses = MustRegister(Table{
+		Name: "expenses",
+		Doc:  "Mirror of the tracker's expenses (receipts as metadata only: the file is never fetched).",
+		Columns: []Column{
+			colNotes,
+			{Name: "spent_date", Type: Date, Tombstone: VersionDay, Path: "spent_date", Doc: "Day the expense was incurred."},
+			{Name: "total_cost", Type: Numeric, Path: "total_cost", Doc: "Total cost, exact decimal."},
+			{Name: "units", Type: Numeric, Nullable: true, Path: "units", Doc: "Units for unit-priced categories; null otherwise."},
+			colUserID, colProject,
+			{Name: "client_id", Type: Text, Nullable: true, EmptyIsNull: true, Path: "client.id", Doc: "Client id (clients.id); null when none."},
+			{Name: "expense_category_id", Type: Text, Path: "expense_category.id", Doc: "Expense category id (expense_categories.id)."},
+			{Name: "billable", Type: Boolean, Path: "billable", Doc: "Billable to the client."},
+			{Name: "is_billed", Type: Boolean, Path: "is_billed", Doc: "Included in an invoice."},
+			{Name: "is_locked", Type: Boolean, Path: "is_locked", Doc: "Locked against edits (approved or invoiced)."},
+			{Name: "approval_status", Type: Text, Nullable: true, EmptyIsNull: true, Path: "approval_status", Doc: "Approval state: unsubmitted, submitted or approved."},
+			{Name: "invoice_id", Type: Text, Nullable: true, EmptyIsNull: true, Path: "invoice.id", Doc: "Invoice id when billed; null otherwise."},
+			{Name: "receipt", Type: JSONB, Nullable: true, Path: "receipt", Doc: "Receipt metadata (url, file_name, file_size, content_type) as sent; null when none. The file is not fetched."},
+		},
+		Deletions: Reconciled,
+	})
+
+	InvoiceItemCategories = MustRegister(Table{
+		Name: "invoice_item_categories",
+		Doc:  "Mirror of the tracker's invoice item categories.",
+		Columns: []Column{
+			colName,
+			{Name: "use_as_service", Type: Boolean, Path: "use_as_service", Doc: "Used for time (service) lines."},
+			{Name: "use_as_expense", Type: Boolean, Path: "use_as_expense", Doc: "Used for expense lines."},
+		},
+		Deletions: Reconciled,
+	})
+
+	EstimateItemCategories = MustRegister(Table{
+		Name:      "estimate_item_categories",
+		Doc:       "Mirror of the tracker's estimate item categories.",
+		Columns:   []Column{colName},
+		Deletions: Reconciled,
+	})
+
+	Invoices = MustRegister(Table{
+		Name: "invoices",
+		Doc:  "Mirror of the tracker's invoices; their lines are in invoice_line_items.",
+		Columns: []Column{
+			colNotes, colClientID, colNumber, colState, colAmount,
+			{Name: "due_amount", Type: Numeric, Path: "due_amount", Doc: "Amount still due, exact decimal."},
+			colTax, colDiscount, colSubject, colCurrency, colIssue,
+			{Name: "due_date", Type: Date, Nullable: true, Path: "due_date", Doc: "Date payment is due."},
+			{Name: "period_start", Type: Date, Nullable: true, Path: "period_start", Doc: "First day of the invoiced period; null when none."},
+			{Name: "period_end", Type: Date, Nullable: true, Path: "period_end", Doc: "Last day of the invoiced period; null when none."},
+			colSentAt,
+			{Name: "paid_at", Type: Timestamptz, Nullable: true, Path: "paid_at", Doc: "When it was paid in full; null until then."},
+			{Name: "estimate_id", Type: Text, Nullable: true, EmptyIsNull: true, Path: "estimate.id", Doc: "Estimate it was made from (estimates.id); null when none."},
+			colCreator,
+		},
+		Children: []*Child{{
+			Name: "invoice_line_items", Doc: "Lines of the mirrored invoices, replaced as a whole when the invoice's content changes.",
+			Path: "line_items", ParentColumn: "invoice_id", Columns: lineColumns,
+		}},
+		Deletions: Reconciled,
+	})
+
+	InvoicePayments = MustRegister(Table{
+		Name: "invoice_payments",
+		Doc:  "Mirror of the payments recorded against invoices.",
+		Columns: []Column{
+			colNotes,
+			{Name: "invoice_id", Type: Text, Path: "(the invoice listed)", Doc: "Invoice paid (invoices.id)."},
+			{Name: "amount", Type: Numeric, Path: "amount", Doc: "Amount paid, exact decimal."},
+			{Name: "paid_at", Type: Timestamptz, Nullable: true, Path: "paid_at", Doc: "When the payment was made."},
+			{Name: "paid_date", Type: Date, Nullable: true, Path: "paid_date", Doc: "Day the payment was made."},
+			{Name: "recorded_by_email", Type: Text, Nullable: true, EmptyIsNull: true, Path: "recorded_by_email", Doc: "E-mail address of who recorded it."},
+		},
+		Parent: "invoices", ParentColumn: "invoice_id",
+		Deletions: Reconciled,
+	})
+
+	InvoiceMessages = MustRegister(Table{
+		Name: "invoice_messages",
+		Doc:  "Mirror of the messages sent about invoices (sends, reminders, thank-yous).",
+		Columns: []Column{
+			colSubject,
+			{Name: "invoice_id", Type: Text, Path: "(the invoice listed)", Doc: "Invoice the message is about (invoices.id)."},
+			colSentBy, colEvent,
+		},
+		Parent: "invoices", ParentColumn: "invoice_id",
+		Deletions: Reconciled,
+	})
+
+	Estimates = MustRegister(Table{
+		Name: "estimates",
+		Doc:  "Mirror of the tracker's estimates; their lines are in estimate_line_items.",
+		Columns: []Column{
+			colNotes, colClientID, colNumber, colState, colAmount, colTax, colDiscount, colSubject, colCurrency, colIssue, colSentAt,
+			{Name: "accepted_at", Type: Timestamptz, Nullable: true, Path: "accepted_at", Doc: "When the client accepted it; null otherwise."},
+			{Name: "declined_at", Type: Timestamptz, Nullable: true, Path: "declined_at", Doc: "When the client declined it; null otherwise."},
+			colCreator,
+		},
+		Children: []*Child{{
+			Name: "estimate_line_items", Doc: "Lines of the mirrored estimates, replaced as a whole when the estimate's content changes.",
+			Path: "line_items", ParentColumn: "estimate_id", Columns: lineColumns,
+		}},
+		Deletions: Reconciled,
+	})
+
+	EstimateMessages = MustRegister(Table{
+		Name: "estimate_messages",
+		Doc:  "Mirror of the messages sent about estimates.",
+		Columns: []Column{
+			colSubject,
+			{Name: "estimate_id", Type: Text, Path: "(the estimate listed)", Doc: "Estimate the message is about (estimates.id)."},
+			colSentBy, colEvent,
+		},
+		Parent: "estimates", ParentColumn: "estimate_id",
+		Deletions: Reconciled,
+	})
+
+	TaskAssignments = MustRegister(Table{
+		Name: "task_assignments",
+		Doc:  "Mirror of the tasks assigned to projects, with their rates and budgets.",
+		Columns: []Column{
+			colRate, colProject,
+			{Name: "task_id", Type: Text, Path: "task.id", Doc: "Task id (tasks.id)."},
+			{Name: "billable", Type: Boolean, Path: "billable", Doc: "Time on this task is billable."},
+			colActive, colBudget,
+		},
+		Deletions: Reconciled,
+	})
+
+	UserAssignments = MustRegister(Table{
+		Name: "user_assignments",
+		Doc:  "Mirror of the users assigned to projects, with their rates and budgets.",
+		Columns: []Column{
+			colRate, colProject, colUserID,
+			{Name: "is_project_manager", Type: Boolean, Path: "is_project_manager", Doc: "The user manages the project."},
+			{Name: "use_default_rates", Type: Boolean, Path: "use_default_rates", Doc: "The user's default rates apply, not hourly_rate."},
+			colActive, colBudget,
+		},
+		Deletions: Reconciled,
+	})
+
+	Roles = MustRegister(Table{
+		Name: "roles",
+		Doc:  "Mirror of the tracker's roles (groups of users).",
+		Columns: []Column{
+			colName,
+			{Name: "user_ids", Type: JSONB, Path: "user_ids", Doc: "Ids of the users in the role, a JSON array."},
+		},
+		NoSince:   true,
+		Deletions: Reconciled,
+	})
+
+	Company = MustRegister(Table{
+		Name: "company",
+		Doc:  "Mirror of the account's company settings: one row per source, id the account id.",
+		Columns: []Column{
+			colName,
+			{Name: "full_domain", Type: Text, Nullable: true, EmptyIsNull: true, Path: "full_domain", Doc: "The account's domain."},
+			colActive,
+			{Name: "week_start_day", Type: Text, Nullable: true, EmptyIsNull: true, Path: "week_start_day", Doc: "First day of the week (Saturday, Sunday or Monday)."},
+			{Name: "plan_type", Type: Text, Nullable: true, EmptyIsNull: true, Path: "plan_type", Doc: "The account's plan."},
+			{Name: "approval_feature", Type: Boolean, Path: "approval_feature", Doc: "Approvals are on: time and expenses are submitted and approved."},
+			{Name: "expense_feature", Type: Boolean, Path: "expense_feature", Doc: "Expenses are on."},
+			{Name: "invoice_feature", Type: Boolean, Path: "invoice_feature", Doc: "Invoices are on."},
+			{Name: "estimate_feature", Type: Boolean, Path: "estimate_feature", Doc: "Estimates are on."},
+		},
+		NoSince: true, Singleton: true,
+		Deletions: Reconciled,
+	})
+
+	BillableRates = MustRegister(Table{
+		Name:    "billable_rates",
+		Doc:     "Mirror of each user's billable rates over time.",
+		Columns: []Column{colRateAmt, colRateUser, colStart, colEnd},
+		Parent:  "users", ParentColumn: "user_id",
+		Deletions: Reconciled,
+	})
+
+	CostRates = MustRegister(Table{
+		Name:    "cost_rates",
+		Doc:     "Mirror of each user's cost rates over time (what an hour costs the agency).",
+		Columns: []Column{colRateAmt, colRateUser, colStart, colEnd},
+		Parent:  "users", ParentColumn: "user_id",
+		Deletions: Reconciled,
+	})
+)
