@@ -31,6 +31,10 @@ type table struct {
 	byUser   string // the user column a scope selects; "" none
 	resource clients.Resource
 
+	// children are the statements that keep the child tables (line items)
+	// in line with this table's rows.
+	children []childSQL
+
 	// SQL, built once from the fields above.
 	createStage, lookup, insertNew, upsertExisting, updateTypeless, moveForward, clearStage, tombstoneMissing string
 }
@@ -74,7 +78,7 @@ func tableFor(r clients.Resource) (*table, bool) {
 
 func newTable(def *schema.Table) *table {
 	t := &table{name: string(def.Name), stage: "tidemark_stage_" + string(def.Name), resource: def.Name,
-		byDate: def.ListBy, byUser: def.UserColumn}
+		byDate: def.ListBy, byUser: def.UserColumn, children: childStatements(def)}
 	for _, c := range def.Columns {
 		t.typed = append(t.typed, column{name: c.Name, typ: c.Type, nullable: c.Nullable, emptyNull: c.EmptyIsNull, fill: c.Tombstone})
 		t.neutral = append(t.neutral, neutral(c))

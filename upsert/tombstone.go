@@ -110,6 +110,11 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 			return 0, fmt.Errorf("%s: %w", where, err)
 		}
 	}
+	if marked > 0 {
+		if err := clearDeletedChildren(ctx, tx, t, p.Source); err != nil {
+			return 0, fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	return marked, nil
 }
 

@@ -155,6 +155,9 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 			}
 		}
 		if err == nil {
+			if err := syncChildren(ctx, tx, t, source, pageIDs(items)); err != nil {
+				return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
+			}
 			c.Add(wc)
 			return c, nil
 		}
@@ -180,6 +183,15 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 			return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
 		}
 	}
+}
+
+// pageIDs returns the ids of a page's items, for the child tables.
+func pageIDs(items []item) []string {
+	ids := make([]string, len(items))
+	for i := range items {
+		ids[i] = items[i].rec.ID
+	}
+	return ids
 }
 
 // maxAttempts bounds how often Apply redoes a page after a deadlock or a

@@ -28,8 +28,14 @@ func (d decoder) decodePage(r clients.Resource, page int, body []byte, fetched t
 
 // decodeListing is decodePage that also returns the envelope's counts.
 func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetched time.Time) ([]clients.Record, envelope, error) {
+	return d.decodeUnder(r, "", page, body, fetched)
+}
+
+// decodeUnder is decodeListing for a listing nested under the parent
+// record parent ("" for a top-level listing).
+func (d decoder) decodeUnder(r clients.Resource, parent string, page int, body []byte, fetched time.Time) ([]clients.Record, envelope, error) {
 	var none envelope
-	sink := sinkFor(r, body, fetched)
+	sink := sinkFor(r, parent, body, fetched)
 	var es elemSink
 	if sink != nil {
 		es = sink
@@ -121,4 +127,26 @@ func validDecimal(n string) bool {
 	}
 	_, err := strconv.ParseFloat(n, 64)
 	return err == nil
+}
+
+// decodeOne reads a response that is one record, not a list (the company).
+func (d decoder) decodeOne(r clients.Resource, body []byte, fetched time.Time) ([]clients.Record, error) {
+	dr, ok := declaredReaders[r]
+	if !ok {
+		return nil, fmt.Errorf("%s: resource %s: %w", d.Source, r, clients.ErrUnsupported)
+	}
+	if !json.Valid(body) {
+		return nil, d.syntaxError(r, 1, body)
+	}
+	s := scanner{b: body}
+	if k := s.peek(); k != kObject {
+		return nil, d.Page(r, 1, "", "want an object, got "+k.String(), body)
+	}
+	rec := clients.Record{Raw: body, FetchedAt: fetched}
+	row := make([]any, dr.table.Width())
+	if fe := dr.readRecord(&s, string(body), &rec, row, ""); fe != nil {
+		return nil, d.Page(r, 1, fe.Field, fe.What, body)
+	}
+	rec.Row = row
+	return []clients.Record{rec}, nil
 }

@@ -1,5 +1,7 @@
 // Package harvest is the Harvest API v2 provider: it lists time entries,
-// projects, clients, users and tasks page by page (following links.next),
+// projects, clients, users, tasks and the rest of the account (invoices,
+// payments, expenses, estimates, assignments, rates, roles, the company;
+// endpoints.go) page by page (following links.next),
 // under the source's rate limit, and normalizes each record while keeping
 // its JSON exactly as received.
 package harvest
@@ -23,6 +25,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/pagewalk"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -64,6 +67,7 @@ type Params struct {
 // Client is a Harvest account as a clients.Source.
 type Client struct {
 	name      string
+	accountID string
 	base      *url.URL
 	perPage   int
 	resources []clients.Resource
@@ -135,6 +139,7 @@ func New(p Params) (*Client, error) {
 	}
 	return &Client{
 		name:      p.Name,
+		accountID: p.AccountID,
 		base:      base,
 		perPage:   p.PerPage,
 		resources: slices.Clone(p.Resources),
@@ -171,15 +176,93 @@ func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window,
 }
 
 // fetch requests and decodes the pages of a listing in order and hands each
-// to send, until the last page, an error or the end of ctx. A walk that
-// followed page numbers and shifted (pagewalk) is walked again from the
-// first page; its pages keep their numbers counting up.
+// to send, until the last page, an error or the end of ctx: one walk of a
+// top-level list, the company's one object, or a nested list under each
+// parent record.
 func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window, send func(listing.Fetched) bool) {
+	t, _ := schema.Lookup(r)
+	switch {
+	case t != nil && t.Singleton:
+		c.fetchOne(ctx, r, send)
+	case t != nil && t.Parent != "":
+		c.fetchNested(ctx, r, t.Parent, w, send)
+	default:
+		c.walk(ctx, r, "", c.firstURL(r, w), 0, true, send)
+	}
+}
+
+// fetchNested lists r under each record of parent that the window selects:
+// the parents changed since the cursor in an incremental pass (Harvest has
+// no top-level list of payments, messages or rates, and a change to one
+// moves its parent's updated_at: an inference, APIS.md), every parent in a
+// backfill or reconcile. An idle pass costs the one request of the
+// parents' listing. Pages are numbered across the whole listing.
+func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w clients.Window, send func(listing.Fetched) bool) {
+	var ids []string
+	seen := map[string]bool{}
+	var clock time.Time
+	_, ok := c.walk(ctx, parent, "", c.firstURL(parent, w), 0, true, func(f listing.Fetched) bool {
+		if f.Err != nil {
+			return send(listing.Fetched{Err: fmt.Errorf("%s: listing the %s it is under: %w", r, parent, f.Err)})
+		}
+		if f.Page.SourceTime.After(clock) {
+			clock = f.Page.SourceTime
+		}
+		for _, rec := range f.Page.Records {
+			if !seen[rec.ID] {
+				seen[rec.ID] = true
+				ids = append(ids, rec.ID)
+			}
+		}
+		return true
+	})
+	if !ok {
+		return
+	}
+	if len(ids) == 0 {
+		send(listing.Fetched{Page: clients.Page{Resource: r, Number: 1, SourceTime: clock}, Last: true})
+		return
+	}
+	n := 0
+	for i, id := range ids {
+		pages, ok := c.walk(ctx, r, id, c.nestedURL(r, parent, id, w), n, i == len(ids)-1, send)
+		if !ok {
+			return
+		}
+		n += pages
+	}
+}
+
+// fetchOne reads a resource served as one object (the company): its id is
+// the account's and its version the page's Date, as it has no stamp.
+func (c *Client) fetchOne(ctx context.Context, r clients.Resource, send func(listing.Fetched) bool) {
+	var recs []clients.Record
+	resp, err := c.http.Do(ctx, httpx.Request{URL: c.endpointURL(EndpointOf(r).Path, nil), Resource: string(r), Page: 1,
+		Decode: func(body []byte, received time.Time) (err error) {
+			recs, err = c.dec.decodeOne(r, body, received)
+			return err
+		}})
+	if err != nil {
+		send(listing.Fetched{Err: err})
+		return
+	}
+	for i := range recs {
+		recs[i].ID, recs[i].Version = c.accountID, resp.Date.UTC().Truncate(time.Second)
+	}
+	send(listing.Fetched{Page: clients.Page{Resource: r, Number: 1, SourceTime: resp.Date, Records: recs}, Last: true})
+}
+
+// walk follows one listing's links.next from first until it is null,
+// numbering its pages from base+1 and filling parent into nested records.
+// A walk by page number that shifted (pagewalk) is walked again from the
+// first page; its pages keep their numbers counting up. Its last page is
+// the listing's last only when last is set. It returns how many pages it
+// handed over and whether it ended well.
+func (c *Client) walk(ctx context.Context, r clients.Resource, parent, first string, base int, last bool, send func(listing.Fetched) bool) (int, bool) {
 	walker := pagewalk.New(string(r))
-	first := c.firstURL(r, w)
 	next := first
 	seen := map[string]bool{}
-	for page := 1; ; page++ {
+	for page := base + 1; ; page++ {
 		seen[next] = true
 		// Decoded inside the retry loop: a body the scanner finds cut short
 		// is requested again, and no separate completeness pass is paid.
@@ -187,12 +270,12 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 		var env envelope
 		resp, err := c.http.Do(ctx, httpx.Request{URL: next, Resource: string(r), Page: page,
 			Decode: func(body []byte, received time.Time) (err error) {
-				recs, env, err = c.dec.decodeListing(r, page, body, received)
+				recs, env, err = c.dec.decodeUnder(r, parent, page, body, received)
 				return err
 			}})
 		if err != nil {
 			send(listing.Fetched{Err: err})
-			return
+			return page - base, false
 		}
 		link := env.next
 		c.log.Debug().Str("resource", string(r)).Int("page", page).Int("records", len(recs)).Msg("page fetched")
@@ -221,13 +304,18 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 			bad := f.Err
 			f.Err = nil
 			if !send(f) {
-				return
+				return page - base, false
 			}
 			send(listing.Fetched{Err: bad})
-			return
+			return page - base, false
 		}
-		if !send(f) || f.Last {
-			return
+		done := f.Last
+		f.Last = done && last
+		if !send(f) {
+			return page - base, false
+		}
+		if done {
+			return page - base, true
 		}
 	}
 }
@@ -272,6 +360,17 @@ func walkPage(recs []clients.Record, env envelope, perPage int, clock time.Time)
 }
 
 func (c *Client) firstURL(r clients.Resource, w clients.Window) string {
+	ep := EndpointOf(r)
+	return c.endpointURL(ep.Path, c.query(ep, w))
+}
+
+// nestedURL is the first page of r's list under parent record id.
+func (c *Client) nestedURL(r, parent clients.Resource, id string, w clients.Window) string {
+	ep := EndpointOf(r)
+	return c.endpointURL(EndpointOf(parent).Path+"/"+id+"/"+ep.Path, c.query(ep, w))
+}
+
+func (c *Client) query(ep Endpoint, w clients.Window) url.Values {
 	q := url.Values{}
 	q.Set("per_page", strconv.Itoa(c.perPage))
 	if w.ByDate() {
@@ -281,11 +380,15 @@ func (c *Client) firstURL(r clients.Resource, w clients.Window) string {
 		if !w.To.IsZero() {
 			q.Set("to", w.To.String())
 		}
-	} else if !w.UpdatedSince.IsZero() {
+	} else if !w.UpdatedSince.IsZero() && ep.Since {
 		q.Set("updated_since", w.UpdatedSince.UTC().Format("2006-01-02T15:04:05Z"))
 	}
+	return q
+}
+
+func (c *Client) endpointURL(path string, q url.Values) string {
 	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + "/" + string(r)
+	u.Path = strings.TrimRight(u.Path, "/") + "/" + path
 	u.RawQuery = q.Encode()
 	return u.String()
 }

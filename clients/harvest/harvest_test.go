@@ -423,7 +423,7 @@ func TestParamsValidate(t *testing.T) {
 		{func(p *harvest.Params) { p.Contact = "" }, "contact"},
 		{func(p *harvest.Params) { p.PerPage = 2001 }, "per_page"},
 		{func(p *harvest.Params) { p.BaseURL = "ftp://x" }, "base_url"},
-		{func(p *harvest.Params) { p.Resources = []clients.Resource{"invoices"} }, "resources"},
+		{func(p *harvest.Params) { p.Resources = []clients.Resource{"invoice"} }, "resources"},
 	} {
 		p := ok
 		tc.mod(&p)

@@ -5,10 +5,21 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/provider"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
-// Resources are what a Harvest source serves, in pass order.
-var Resources = []clients.Resource{clients.Clients, clients.Users, clients.Projects, clients.Tasks, clients.TimeEntries}
+// Resources are what a Harvest source serves, in pass order: every
+// declared resource with a reader (the first five's own, or an endpoint
+// entry).
+var Resources = func() []clients.Resource {
+	var out []clients.Resource
+	for _, r := range schema.Resources() {
+		if _, ok := refResources[r]; ok || r == clients.TimeEntries || Endpoints[r] != (Endpoint{}) {
+			out = append(out, r)
+		}
+	}
+	return out
+}()
 
 func init() {
 	provider.MustRegister(provider.Kind{

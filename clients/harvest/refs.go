@@ -112,51 +112,65 @@ func (f *refFields) fill(rec *clients.Record) *decode.FieldError {
 	return nil
 }
 
-// refSink decodes the records of one of the small resources during the
-// envelope scan, like entrySink.
+// recordReader reads one record at the scanner's cursor into rec and its
+// row (parent: the id of the record a nested listing is under).
+type recordReader interface {
+	readRecord(s *scanner, text string, rec *clients.Record, row []any, parent string) *decode.FieldError
+}
+
+func (rr refResource) readRecord(s *scanner, text string, rec *clients.Record, row []any, _ string) *decode.FieldError {
+	var f refFields
+	if fe := f.read(s, text, rr.keys); fe != nil {
+		return fe
+	}
+	if fe := f.fill(rec); fe != nil {
+		return fe
+	}
+	return rr.set(&f, row)
+}
+
+// refSink decodes the records of every resource but time entries during
+// the envelope scan, like entrySink.
 type refSink struct {
-	refResource
+	reader  recordReader
+	width   int
+	parent  string
 	body    []byte
 	text    string
 	fetched time.Time
 	recs    []clients.Record
-	rows    []any // table.Width() values per record
+	rows    []any // width values per record
 	err     *decode.FieldError
 	errAt   int
 }
 
-func newRefSink(rr refResource, body []byte, fetched time.Time) *refSink {
-	return &refSink{refResource: rr, body: body, text: string(body), fetched: fetched}
+func newRefSink(rr recordReader, width int, parent string, body []byte, fetched time.Time) *refSink {
+	return &refSink{reader: rr, width: width, parent: parent, body: body, text: string(body), fetched: fetched}
 }
 
 func (k *refSink) reset() { k.recs, k.rows, k.err = k.recs[:0], k.rows[:0], nil }
 
+// elem reads one record; a bad one is not taken, so that the envelope scan
+// skips (and validates) it from its start.
 func (k *refSink) elem(s *scanner, i, lo int) bool {
 	if k.err != nil {
 		return false
 	}
-	var f refFields
-	if fe := f.read(s, k.text, k.keys); fe != nil {
+	w := k.width
+	k.recs = append(k.recs, clients.Record{FetchedAt: k.fetched})
+	k.rows = append(k.rows, make([]any, w)...)
+	if fe := k.reader.readRecord(s, k.text, &k.recs[i], k.rows[i*w:(i+1)*w], k.parent); fe != nil {
 		k.err, k.errAt = fe, i
 		return false
 	}
-	k.recs = append(k.recs, clients.Record{Raw: k.body[lo:s.i:s.i], FetchedAt: k.fetched})
-	w := k.table.Width()
-	k.rows = append(k.rows, make([]any, w)...)
-	fe := f.fill(&k.recs[i])
-	if fe == nil {
-		fe = k.set(&f, k.rows[i*w:(i+1)*w])
-	}
-	if fe != nil {
-		k.err, k.errAt = fe, i
-	}
+	k.recs[i].Raw = k.body[lo:s.i:s.i]
 	return true
 }
 
 func (k *refSink) failed() (*decode.FieldError, int) { return k.err, k.errAt }
 
 func (k *refSink) records() []clients.Record {
-	w := k.table.Width()
+	w := k.width
 	for i := range k.recs {
 		k.recs[i].Row = k.rows[i*w : (i+1)*w : (i+1)*w]
 	}
@@ -209,13 +223,19 @@ type pageSink interface {
 
 func (k *entrySink) failed() (*decode.FieldError, int) { return k.err, k.errAt }
 
-// sinkFor returns the decoder of r's records, nil for an unknown resource.
-func sinkFor(r clients.Resource, body []byte, fetched time.Time) pageSink {
+// sinkFor returns the decoder of r's records, nil for a resource Harvest
+// does not serve. Time entries and the first four resources have their own
+// readers (the hot path, and error texts operators know); every other
+// resource is read from its declaration.
+func sinkFor(r clients.Resource, parent string, body []byte, fetched time.Time) pageSink {
 	if r == clients.TimeEntries {
 		return newEntrySink(body, fetched)
 	}
 	if rr, ok := refResources[r]; ok {
-		return newRefSink(rr, body, fetched)
+		return newRefSink(rr, rr.table.Width(), parent, body, fetched)
+	}
+	if d, ok := declaredReaders[r]; ok {
+		return newRefSink(d, d.table.Width(), parent, body, fetched)
 	}
 	return nil
 }
