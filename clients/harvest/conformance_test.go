@@ -12,6 +12,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -22,12 +23,27 @@ type conformanceHarness struct{}
 
 // Harvest hides every deletion from updated_since: reconcile finds them.
 func (conformanceHarness) Capabilities() conformance.Capabilities {
-	c := conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{}}
-	for _, r := range harvest.Resources {
+	c := conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{}, ListedWhole: map[clients.Resource]bool{}}
+	for _, r := range conformanceResources {
 		c.Deletions[r] = conformance.Reconciled
+		if t, _ := schema.Lookup(r); t.NoSince {
+			c.ListedWhole[r] = true
+		}
 	}
 	return c
 }
+
+// conformanceResources are every resource Harvest serves but the company,
+// which is one record per account (TestCompany checks it).
+var conformanceResources = func() []clients.Resource {
+	var out []clients.Resource
+	for _, r := range harvest.Resources {
+		if t, _ := schema.Lookup(r); !t.Singleton {
+			out = append(out, r)
+		}
+	}
+	return out
+}()
 
 func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.Fake {
 	clk := conformance.NewClock()
@@ -35,7 +51,7 @@ func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.F
 	t.Cleanup(f.Close)
 	c, err := harvest.New(harvest.Params{
 		Name: "harvest-conf", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
-		Contact: "ops@example.com", RateLimit: o.RateLimit, Resources: harvest.Resources,
+		Contact: "ops@example.com", RateLimit: o.RateLimit, Resources: conformanceResources,
 		Logger: zerolog.New(zerolog.NewTestWriter(t)),
 	})
 	if err != nil {
@@ -70,8 +86,32 @@ func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
 	case clients.Tasks:
 		f.PutTask(harvestfake.Task{ID: id, Name: content, IsActive: true})
 	default:
-		panic("harvest conformance: no record for " + string(r))
+		def, ok := schema.Lookup(r)
+		if !ok {
+			panic("harvest conformance: no record for " + string(r))
+		}
+		if def.Parent != "" {
+			// Each record under its own parent, created first.
+			if _, ok := f.Get(def.Parent, id); !ok {
+				f.Put(def.Parent, id, "parent")
+			}
+		}
+		f.PutDoc(r, sampleDoc(def, id, conformance.ContentValue(r, content), clients.DateOf(f.clk.Now())))
 	}
+}
+
+// sampleDoc is a plausible record of a declared resource with content in
+// its content column, one line per child table, under parent id.
+func sampleDoc(def *schema.Table, id int64, content string, day clients.Date) harvestfake.Doc {
+	col, _ := conformance.ContentColumn(def.Name)
+	d := harvestfake.Doc{ID: id, Values: harvestfake.Sample(def, content, col, day)}
+	for _, c := range def.Children {
+		d.Lines = append(d.Lines, harvestfake.Line{ID: id*10 + 1, Values: harvestfake.SampleLine(c, day)})
+	}
+	if def.Parent != "" {
+		d.Parent = id
+	}
+	return d
 }
 
 func (f *conformanceFake) Delete(r clients.Resource, id int64) { f.Server.Delete(r, id) }

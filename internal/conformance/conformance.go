@@ -162,9 +162,10 @@ type Fake interface {
 // ID is the mirror's id of the suite's record id.
 func ID(id int64) string { return strconv.FormatInt(id, 10) }
 
-// ContentColumn is the text column of r that Fake.Put fills: notes when the
-// table has it (time entries), else name, else its first text column
-// (users: first_name).
+// ContentColumn is the column of r that Fake.Put fills: notes when the
+// table has it (time entries), else name, else its first text column that
+// is no id (users: first_name), else its first numeric one (a rate's
+// amount, an assignment's hourly_rate: see ContentValue).
 func ContentColumn(r clients.Resource) (string, bool) {
 	t, ok := schema.Lookup(r)
 	if !ok {
@@ -176,11 +177,33 @@ func ContentColumn(r clients.Resource) (string, bool) {
 		}
 	}
 	for _, c := range t.Columns {
-		if c.Type == schema.Text {
+		if c.Type == schema.Text && !strings.HasSuffix(c.Name, "_id") {
+			return c.Name, true
+		}
+	}
+	for _, c := range t.Columns {
+		if c.Type == schema.Numeric {
 			return c.Name, true
 		}
 	}
 	return "", false
+}
+
+// ContentValue is what Fake.Put stores for the suite's content word in r's
+// content column, as the column's text reads back: the word in a text
+// column; in a numeric one, the word's letters as a base-27 whole number
+// (distinct words, distinct numbers).
+func ContentValue(r clients.Resource, word string) string {
+	t, _ := schema.Lookup(r)
+	col, _ := ContentColumn(r)
+	if c, ok := t.Column(col); !ok || c.Type != schema.Numeric {
+		return word
+	}
+	var n int64
+	for _, ch := range strings.ToLower(word) {
+		n = n*27 + int64(ch-'a'+1)%27
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // Overlap is the overlap the suite's poller uses.
@@ -293,6 +316,9 @@ func setup(t *testing.T, h Harness, caps Capabilities, r clients.Resource, o Opt
 
 func (e *env) put(id int64, content string) { e.fake.Put(e.r, id, content) }
 
+// word is how the content word reads back from the content column.
+func (e *env) word(w string) string { return ContentValue(e.r, w) }
+
 func (e *env) incremental() poller.Result {
 	e.t.Helper()
 	res, err := e.p.Incremental(e.t.Context(), e.src.Name(), e.r)
@@ -314,7 +340,7 @@ type row struct {
 
 func (e *env) mirror() map[string]row {
 	e.t.Helper()
-	q := fmt.Sprintf(`SELECT id, updated_at, deleted_at IS NOT NULL, coalesce(%s, ''), content_hash FROM %s WHERE source = $1`,
+	q := fmt.Sprintf(`SELECT id, updated_at, deleted_at IS NOT NULL, coalesce(%s::text, ''), content_hash FROM %s WHERE source = $1`,
 		pgx.Identifier{e.content}.Sanitize(), pgx.Identifier{string(e.r)}.Sanitize())
 	rows, err := e.pool.Query(context.Background(), q, e.src.Name())
 	if err != nil {
@@ -417,7 +443,7 @@ func testNewerWins(e *env) {
 	}
 	m := e.mirror()
 	want := e.fake.Versions(e.r)[ID(1)]
-	if got := m[ID(1)]; got.content != "final" || !e.versionOK(got.version, want) {
+	if got := m[ID(1)]; got.content != e.word("final") || !e.versionOK(got.version, want) {
 		t.Errorf("row %+v, want %s final at version %v", got, e.content, want)
 	}
 	if len(m) != 1 {
@@ -452,7 +478,7 @@ func testOlderSkipped(e *env) {
 	if c.Stale != 1 || c.Unchanged != 1 || c.Inserted+c.Updated != 0 {
 		t.Errorf("applying the older page: %+v, want 1 stale and 1 unchanged", c)
 	}
-	if got := e.mirror()[ID(1)]; got.content != "new" {
+	if got := e.mirror()[ID(1)]; got.content != e.word("new") {
 		t.Errorf("%s 1 went back to %q", e.r, got.content)
 	}
 	e.assertConverged()
@@ -491,7 +517,7 @@ func testDeletion(e *env) {
 	if !m[ID(1)].deleted {
 		t.Errorf("deleted %s 1 is not tombstoned: %+v", e.r, m[ID(1)])
 	}
-	if m[ID(2)].deleted || m[ID(2)].content != "kept" {
+	if m[ID(2)].deleted || m[ID(2)].content != e.word("kept") {
 		t.Errorf("%s 2 changed: %+v", e.r, m[ID(2)])
 	}
 	e.assertConverged()
@@ -529,7 +555,7 @@ func testOnlyChanges(e *env) {
 	if c.Updated != 1 {
 		t.Errorf("counts %+v, want 1 updated", c)
 	}
-	if got := e.mirror()[ID(2)]; got.content != "fourth" {
+	if got := e.mirror()[ID(2)]; got.content != e.word("fourth") {
 		t.Errorf("%s 2: %+v, want %s fourth", e.r, got, e.content)
 	}
 	e.assertConverged()
@@ -578,7 +604,7 @@ func testMalformed(e *env, mal Malformation) {
 	// The next good pass converges.
 	e.fake.Malform(e.r, 0)
 	e.incremental()
-	if got := e.mirror()[ID(1)]; got.content != "edited" {
+	if got := e.mirror()[ID(1)]; got.content != e.word("edited") {
 		t.Errorf("%s 1 after the good pass: %+v, want %s edited", e.r, got, e.content)
 	}
 	e.assertConverged()

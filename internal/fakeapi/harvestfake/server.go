@@ -21,8 +21,10 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -166,6 +168,25 @@ func (s *Server) put(r clients.Resource, v any) {
 		}
 	}
 	s.enqueue(r, id, updated, write{val: t.withStamps(v, created, updated)})
+	if d, ok := v.(Doc); ok {
+		s.touchParent(r, d.Parent, updated)
+	}
+}
+
+// touchParent moves the updated_at of the record a nested record of r is
+// listed under, as the nested record's change shows in it.
+func (s *Server) touchParent(r clients.Resource, parent int64, at time.Time) {
+	def, ok := schema.Lookup(r)
+	if !ok || def.Parent == "" {
+		return
+	}
+	pv, ok := s.getLocked(def.Parent, parent)
+	if !ok {
+		return
+	}
+	pt := s.tables.by[def.Parent]
+	_, created, _ := pt.stamps(pv)
+	s.enqueue(def.Parent, parent, at, write{val: pt.withStamps(pv, created, at)})
 }
 
 // LoadTimeEntries bulk-inserts entries (no visibility delay): the fast path
@@ -186,6 +207,11 @@ func (s *Server) Delete(r clients.Resource, id int64) bool {
 		return false
 	}
 	now := s.Now()
+	if v, _ := s.getLocked(r, id); v != nil {
+		if d, ok := v.(Doc); ok {
+			s.touchParent(r, d.Parent, now.UTC().Truncate(time.Second))
+		}
+	}
 	s.enqueue(r, id, now, write{deletedAt: now})
 	return true
 }
@@ -231,7 +257,7 @@ func (s *Server) Count(r clients.Resource) int {
 func (s *Server) State() State {
 	s.late.Lock()
 	defer s.late.Unlock()
-	return newState(s.tables, s.deleted)
+	return newState(s.tables, s.deleted, s.opts.AccountID)
 }
 
 // Versions returns r's visible ids (decimal text, as in the mirror) with
@@ -271,8 +297,43 @@ func (s *Server) apply(k fakeapi.Key[int64], w write) {
 			s.deleted[k.Resource] = map[int64]time.Time{}
 		}
 		s.deleted[k.Resource][k.ID] = w.deletedAt.UTC()
+		// The records listed under it go with it.
+		for _, n := range nestedUnder[k.Resource] {
+			t := s.tables.by[n].(*table[Doc])
+			var gone []int64
+			for id, p := range t.pos {
+				if t.items[p].Parent == k.ID {
+					gone = append(gone, id)
+				}
+			}
+			for _, id := range gone {
+				s.apply(fakeapi.Key[int64]{Resource: n, ID: id}, write{deletedAt: w.deletedAt})
+			}
+		}
 	}
 }
+
+// nestedUnder maps a resource to those listed under its records.
+var nestedUnder = func() map[clients.Resource][]clients.Resource {
+	m := map[clients.Resource][]clients.Resource{}
+	for r := range harvest.Endpoints {
+		if def, _ := schema.Lookup(r); def.Parent != "" {
+			m[def.Parent] = append(m[def.Parent], r)
+		}
+	}
+	return m
+}()
+
+// nestedRoutes maps "{parent path}/{path}" to the nested resource.
+var nestedRoutes = func() map[string]clients.Resource {
+	m := map[string]clients.Resource{}
+	for r, ep := range harvest.Endpoints {
+		if def, _ := schema.Lookup(r); def.Parent != "" {
+			m[harvest.EndpointOf(def.Parent).Path+"/"+ep.Path] = r
+		}
+	}
+	return m
+}()
 
 // ---- HTTP ------------------------------------------------------------------
 
@@ -287,12 +348,38 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 	res, ok := strings.CutPrefix(r.URL.Path, dialect.Base+"/")
 	resource := clients.Resource(res)
-	if _, served := s.tables.by[resource]; !ok || !served || r.Method != http.MethodGet {
+	var parent int64
+	if parts := strings.Split(res, "/"); len(parts) == 3 {
+		n, err := strconv.ParseInt(parts[1], 10, 64)
+		resource, parent = nestedRoutes[parts[0]+"/"+parts[2]], n
+		if err != nil || n <= 0 {
+			resource = ""
+		}
+	}
+	def, known := schema.Lookup(resource)
+	if _, served := s.tables.by[resource]; !ok || !known || !served || r.Method != http.MethodGet || (def.Parent != "") != (parent != 0) {
 		fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
 		return
 	}
 	s.Listing(r)
-	s.list(w, r, resource)
+	if def.Singleton {
+		s.one(w, resource)
+		return
+	}
+	s.list(w, r, resource, parent)
+}
+
+// one serves a resource that is one object (the company).
+func (s *Server) one(w http.ResponseWriter, res clients.Resource) {
+	s.late.Lock()
+	defer s.late.Unlock()
+	mal := s.Malformed(string(res), 1)
+	t := s.tables.by[res]
+	if t.len() == 0 {
+		fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
+		return
+	}
+	s.WritePage(w, t.appendJSON(s, nil, t.listing()[0], renderOpts{}), mal)
 }
 
 type filter struct {
@@ -300,9 +387,10 @@ type filter struct {
 	exclusive bool
 	from, to  int64 // date keys, 0 = open
 	running   int   // 0 any, 1 true, 2 false
+	parent    int64 // a nested list's parent record
 }
 
-func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resource) {
+func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resource, parent int64) {
 	q := r.URL.Query()
 	perPage := MaxPerPage
 	if v := q.Get("per_page"); v != "" {
@@ -313,7 +401,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 		}
 		perPage = n
 	}
-	f := filter{exclusive: s.opts.UpdatedSinceExclusive}
+	f := filter{exclusive: s.opts.UpdatedSinceExclusive, parent: parent}
 	if v := q.Get("updated_since"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
@@ -511,6 +599,12 @@ func (s *Server) filtered(res clients.Resource, f filter) []int32 {
 				continue
 			}
 			out = append(out, p)
+		}
+	} else if dt, ok := s.tables.by[res].(*table[Doc]); ok && f.parent != 0 {
+		for _, p := range dt.order {
+			if dt.items[p].Parent == f.parent && match(dt.items[p].UpdatedAt) {
+				out = append(out, p)
+			}
 		}
 	} else {
 		t := s.tables.by[res]

@@ -160,7 +160,7 @@ func TestRequestValidation(t *testing.T) {
 		{"/time_entries", map[string]string{"User-Agent": ""}, 400},
 		{"/time_entries", map[string]string{"Authorization": "Bearer nope"}, 401},
 		{"/time_entries", map[string]string{"Harvest-Account-Id": "1"}, 401},
-		{"/invoices", nil, 404},
+		{"/invoice", nil, 404},
 		{"/time_entries?per_page=2000", nil, 200},
 	} {
 		resp, body := get(t, f, tc.path, tc.hdr)

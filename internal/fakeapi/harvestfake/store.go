@@ -135,9 +135,12 @@ func newTables() *tables {
 		tasks:    newTable(func(t *Task) (int64, *time.Time, *time.Time) { return t.ID, &t.CreatedAt, &t.UpdatedAt }, (*Server).appendTask),
 	}
 	ts.entries.key = func(e *TimeEntry) [2]int64 { return [2]int64{dateKey(e.SpentDate), e.ID} }
-	ts.by = map[clients.Resource]records{
+	ts.by = docTables()
+	for r, t := range map[clients.Resource]records{
 		clients.TimeEntries: ts.entries, clients.Projects: ts.projects, clients.Clients: ts.clients,
 		clients.Users: ts.users, clients.Tasks: ts.tasks,
+	} {
+		ts.by[r] = t
 	}
 	return ts
 }
@@ -277,16 +280,26 @@ type State struct {
 	Clients     map[int64]Client
 	Users       map[int64]User
 	Tasks       map[int64]Task
+	// Docs are the records of the resources served from their declaration.
+	Docs map[clients.Resource]map[int64]Doc
+	// AccountID is the company's id.
+	AccountID string
 	// Deleted maps each resource's deleted ids to when they were deleted
 	// (the source clock). An id deleted and later re-created is not here.
 	Deleted map[clients.Resource]map[int64]time.Time
 }
 
-func newState(ts *tables, deleted map[clients.Resource]map[int64]time.Time) State {
+func newState(ts *tables, deleted map[clients.Resource]map[int64]time.Time, account string) State {
 	st := State{
 		TimeEntries: snapshot(ts.entries), Projects: snapshot(ts.projects), Clients: snapshot(ts.clients),
 		Users: snapshot(ts.users), Tasks: snapshot(ts.tasks),
-		Deleted: map[clients.Resource]map[int64]time.Time{},
+		Docs:    map[clients.Resource]map[int64]Doc{},
+		Deleted: map[clients.Resource]map[int64]time.Time{}, AccountID: account,
+	}
+	for r, t := range ts.by {
+		if dt, ok := t.(*table[Doc]); ok {
+			st.Docs[r] = snapshot(dt)
+		}
 	}
 	for r, m := range deleted {
 		st.Deleted[r] = maps.Clone(m)
@@ -308,7 +321,7 @@ func (st State) Count(r clients.Resource) int {
 	case clients.Tasks:
 		return len(st.Tasks)
 	}
-	return 0
+	return len(st.Docs[r])
 }
 
 // Versions returns r's live ids (decimal text, as in the mirror) with their
@@ -368,6 +381,22 @@ func (st State) Expected(r clients.Resource) map[string]clients.Record {
 	case clients.Tasks:
 		for _, t := range st.Tasks {
 			add(t.ID, t.UpdatedAt, schema.Tasks, schema.Values{"name": t.Name, "is_active": t.IsActive})
+		}
+	default:
+		def, ok := schema.Lookup(r)
+		if !ok {
+			return out
+		}
+		for _, d := range st.Docs[r] {
+			v := maps.Clone(d.Values)
+			if def.ParentColumn != "" {
+				v[def.ParentColumn] = ids(d.Parent)
+			}
+			id := ids(d.ID)
+			if def.Singleton {
+				id = st.AccountID
+			}
+			out[id] = clients.Record{ID: id, Version: d.UpdatedAt.UTC(), Row: def.Row(v)}
 		}
 	}
 	return out
