@@ -125,3 +125,60 @@ func show(s *string) string {
 	}
 	return fmt.Sprintf("%q", *s)
 }
+
+// TestChildTablesMatchDatabase holds each child table (line items) to its
+// declaration: table and COMMENT, the common child columns, the parent
+// column, and every declared column with type, nullability and COMMENT.
+func TestChildTablesMatchDatabase(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	for _, tb := range schema.All() {
+		for _, ch := range tb.Children {
+			t.Run(string(ch.Name), func(t *testing.T) {
+				var comment *string
+				if err := pool.QueryRow(ctx, `SELECT obj_description(format('public.%I', $1::text)::regclass, 'pg_class')`, string(ch.Name)).Scan(&comment); err != nil {
+					t.Fatalf("table %s: %v", ch.Name, err)
+				}
+				if comment == nil || *comment != ch.Doc {
+					t.Errorf("COMMENT ON TABLE %s = %s, declared %q", ch.Name, show(comment), ch.Doc)
+				}
+				want := map[string]schema.Column{ch.ParentColumn: {Type: schema.Text}}
+				for _, c := range schema.ChildCommon {
+					want[c.Name] = schema.Column{Type: c.Type, Nullable: c.Nullable}
+				}
+				for _, c := range ch.Columns {
+					want[c.Name] = c
+				}
+				rows, err := pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, col_description(a.attrelid, a.attnum)
+					FROM pg_attribute a WHERE a.attrelid = format('public.%I', $1::text)::regclass AND a.attnum > 0 AND NOT a.attisdropped`, string(ch.Name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rows.Close()
+				n := 0
+				for rows.Next() {
+					var name, typ string
+					var notNull bool
+					var doc *string
+					if err := rows.Scan(&name, &typ, &notNull, &doc); err != nil {
+						t.Fatal(err)
+					}
+					n++
+					c, ok := want[name]
+					switch {
+					case !ok:
+						t.Errorf("%s.%s is in the database but not declared", ch.Name, name)
+					case typ != sqlType[c.Type] || notNull == c.Nullable:
+						t.Errorf("%s.%s is %s (not null %v), declared %s (nullable %v)", ch.Name, name, typ, notNull, c.Type, c.Nullable)
+					case doc == nil || (c.Doc != "" && *doc != c.Doc):
+						t.Errorf("COMMENT ON COLUMN %s.%s = %s, declared %q", ch.Name, name, show(doc), c.Doc)
+					}
+				}
+				if n != len(want) {
+					t.Errorf("%s has %d columns, %d declared", ch.Name, n, len(want))
+				}
+			})
+		}
+	}
+}

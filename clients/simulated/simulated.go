@@ -72,6 +72,10 @@ type Tracker struct {
 	tasks    []int64
 	clients  []int64
 	invoice  int64
+	// docs are the live ids of the resources read from their declaration;
+	// nextDoc the last id given to one.
+	docs    map[clients.Resource][]int64
+	nextDoc int64
 }
 
 var (
@@ -107,7 +111,7 @@ func New(p Params) (*Tracker, error) {
 		FaultRate: p.FaultRate, RateLimitRate: p.RateLimitRate, Seed: uint64(p.Seed),
 	})
 	rng := rand.New(rand.NewPCG(uint64(p.Seed), 0x71de))
-	t := &Tracker{fake: fake, rng: rng, live: fakeapi.NewStream[int64](rng), days: p.Days}
+	t := &Tracker{fake: fake, rng: rng, live: fakeapi.NewStream[int64](rng), days: p.Days, docs: map[clients.Resource][]int64{}}
 	t.muts = []fakeapi.Mutation{
 		{Weight: 30, Do: func() { t.create(false) }},
 		{Weight: 10, Do: func() { t.create(true) }},
@@ -118,6 +122,9 @@ func New(p Params) (*Tracker, error) {
 		{Weight: 2, Do: t.bulkInvoice},
 		{Weight: 5, Do: t.toggleTimer},
 		{Weight: 7, Do: t.touchReference},
+		{Weight: 4, Do: t.touchAccount},
+		{Weight: 2, Do: t.bulkSubmit},
+		{Weight: 1, Do: t.payInvoice},
 	}
 	anchor := p.Anchor
 	if anchor.IsZero() {
@@ -237,6 +244,7 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 	}
 	approvals := map[uw]time.Time{}
 	invoices := map[cm]int64{}
+	lines := map[int64]*invoiceLines{}
 	invoiceAt := map[int64]time.Time{}
 	for i := range entries {
 		e := &entries[i]
@@ -264,9 +272,22 @@ func (t *Tracker) generate(anchor time.Time, p Params) {
 			}
 			e.IsBilled, e.InvoiceID = true, inv
 			e.UpdatedAt = maxTime(e.UpdatedAt, invoiceAt[inv])
+			il := lines[inv]
+			if il == nil {
+				il = &invoiceLines{client: e.ClientID, at: invoiceAt[inv], cents: map[int64]int64{}, hundred: map[int64]int64{}}
+				lines[inv] = il
+			}
+			h := hundredths(e.Hours)
+			il.hundred[e.ProjectID] += h
+			il.cents[e.ProjectID] += h * rate
+		}
+		// Not yet approved: about half sent for approval.
+		if !e.IsClosed && e.ID%2 == 0 {
+			e.Submitted = true
 		}
 	}
 	f.LoadTimeEntries(entries)
+	t.generateAccount(anchor, created, lines)
 	t.nextID = firstEntryID + int64(len(entries))
 	for i := range entries {
 		t.live.Add(entries[i].ID)
@@ -419,11 +440,18 @@ func (t *Tracker) bulkInvoice() {
 	now := t.stamp()
 	t.invoice++
 	inv := 30_000_000 + t.invoice
+	il := &invoiceLines{client: client, at: now, cents: map[int64]int64{}, hundred: map[int64]int64{}}
 	for _, e := range t.fake.TimeEntriesWhere(func(e *harvestfake.TimeEntry) bool {
 		return e.ClientID == client && e.Billable && e.IsClosed && !e.IsBilled
 	}) {
 		e.IsBilled, e.IsLocked, e.InvoiceID, e.UpdatedAt = true, true, inv, now
 		t.fake.PutTimeEntry(e)
+		h := hundredths(e.Hours)
+		il.hundred[e.ProjectID] += h
+		il.cents[e.ProjectID] += h * rate
+	}
+	if len(il.cents) > 0 {
+		t.putInvoice(inv, il, time.Time{}, t.putDoc)
 	}
 }
 

@@ -183,6 +183,7 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 		b = append(appendKey(b, "locked_reason"), "null"...)
 	}
 	b = appendBool(b, "is_closed", e.IsClosed)
+	b = appendStr(b, "approval_status", e.ApprovalStatus())
 	b = appendBool(b, "is_billed", e.IsBilled)
 	if e.IsRunning {
 		b = appendTime(appendKey(b, "timer_started_at"), e.UpdatedAt)

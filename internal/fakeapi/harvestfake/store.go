@@ -28,6 +28,9 @@ type TimeEntry struct {
 	IsClosed  bool
 	IsBilled  bool
 	IsRunning bool
+	// Submitted: sent for approval (approval_status submitted) and not yet
+	// approved (IsClosed: approved).
+	Submitted bool
 	InvoiceID int64 // 0: not invoiced
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -70,6 +73,17 @@ type Task struct {
 	IsActive  bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// ApprovalStatus is the entry's approval_status as Harvest renders it.
+func (e *TimeEntry) ApprovalStatus() string {
+	switch {
+	case e.IsClosed:
+		return "approved"
+	case e.Submitted:
+		return "submitted"
+	}
+	return "unsubmitted"
 }
 
 func dateKey(d clients.Date) int64 { return int64(d.Year)*10000 + int64(d.Month)*100 + int64(d.Day) }
@@ -355,7 +369,7 @@ func (st State) Expected(r clients.Resource) map[string]clients.Record {
 				"spent_date": e.SpentDate, "hours": clients.Decimal(e.Hours),
 				"user_id": ids(e.UserID), "project_id": ids(e.ProjectID), "task_id": ids(e.TaskID), "client_id": ids(e.ClientID),
 				"billable": e.Billable, "is_locked": e.IsLocked, "is_closed": e.IsClosed, "is_billed": e.IsBilled,
-				"is_running": e.IsRunning, "invoice_id": ids(e.InvoiceID),
+				"is_running": e.IsRunning, "invoice_id": ids(e.InvoiceID), "approval_status": e.ApprovalStatus(),
 			}
 			if e.Notes != nil {
 				v["notes"] = *e.Notes
