@@ -114,6 +114,8 @@ func runScenario(args []string) error {
 		res, err = scenarioBackfill(ctx, pool, a)
 	case "reference":
 		res, err = scenarioReference(ctx, pool, a)
+	case "first-sync":
+		res, err = scenarioFirstSync(ctx, pool, a)
 	case "idle":
 		res, err = scenarioIdle(ctx, pool, a)
 	case "redelivery":
@@ -193,6 +195,41 @@ func scenarioBackfill(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (
 	}
 	res := result{Records: r.Counts.Fetched, Pages: r.Pages, WallSec: wall.Seconds(),
 		Note: fmt.Sprintf("inserted=%d", r.Counts.Inserted)}
+	return res, fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per)
+}
+
+// scenarioFirstSync runs one incremental pass of every resource the source
+// serves into an empty mirror: the whole account, through one client and
+// so one rate budget.
+func scenarioFirstSync(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
+	src, err := harvestSource(a, "bench", zerolog.Nop())
+	if err != nil {
+		return result{}, err
+	}
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}})
+	if err != nil {
+		return result{}, err
+	}
+	defer p.Close()
+	if err := resetLog(a.sim); err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	rs, err := p.Incremental(ctx, "bench")
+	wall := time.Since(start)
+	if err != nil {
+		return result{}, err
+	}
+	res := result{WallSec: wall.Seconds()}
+	var other int64
+	for _, r := range rs {
+		res.Records += r.Counts.Fetched
+		res.Pages += r.Pages
+		if r.Resource != clients.TimeEntries {
+			other += r.Counts.Fetched
+		}
+	}
+	res.Note = fmt.Sprintf("%d resources, %d records besides time entries", len(rs), other)
 	return res, fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per)
 }
 
