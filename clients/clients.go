@@ -44,6 +44,12 @@ type Page struct {
 	// header). The cursor is capped by it, never by our own clock.
 	SourceTime time.Time
 	Records    []Record
+	// Covered, when set, is the newest version among what the listing
+	// selected by rather than listed: a nested listing (an invoice's
+	// payments) selects by its parents' versions, and its cursor must move
+	// with them, or a parent edited after its newest child would be listed
+	// again every pass. The high water takes it like a record's version.
+	Covered time.Time
 }
 
 // Record is one normalized record of a resource.

@@ -230,6 +230,9 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 			l.sourceTime = pg.SourceTime
 		}
 		l.pages++
+		if pg.Covered.After(l.maxVersion) {
+			l.maxVersion = pg.Covered
+		}
 		if len(pg.Records) == 0 {
 			// Nothing to write (the common idle pass): no transaction, no
 			// round trips; finalize opens the one it needs.
@@ -262,9 +265,10 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	}
 	c, cancel := context.WithTimeout(dbctx, dbTimeout)
 	defer cancel()
-	if l.counts.Fetched == 0 {
-		// Nothing was applied: finalize writes on its own, and an idle pass
-		// costs no transaction.
+	if l.counts.Fetched == 0 && l.maxVersion.IsZero() {
+		// Nothing was applied and nothing can move the cursor (a nested
+		// listing's Covered can): finalize writes on its own, and an idle
+		// pass costs no transaction.
 		return l, finalize(c, nil, l)
 	}
 	tx, err := p.pool.Begin(c)

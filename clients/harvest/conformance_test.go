@@ -23,11 +23,16 @@ type conformanceHarness struct{}
 
 // Harvest hides every deletion from updated_since: reconcile finds them.
 func (conformanceHarness) Capabilities() conformance.Capabilities {
-	c := conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{}, ListedWhole: map[clients.Resource]bool{}}
+	c := conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{},
+		ListedWhole: map[clients.Resource]bool{}, ListedUnderParents: map[clients.Resource]bool{}}
 	for _, r := range conformanceResources {
 		c.Deletions[r] = conformance.Reconciled
-		if t, _ := schema.Lookup(r); t.NoSince {
+		t, _ := schema.Lookup(r)
+		if t.NoSince {
 			c.ListedWhole[r] = true
+		}
+		if t.Parent != "" {
+			c.ListedUnderParents[r] = true
 		}
 	}
 	return c

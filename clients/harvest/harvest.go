@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -74,6 +75,11 @@ type Client struct {
 	http      *httpx.Client
 	dec       decoder
 	log       zerolog.Logger
+
+	mu sync.Mutex
+	// listedUnder holds, per nested resource, the parent versions whose
+	// children the last complete listing read (fetchNested).
+	listedUnder map[clients.Resource]map[string]time.Time
 }
 
 var _ clients.Source = (*Client)(nil)
@@ -138,14 +144,15 @@ func New(p Params) (*Client, error) {
 		hc = httpx.New(HTTPConfig(p))
 	}
 	return &Client{
-		name:      p.Name,
-		accountID: p.AccountID,
-		base:      base,
-		perPage:   p.PerPage,
-		resources: slices.Clone(p.Resources),
-		http:      hc,
-		dec:       newDecoder(p.Name, hc),
-		log:       p.Logger.With().Str("source", p.Name).Logger(),
+		name:        p.Name,
+		accountID:   p.AccountID,
+		base:        base,
+		perPage:     p.PerPage,
+		resources:   slices.Clone(p.Resources),
+		http:        hc,
+		dec:         newDecoder(p.Name, hc),
+		listedUnder: map[clients.Resource]map[string]time.Time{},
+		log:         p.Logger.With().Str("source", p.Name).Logger(),
 	}, nil
 }
 
@@ -170,67 +177,99 @@ func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window,
 	if err := listing.Check(c.name, c.resources, r, w); err != nil {
 		return err
 	}
-	return listing.ReadAhead(ctx, fn, func(ctx context.Context, send func(listing.Fetched) bool) {
-		c.fetch(ctx, r, w, send)
+	var parents map[string]time.Time
+	err := listing.ReadAhead(ctx, fn, func(ctx context.Context, send func(listing.Fetched) bool) {
+		parents = c.fetch(ctx, r, w, send)
 	})
+	if err == nil && parents != nil {
+		// Every page was applied: the children of these parent versions are
+		// in the mirror.
+		c.mu.Lock()
+		c.listedUnder[r] = parents
+		c.mu.Unlock()
+	}
+	return err
 }
 
 // fetch requests and decodes the pages of a listing in order and hands each
 // to send, until the last page, an error or the end of ctx: one walk of a
 // top-level list, the company's one object, or a nested list under each
 // parent record.
-func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window, send func(listing.Fetched) bool) {
+func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window, send func(listing.Fetched) bool) map[string]time.Time {
 	t, _ := schema.Lookup(r)
 	switch {
 	case t != nil && t.Singleton:
 		c.fetchOne(ctx, r, send)
 	case t != nil && t.Parent != "":
-		c.fetchNested(ctx, r, t.Parent, w, send)
+		return c.fetchNested(ctx, r, t.Parent, w, send)
 	default:
 		c.walk(ctx, r, "", c.firstURL(r, w), 0, true, send)
 	}
+	return nil
 }
 
 // fetchNested lists r under each record of parent that the window selects:
 // the parents changed since the cursor in an incremental pass (Harvest has
 // no top-level list of payments, messages or rates, and a change to one
 // moves its parent's updated_at: an inference, APIS.md), every parent in a
-// backfill or reconcile. An idle pass costs the one request of the
-// parents' listing. Pages are numbered across the whole listing.
-func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w clients.Window, send func(listing.Fetched) bool) {
+// backfill or reconcile. The window's overlap brings back the parents
+// changed just before the cursor: an incremental pass skips a parent whose
+// version is the one the previous complete listing (by this process) read
+// its children at, so that an idle pass costs the one request of the
+// parents' listing. Pages are numbered across the whole listing. It returns
+// the parents' versions once the listing is complete.
+func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w clients.Window, send func(listing.Fetched) bool) map[string]time.Time {
+	c.mu.Lock()
+	before := c.listedUnder[r]
+	c.mu.Unlock()
+	incremental := !w.UpdatedSince.IsZero()
 	var ids []string
-	seen := map[string]bool{}
-	var clock time.Time
+	versions := map[string]time.Time{}
+	var clock, covered time.Time
 	_, ok := c.walk(ctx, parent, "", c.firstURL(parent, w), 0, true, func(f listing.Fetched) bool {
 		if f.Err != nil {
 			return send(listing.Fetched{Err: fmt.Errorf("%s: listing the %s it is under: %w", r, parent, f.Err)})
 		}
-		if f.Page.SourceTime.After(clock) {
+		if clock.IsZero() {
 			clock = f.Page.SourceTime
 		}
 		for _, rec := range f.Page.Records {
-			if !seen[rec.ID] {
-				seen[rec.ID] = true
+			if rec.Version.After(covered) {
+				covered = rec.Version
+			}
+			if _, dup := versions[rec.ID]; dup {
+				continue
+			}
+			versions[rec.ID] = rec.Version
+			if v, ok := before[rec.ID]; !incremental || !ok || !v.Equal(rec.Version) {
 				ids = append(ids, rec.ID)
 			}
 		}
 		return true
 	})
 	if !ok {
-		return
+		return nil
 	}
 	if len(ids) == 0 {
-		send(listing.Fetched{Page: clients.Page{Resource: r, Number: 1, SourceTime: clock}, Last: true})
-		return
+		if send(listing.Fetched{Page: clients.Page{Resource: r, Number: 1, SourceTime: clock, Covered: covered}, Last: true}) {
+			return versions
+		}
+		return nil
+	}
+	// The cursor follows the parents listed (clients.Page.Covered).
+	withCover := func(f listing.Fetched) bool {
+		f.Page.Covered = covered
+		return send(f)
 	}
 	n := 0
 	for i, id := range ids {
-		pages, ok := c.walk(ctx, r, id, c.nestedURL(r, parent, id, w), n, i == len(ids)-1, send)
+		pages, ok := c.walk(ctx, r, id, c.nestedURL(r, parent, id, w), n, i == len(ids)-1, withCover)
 		if !ok {
-			return
+			return nil
 		}
 		n += pages
 	}
+	return versions
 }
 
 // fetchOne reads a resource served as one object (the company): its id is

@@ -116,6 +116,12 @@ type Capabilities struct {
 	// each pass, unchanged. The others' passes bring only what changed
 	// since the cursor, less the overlap.
 	ListedWhole map[clients.Resource]bool
+	// ListedUnderParents names the resources listed under the records of
+	// another (Harvest's payments under invoices, rates under users) whose
+	// incremental pass skips a parent already read at its version: the
+	// overlap re-delivers nothing through the source (the suite then
+	// re-applies the records directly).
+	ListedUnderParents map[clients.Resource]bool
 }
 
 // Options are what the suite asks of a new fake and its source.
@@ -277,6 +283,9 @@ func checkCaps(t *testing.T, caps Capabilities, served []clients.Resource) {
 	for r := range caps.ListedWhole {
 		stale("ListedWhole", r)
 	}
+	for r := range caps.ListedUnderParents {
+		stale("ListedUnderParents", r)
+	}
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -408,7 +417,12 @@ func testRedelivery(e *env) {
 	// The second pass re-delivers both (the window starts an overlap before
 	// the cursor): nothing may change.
 	r2 := e.incremental()
-	if r2.Counts.Fetched < 2 || r2.Counts.Unchanged != r2.Counts.Fetched || r2.Counts.Inserted+r2.Counts.Updated != 0 {
+	switch under := e.caps.ListedUnderParents[e.r]; {
+	case under && r2.Counts.Fetched != 0:
+		t.Errorf("%s is declared ListedUnderParents, but the pass fetched %+v again: drop the flag", e.r, r2.Counts)
+	case !under && r2.Counts.Fetched == 0:
+		t.Fatalf("re-delivery counts %+v: nothing fetched again (declare %s ListedUnderParents if its parents already read are skipped)", r2.Counts, e.r)
+	case r2.Counts.Unchanged != r2.Counts.Fetched || r2.Counts.Inserted+r2.Counts.Updated != 0:
 		t.Fatalf("re-delivery counts %+v, want every fetched record unchanged", r2.Counts)
 	}
 	after := e.mirror()

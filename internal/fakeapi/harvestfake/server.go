@@ -185,7 +185,10 @@ func (s *Server) touchParent(r clients.Resource, parent int64, at time.Time) {
 		return
 	}
 	pt := s.tables.by[def.Parent]
-	_, created, _ := pt.stamps(pv)
+	_, created, updated := pt.stamps(pv)
+	if !at.After(updated) {
+		return
+	}
 	s.enqueue(def.Parent, parent, at, write{val: pt.withStamps(pv, created, at)})
 }
 
