@@ -458,7 +458,7 @@ func TestParamsValidate(t *testing.T) {
 		{func(p *clockify.Params) { p.UserIDs = []string{"x y"} }, "user_ids[0]"},
 		{func(p *clockify.Params) { p.PageSize = 5001 }, "page_size"},
 		{func(p *clockify.Params) { p.BaseURL = "ftp://x" }, "base_url"},
-		{func(p *clockify.Params) { p.Resources = []clients.Resource{"invoices"} }, "resources"},
+		{func(p *clockify.Params) { p.Resources = []clients.Resource{"invoice"} }, "resources"},
 	} {
 		p := ok
 		tc.mod(&p)

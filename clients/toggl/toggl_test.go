@@ -458,7 +458,7 @@ func TestParamsValidate(t *testing.T) {
 		{func(p *toggl.Params) { p.WorkspaceID = 0 }, "workspace_id"},
 		{func(p *toggl.Params) { p.BaseURL = "ftp://x" }, "base_url"},
 		{func(p *toggl.Params) { p.RateLimit = httpx.RateLimit{Requests: -1, Per: time.Second} }, "rate_limit"},
-		{func(p *toggl.Params) { p.Resources = []clients.Resource{"invoices"} }, "resources"},
+		{func(p *toggl.Params) { p.Resources = []clients.Resource{"invoice"} }, "resources"},
 	} {
 		p := ok
 		tc.mod(&p)

@@ -136,7 +136,7 @@ func TestRefuseWhenOnePassAnHourCannotFit(t *testing.T) {
 }
 
 func TestHarvestHasNoQuota(t *testing.T) {
-	r := planOf(t, "    kind: harvest\n    account_id: \"1\"\n    schedule: \"@every 1s\"\n")
+	r := planOf(t, "    kind: harvest\n    account_id: \"1\"\n    schedule: \"@every 1s\"\n    resources: [clients, users, projects, tasks, time_entries]\n")
 	// 100 per 15 s is 24,000 an hour; 5 resources a second is 18,000.
 	if r.Plan != "" || r.Quota != 24000 || r.HourlyRequests != 18000 || r.Verdict != Fits {
 		t.Fatalf("%+v", r)

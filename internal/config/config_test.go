@@ -59,7 +59,7 @@ func TestParseErrorsNameKeyAndLine(t *testing.T) {
 		{"bad cron", "    schedule: \"*/5 * * *\"\n", "t.yaml:8: sources[0].schedule: invalid cron spec", nil},
 		{"missing token", "    token: \"\"\n", "sources[0].token: missing", nil},
 		{"bad kind", "    kind: jira\n", "t.yaml:5: sources[0].kind: unknown kind \"jira\"", nil},
-		{"bad resource", "    resources: [time_entries, invoices]\n", "sources[0].resources[1]: unknown resource \"invoices\"", nil},
+		{"bad resource", "    resources: [time_entries, invoice]\n", "sources[0].resources[1]: unknown resource \"invoice\"", nil},
 		{"bad rate", "    rate_limit: {requests: 0, per: 15s}\n", "sources[0].rate_limit: want", nil},
 		{"bad url", "    base_url: ftp://x\n", "sources[0].base_url", nil},
 		{"another kind's key", "    user_ids: [\"5f1e0c2a9b3d4e5f6a7b8c9d\"]\n", "sources[0].user_ids: kind harvest does not take user_ids (it takes account_id)", nil},
