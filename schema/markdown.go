@@ -28,7 +28,7 @@ func (r *Registry) Markdown() string {
 		if t.Singleton {
 			deletions = "none (the account itself)"
 		} else if t.Parent != "" {
-			deletions += fmt.Sprintf(" (under every `%s` row; a deleted `%s`'s vanish with it)", t.Parent, t.Parent)
+			deletions += fmt.Sprintf(" under every `%s` row; they vanish with their parent", t.Parent)
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", t.Name, columnList(t.Columns), listing, deletions)
 		for _, c := range t.Children {
