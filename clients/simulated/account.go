@@ -151,7 +151,7 @@ func (t *Tracker) generateAccount(anchor, created time.Time, invoices map[int64]
 			put(schema.Expenses.Name, harvestfake.Doc{ID: id(), Values: v, CreatedAt: at})
 		}
 	}
-	// Invoices from the billed entries; the ones older than two months paid.
+	// Invoices from the billed entries; the ones older than 20 days paid.
 	ids := make([]int64, 0, len(invoices))
 	for inv := range invoices {
 		ids = append(ids, inv)
@@ -159,7 +159,7 @@ func (t *Tracker) generateAccount(anchor, created time.Time, invoices map[int64]
 	slices.Sort(ids)
 	for _, inv := range ids {
 		il := invoices[inv]
-		t.putInvoice(inv, il, anchor.AddDate(0, -2, 0), put)
+		t.putInvoice(inv, il, anchor.AddDate(0, 0, -20), put)
 	}
 	// Estimates: one per client.
 	for i, c := range t.clients {

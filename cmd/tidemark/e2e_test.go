@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
@@ -162,7 +163,6 @@ func (e *env) writeConfig(srcs ...source) string {
     schedule: "@every 1s"
     overlap: %s
     rate_limit: {requests: 1000, per: 1s}
-    resources: [clients, users, projects, tasks, time_entries]
     backfill: {window_days: 7}
 `, s.name, s.tr.URL(), s.tr.AccountID(), tv, ov)
 		if s.reconcile {
@@ -793,8 +793,8 @@ func TestE2ECLI(t *testing.T) {
 
 	t.Run("cursors --json", func(t *testing.T) {
 		byRes := cursorsJSON()
-		if len(byRes) != 5 {
-			t.Fatalf("%d resources, want 5: %v", len(byRes), byRes)
+		if len(byRes) != len(harvest.Resources) {
+			t.Fatalf("%d resources, want %d: %v", len(byRes), len(harvest.Resources), byRes)
 		}
 		for r, c := range byRes {
 			if c["source"] != "acme" {
@@ -831,8 +831,8 @@ func TestE2ECLI(t *testing.T) {
 			t.Fatalf("runs --json exited %d\n%s", code, errs)
 		}
 		runs := decodeJSON[[]map[string]any](t, out)
-		if len(runs) != 5 {
-			t.Fatalf("%d runs, want 5", len(runs))
+		if len(runs) != len(harvest.Resources) {
+			t.Fatalf("%d runs, want %d", len(runs), len(harvest.Resources))
 		}
 		for _, r := range runs {
 			for k := range r {
@@ -1088,8 +1088,8 @@ func TestE2EOutageAnd401(t *testing.T) {
 			t.Fatalf("cursors exited %d\n%s", code, errs)
 		}
 		rows := decodeJSON[[]map[string]any](t, out)
-		if len(rows) != 5 {
-			t.Fatalf("%d cursors of source bad, want 5", len(rows))
+		if len(rows) != len(harvest.Resources) {
+			t.Fatalf("%d cursors of source bad, want %d", len(rows), len(harvest.Resources))
 		}
 		for _, c := range rows {
 			if c["last_run_status"] != "failed" || !strings.Contains(fmt.Sprint(c["last_run_error"]), "401") {
