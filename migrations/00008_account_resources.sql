@@ -300,7 +300,7 @@ CREATE TABLE invoice_messages (
 CREATE INDEX invoice_messages_invoice_id ON invoice_messages (source, invoice_id);
 COMMENT ON TABLE invoice_messages IS 'Mirror of the messages sent about invoices (sends, reminders, thank-yous).';
 COMMENT ON COLUMN invoice_messages.subject IS 'Subject line; null when none.';
-COMMENT ON COLUMN invoice_messages.invoice_id IS 'Invoice the message is about (invoices.id).';
+COMMENT ON COLUMN invoice_messages.invoice_id IS 'The invoice the message is about (invoices.id).';
 COMMENT ON COLUMN invoice_messages.sent_by_email IS 'E-mail address of the sender.';
 COMMENT ON COLUMN invoice_messages.event_type IS 'What the message recorded (send, close, re-open, view, accept, decline); null for a plain message.';
 COMMENT ON COLUMN invoice_messages.source IS 'The configured source name (sources[].name).';
@@ -410,7 +410,7 @@ CREATE TABLE estimate_messages (
 CREATE INDEX estimate_messages_estimate_id ON estimate_messages (source, estimate_id);
 COMMENT ON TABLE estimate_messages IS 'Mirror of the messages sent about estimates.';
 COMMENT ON COLUMN estimate_messages.subject IS 'Subject line; null when none.';
-COMMENT ON COLUMN estimate_messages.estimate_id IS 'Estimate the message is about (estimates.id).';
+COMMENT ON COLUMN estimate_messages.estimate_id IS 'The estimate the message is about (estimates.id).';
 COMMENT ON COLUMN estimate_messages.sent_by_email IS 'E-mail address of the sender.';
 COMMENT ON COLUMN estimate_messages.event_type IS 'What the message recorded (send, close, re-open, view, accept, decline); null for a plain message.';
 COMMENT ON COLUMN estimate_messages.source IS 'The configured source name (sources[].name).';

@@ -1,5 +1,7 @@
 package schema
 
+import "github.com/tidemarkhq/tidemark/clients"
+
 // The rest of an agency's account (issue 12): what invoicing, payroll and
 // approvals read. Registered after time entries, parents before their
 // nested resources. Paths are Harvest's; every column is typed because a
@@ -44,6 +46,43 @@ var lineColumns = []Column{
 	{Name: "taxed", Type: Boolean, Path: "taxed", Doc: "The first tax applies."},
 	{Name: "taxed2", Type: Boolean, Path: "taxed2", Doc: "The second tax applies."},
 }
+
+// lines declares the line items of an invoice or an estimate.
+func lines(parent, parentColumn string) []*Child {
+	return []*Child{{
+		Name: clients.Resource(parent[:len(parent)-1] + "_line_items"),
+		Doc:  "Lines of the mirrored " + parent + ", replaced as a whole when the " + parent[:len(parent)-1] + "'s content changes.",
+		Path: "line_items", ParentColumn: parentColumn, Columns: lineColumns,
+	}}
+}
+
+// messages declares the messages listed under an invoice or an estimate.
+func messages(parent, parentColumn string) Table {
+	one := parent[:len(parent)-1]
+	return Table{
+		Name: clients.Resource(one + "_messages"),
+		Columns: []Column{
+			colSubject,
+			{Name: parentColumn, Type: Text, Path: "(the " + one + " listed)", Doc: "The " + one + " the message is about (" + parent + ".id)."},
+			colSentBy, colEvent,
+		},
+		Parent: clients.Resource(parent), ParentColumn: parentColumn,
+		Deletions: Reconciled,
+	}
+}
+
+// rates declares a user's billable or cost rates.
+func rates(name, doc string) Table {
+	return Table{
+		Name: clients.Resource(name), Doc: doc,
+		Columns: []Column{colRateAmt, colRateUser, colStart, colEnd},
+		Parent:  "users", ParentColumn: "user_id",
+		Deletions: Reconciled,
+	}
+}
+
+// withDoc returns t with its doc.
+func withDoc(t Table, doc string) Table { t.Doc = doc; return t }
 
 var (
 	Contacts = MustRegister(Table{
@@ -124,10 +163,7 @@ var (
 			{Name: "estimate_id", Type: Text, Nullable: true, EmptyIsNull: true, Path: "estimate.id", Doc: "Estimate it was made from (estimates.id); null when none."},
 			colCreator,
 		},
-		Children: []*Child{{
-			Name: "invoice_line_items", Doc: "Lines of the mirrored invoices, replaced as a whole when the invoice's content changes.",
-			Path: "line_items", ParentColumn: "invoice_id", Columns: lineColumns,
-		}},
+		Children:  lines("invoices", "invoice_id"),
 		Deletions: Reconciled,
 	})
 
@@ -146,17 +182,7 @@ var (
 		Deletions: Reconciled,
 	})
 
-	InvoiceMessages = MustRegister(Table{
-		Name: "invoice_messages",
-		Doc:  "Mirror of the messages sent about invoices (sends, reminders, thank-yous).",
-		Columns: []Column{
-			colSubject,
-			{Name: "invoice_id", Type: Text, Path: "(the invoice listed)", Doc: "Invoice the message is about (invoices.id)."},
-			colSentBy, colEvent,
-		},
-		Parent: "invoices", ParentColumn: "invoice_id",
-		Deletions: Reconciled,
-	})
+	InvoiceMessages = MustRegister(withDoc(messages("invoices", "invoice_id"), "Mirror of the messages sent about invoices (sends, reminders, thank-yous)."))
 
 	Estimates = MustRegister(Table{
 		Name: "estimates",
@@ -167,24 +193,11 @@ var (
 			{Name: "declined_at", Type: Timestamptz, Nullable: true, Path: "declined_at", Doc: "When the client declined it; null otherwise."},
 			colCreator,
 		},
-		Children: []*Child{{
-			Name: "estimate_line_items", Doc: "Lines of the mirrored estimates, replaced as a whole when the estimate's content changes.",
-			Path: "line_items", ParentColumn: "estimate_id", Columns: lineColumns,
-		}},
+		Children:  lines("estimates", "estimate_id"),
 		Deletions: Reconciled,
 	})
 
-	EstimateMessages = MustRegister(Table{
-		Name: "estimate_messages",
-		Doc:  "Mirror of the messages sent about estimates.",
-		Columns: []Column{
-			colSubject,
-			{Name: "estimate_id", Type: Text, Path: "(the estimate listed)", Doc: "Estimate the message is about (estimates.id)."},
-			colSentBy, colEvent,
-		},
-		Parent: "estimates", ParentColumn: "estimate_id",
-		Deletions: Reconciled,
-	})
+	EstimateMessages = MustRegister(withDoc(messages("estimates", "estimate_id"), "Mirror of the messages sent about estimates."))
 
 	TaskAssignments = MustRegister(Table{
 		Name: "task_assignments",
@@ -239,19 +252,6 @@ var (
 		Deletions: Reconciled,
 	})
 
-	BillableRates = MustRegister(Table{
-		Name:    "billable_rates",
-		Doc:     "Mirror of each user's billable rates over time.",
-		Columns: []Column{colRateAmt, colRateUser, colStart, colEnd},
-		Parent:  "users", ParentColumn: "user_id",
-		Deletions: Reconciled,
-	})
-
-	CostRates = MustRegister(Table{
-		Name:    "cost_rates",
-		Doc:     "Mirror of each user's cost rates over time (what an hour costs the agency).",
-		Columns: []Column{colRateAmt, colRateUser, colStart, colEnd},
-		Parent:  "users", ParentColumn: "user_id",
-		Deletions: Reconciled,
-	})
+	BillableRates = MustRegister(rates("billable_rates", "Mirror of each user's billable rates over time."))
+	CostRates     = MustRegister(rates("cost_rates", "Mirror of each user's cost rates over time (what an hour costs the agency)."))
 )

@@ -112,49 +112,23 @@ func required(cols []schema.Column, row []any, seen []bool, prefix string) *deco
 // readObject reads the object at the cursor, filling the columns node
 // names; extra, when set, gets the keys node does not name first.
 func readObject(s *scanner, text string, node *pathNode, prefix string, row []any, seen []bool, extra func(string) (bool, *decode.FieldError)) *decode.FieldError {
-	switch k := s.peek(); k {
-	case kNull:
-		_, _, _ = s.literal()
-		return nil
-	case kObject:
-	default:
-		return decode.Field(strings.TrimSuffix(prefix, "."), "want object, got "+k.String())
-	}
-	var fe *decode.FieldError
-	err := s.object(func(key []byte) error {
+	return s.fields(strings.TrimSuffix(prefix, "."), func(key []byte) *decode.FieldError {
 		if extra != nil {
-			took, e := extra(string(key))
-			if e != nil {
-				fe = e
-				return errStop
-			}
-			if took {
-				return nil
+			if took, fe := extra(string(key)); took || fe != nil {
+				return fe
 			}
 		}
 		n, ok := node.sub[string(key)]
 		switch {
 		case !ok:
-			return s.skip()
+			return s.skipFE()
 		case n.child != nil:
-			fe = readLines(s, text, n.child, prefix+string(key))
+			return readLines(s, text, n.child, prefix+string(key))
 		case n.col >= 0:
-			fe = readValue(s, text, n, prefix+string(key), row, seen)
-		default:
-			fe = readObject(s, text, n, prefix+string(key)+".", row, seen, nil)
+			return readValue(s, text, n, prefix+string(key), row, seen)
 		}
-		if fe != nil {
-			return errStop
-		}
-		return nil
+		return readObject(s, text, n, prefix+string(key)+".", row, seen, nil)
 	})
-	switch {
-	case fe != nil:
-		return fe
-	case err != nil:
-		return syntaxFE
-	}
-	return nil
 }
 
 // readValue reads the value at the cursor into n's column, by its
@@ -254,44 +228,23 @@ func readValue(s *scanner, text string, n *pathNode, field string, row []any, se
 // readLines checks a child's array: every line an object with an integer
 // id and its NOT NULL columns, each value of its declared type.
 func readLines(s *scanner, text string, c *declaredChild, field string) *decode.FieldError {
-	switch k := s.peek(); k {
-	case kNull:
-		_, _, _ = s.literal()
-		return nil
-	case kArray:
-	default:
-		return decode.Field(field, "want array, got "+k.String())
-	}
-	var fe *decode.FieldError
-	err := s.array(func(i int) error {
+	return s.items(field, func(i int) *decode.FieldError {
 		at := fmt.Sprintf("%s[%d].", field, i)
 		row := make([]any, len(c.def.Columns))
 		seen := make([]bool, len(row))
 		var lineID string
-		fe = readObject(s, text, c.root, at, row, seen, func(key string) (bool, *decode.FieldError) {
+		fe := readObject(s, text, c.root, at, row, seen, func(key string) (bool, *decode.FieldError) {
 			if key == "id" {
 				return true, s.num(text, &lineID, at+"id")
 			}
 			return false, nil
 		})
-		if fe == nil {
-			if _, ok := id(lineID); !ok {
-				fe = decode.Field(at+"id", fmt.Sprintf("want an integer id, got %q", lineID))
-			}
-		}
-		if fe == nil {
-			fe = required(c.def.Columns, row, seen, at)
-		}
 		if fe != nil {
-			return errStop
+			return fe
 		}
-		return nil
+		if _, ok := id(lineID); !ok {
+			return decode.Field(at+"id", fmt.Sprintf("want an integer id, got %q", lineID))
+		}
+		return required(c.def.Columns, row, seen, at)
 	})
-	switch {
-	case fe != nil:
-		return fe
-	case err != nil:
-		return syntaxFE
-	}
-	return nil
 }

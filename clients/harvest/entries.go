@@ -208,68 +208,47 @@ func (k *entrySink) records() []clients.Record {
 // read reads one entry at the scanner's cursor. Like encoding/json, null
 // leaves a field as it was and the first wrong-typed field is the error.
 func (e *entryJSON) read(s *scanner, text string) *decode.FieldError {
-	switch k := s.peek(); k {
-	case kNull:
-		_, _, _ = s.literal()
-		return nil
-	case kObject:
-	default:
-		return decode.Field("", "want an object, got "+k.String())
-	}
-	var fe *decode.FieldError
-	err := s.object(func(key []byte) error {
+	return s.fields("", func(key []byte) *decode.FieldError {
 		switch canon(key, entryKeys) {
 		case "id":
-			fe = s.num(text, &e.id, "id")
+			return s.num(text, &e.id, "id")
 		case "updated_at":
-			fe = s.strField(text, &e.updatedAt, "updated_at")
+			return s.strField(text, &e.updatedAt, "updated_at")
 		case "created_at":
-			fe = s.strField(text, &e.createdAt, "created_at")
+			return s.strField(text, &e.createdAt, "created_at")
 		case "spent_date":
-			fe = s.strField(text, &e.spentDate, "spent_date")
+			return s.strField(text, &e.spentDate, "spent_date")
 		case "hours":
-			fe = s.num(text, &e.hours, "hours")
+			return s.num(text, &e.hours, "hours")
 		case "notes":
-			fe = s.optStr(text, &e.notes, &e.hasNotes, "notes")
+			return s.optStr(text, &e.notes, &e.hasNotes, "notes")
 		case "user":
-			fe = s.ref(text, &e.user, "user", "user.id")
+			return s.ref(text, &e.user, "user", "user.id")
 		case "project":
-			fe = s.ref(text, &e.project, "project", "project.id")
+			return s.ref(text, &e.project, "project", "project.id")
 		case "task":
-			fe = s.ref(text, &e.task, "task", "task.id")
+			return s.ref(text, &e.task, "task", "task.id")
 		case "client":
-			fe = s.ref(text, &e.client, "client", "client.id")
+			return s.ref(text, &e.client, "client", "client.id")
 		case "invoice":
-			fe = s.ref(text, &e.invoice, "invoice", "invoice.id")
+			return s.ref(text, &e.invoice, "invoice", "invoice.id")
 		case "approval_status":
-			fe = s.optStr(text, &e.approval, &e.hasApproval, "approval_status")
+			return s.optStr(text, &e.approval, &e.hasApproval, "approval_status")
 		case "external_reference":
-			fe = s.rawObject(&e.extRef, "external_reference")
+			return s.rawObject(&e.extRef, "external_reference")
 		case "billable":
-			fe = s.boolean(&e.billable, "billable")
+			return s.boolean(&e.billable, "billable")
 		case "is_locked":
-			fe = s.boolean(&e.isLocked, "is_locked")
+			return s.boolean(&e.isLocked, "is_locked")
 		case "is_closed":
-			fe = s.boolean(&e.isClosed, "is_closed")
+			return s.boolean(&e.isClosed, "is_closed")
 		case "is_billed":
-			fe = s.boolean(&e.isBilled, "is_billed")
+			return s.boolean(&e.isBilled, "is_billed")
 		case "is_running":
-			fe = s.boolean(&e.isRunning, "is_running")
-		default:
-			return s.skip()
+			return s.boolean(&e.isRunning, "is_running")
 		}
-		if fe != nil {
-			return errStop
-		}
-		return nil
+		return s.skipFE()
 	})
-	switch {
-	case fe != nil:
-		return fe
-	case err != nil:
-		return decode.Field("", "not JSON")
-	}
-	return nil
 }
 
 // text returns the string value at the cursor: a slice of text when it
@@ -395,30 +374,15 @@ func (s *scanner) boolean(dst *bool, field string) *decode.FieldError {
 
 // ref reads a {"id": …} object; other keys are skipped.
 func (s *scanner) ref(text string, dst *string, field, idField string) *decode.FieldError {
-	switch k := s.peek(); k {
-	case kObject:
-		var fe *decode.FieldError
-		err := s.object(func(key []byte) error {
-			if canon(key, refKeys) == "" {
-				return s.skip()
-			}
-			if fe = s.num(text, dst, idField); fe != nil {
-				return errStop
-			}
-			return nil
-		})
-		if fe != nil {
-			return fe
-		}
-		if err != nil {
-			return syntaxFE
-		}
-	case kNull:
-		_, _, _ = s.literal()
-	default:
+	if k := s.peek(); k != kObject && k != kNull {
 		return decode.Field(field, "want object, got "+k.String())
 	}
-	return nil
+	return s.fields(field, func(key []byte) *decode.FieldError {
+		if canon(key, refKeys) == "" {
+			return s.skipFE()
+		}
+		return s.num(text, dst, idField)
+	})
 }
 
 // fill validates the fields and sets the record's id and version and the

@@ -36,57 +36,36 @@ var refResources = map[clients.Resource]refResource{
 }
 
 func (f *refFields) read(s *scanner, text string, keys []string) *decode.FieldError {
-	switch k := s.peek(); k {
-	case kNull:
-		_, _, _ = s.literal()
-		return nil
-	case kObject:
-	default:
-		return decode.Field("", "want an object, got "+k.String())
-	}
-	var fe *decode.FieldError
 	var set bool // presence of a nullable text; null leaves ""
-	err := s.object(func(key []byte) error {
+	return s.fields("", func(key []byte) *decode.FieldError {
 		switch canon(key, keys) {
 		case "id":
-			fe = s.num(text, &f.id, "id")
+			return s.num(text, &f.id, "id")
 		case "updated_at":
-			fe = s.strField(text, &f.updatedAt, "updated_at")
+			return s.strField(text, &f.updatedAt, "updated_at")
 		case "created_at":
-			fe = s.strField(text, &f.createdAt, "created_at")
+			return s.strField(text, &f.createdAt, "created_at")
 		case "name":
-			fe = s.strField(text, &f.name, "name")
+			return s.strField(text, &f.name, "name")
 		case "first_name":
-			fe = s.strField(text, &f.firstName, "first_name")
+			return s.strField(text, &f.firstName, "first_name")
 		case "last_name":
-			fe = s.strField(text, &f.lastName, "last_name")
+			return s.strField(text, &f.lastName, "last_name")
 		case "code":
-			fe = s.optStr(text, &f.code, &set, "code")
+			return s.optStr(text, &f.code, &set, "code")
 		case "currency":
-			fe = s.optStr(text, &f.currency, &set, "currency")
+			return s.optStr(text, &f.currency, &set, "currency")
 		case "email":
-			fe = s.optStr(text, &f.email, &set, "email")
+			return s.optStr(text, &f.email, &set, "email")
 		case "client":
-			fe = s.ref(text, &f.client, "client", "client.id")
+			return s.ref(text, &f.client, "client", "client.id")
 		case "is_active":
-			fe = s.boolean(&f.isActive, "is_active")
+			return s.boolean(&f.isActive, "is_active")
 		case "is_billable":
-			fe = s.boolean(&f.isBillable, "is_billable")
-		default:
-			return s.skip()
+			return s.boolean(&f.isBillable, "is_billable")
 		}
-		if fe != nil {
-			return errStop
-		}
-		return nil
+		return s.skipFE()
 	})
-	switch {
-	case fe != nil:
-		return fe
-	case err != nil:
-		return syntaxFE
-	}
-	return nil
 }
 
 // fill checks id and version, as for every resource.

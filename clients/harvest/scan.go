@@ -321,6 +321,60 @@ func (s *scanner) array(elem func(i int) error) error {
 	}
 }
 
+// fields reads the object at the cursor as a record's fields: null reads as
+// nothing, another kind is an error naming field ("" for the record
+// itself), and read is called with each key while the cursor is on its
+// value. read must read (or skipFE) the value, and returns the first
+// wrong-typed field's error, which ends the walk.
+func (s *scanner) fields(field string, read func(key []byte) *decode.FieldError) *decode.FieldError {
+	return s.walk(field, kObject, func(key []byte, _ int) *decode.FieldError { return read(key) })
+}
+
+// items reads the array at the cursor as fields reads an object, calling
+// read with each index.
+func (s *scanner) items(field string, read func(i int) *decode.FieldError) *decode.FieldError {
+	return s.walk(field, kArray, func(_ []byte, i int) *decode.FieldError { return read(i) })
+}
+
+func (s *scanner) walk(field string, want kind, read func(key []byte, i int) *decode.FieldError) *decode.FieldError {
+	switch k := s.peek(); {
+	case k == kNull:
+		_, _, _ = s.literal()
+		return nil
+	case k != want:
+		return decode.Field(field, "want an "+want.String()+", got "+k.String())
+	}
+	var fe *decode.FieldError
+	stop := func(e *decode.FieldError) error {
+		if fe = e; fe != nil {
+			return errStop
+		}
+		return nil
+	}
+	var err error
+	if want == kObject {
+		err = s.object(func(key []byte) error { return stop(read(key, 0)) })
+	} else {
+		err = s.array(func(i int) error { return stop(read(nil, i)) })
+	}
+	switch {
+	case fe != nil:
+		return fe
+	case err != nil:
+		return syntaxFE
+	}
+	return nil
+}
+
+// skipFE skips the value at the cursor for fields: a syntax error ends the
+// walk.
+func (s *scanner) skipFE() *decode.FieldError {
+	if s.skip() != nil {
+		return syntaxFE
+	}
+	return nil
+}
+
 // unquote decodes a quoted JSON string (escapes, UTF-16 surrogates, invalid
 // UTF-8) exactly as encoding/json does. It is the rare path: most strings
 // are plain.

@@ -171,11 +171,7 @@ func (a scenarioArgs) dates() (clients.Date, clients.Date, error) {
 // scenarioBackfill runs poller.Backfill of time entries over the whole
 // generated range.
 func scenarioBackfill(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
-	src, err := harvestSource(a, "bench", zerolog.Nop())
-	if err != nil {
-		return result{}, err
-	}
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}})
+	p, err := benchPoller(pool, a)
 	if err != nil {
 		return result{}, err
 	}
@@ -198,15 +194,21 @@ func scenarioBackfill(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (
 	return res, fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per)
 }
 
+// benchPoller is a poller over the one source "bench" on the simulated
+// tracker.
+func benchPoller(pool *pgxpool.Pool, a scenarioArgs) (*poller.Poller, error) {
+	src, err := harvestSource(a, "bench", zerolog.Nop())
+	if err != nil {
+		return nil, err
+	}
+	return poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}})
+}
+
 // scenarioFirstSync runs one incremental pass of every resource the source
 // serves into an empty mirror: the whole account, through one client and
 // so one rate budget.
 func scenarioFirstSync(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
-	src, err := harvestSource(a, "bench", zerolog.Nop())
-	if err != nil {
-		return result{}, err
-	}
-	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}})
+	p, err := benchPoller(pool, a)
 	if err != nil {
 		return result{}, err
 	}
