@@ -11,6 +11,8 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
+	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/internal/conformance"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
@@ -182,4 +184,25 @@ func TestCompany(t *testing.T) {
 			t.Errorf("%v: %v, want a decode error naming company", m, err)
 		}
 	}
+}
+
+// TestPassCostMatchesRequests holds the planner's model (PassCost) to the
+// fake's request log: one request per resource in a pass after the first,
+// and under every parent in a reconcile.
+func TestPassCostMatchesRequests(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{NoRateLimit: true})
+	seed(f, 3)
+	// One parent each, as the planner assumes for invoices and estimates.
+	for _, r := range []clients.Resource{schema.Invoices.Name, schema.Estimates.Name} {
+		f.Delete(r, f.IDs(r)[0])
+	}
+	c := newClient(t, f)
+	shape := provider.PassShape{Users: 1}
+	since := func(clients.Resource) clients.Window { return clients.Window{UpdatedSince: base.Add(time.Hour)} }
+	sourcetest.CheckPassCost(t, c, f, harvest.Resources, since,
+		func(r clients.Resource) provider.Cost { return harvest.PassCost(r, shape, provider.Settings{}) })
+	shape.Reconcile, shape.Days = true, 97
+	sourcetest.CheckPassCost(t, c, f, harvest.Resources, sourcetest.ReconcileWindow(clients.DateOf(base), 90),
+		func(r clients.Resource) provider.Cost { return harvest.PassCost(r, shape, provider.Settings{}) })
 }

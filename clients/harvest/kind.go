@@ -29,6 +29,7 @@ func init() {
 		Required:  []provider.Key{provider.KeyAccountID, provider.KeyToken},
 		Defaults:  provider.Defaults{BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit},
 		Resources: Resources,
+		PassCost:  PassCost,
 		New: func(_ context.Context, s provider.Settings, env provider.Env) (provider.Built, error) {
 			c, err := New(ParamsOf(s, env))
 			return provider.Built{Source: c}, err
