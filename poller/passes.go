@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,7 +40,8 @@ type StepResult struct {
 	Skipped bool
 }
 
-// Steps runs steps of one source in order under the source's pass lease.
+// Steps runs steps of one source in order under the source's pass lease
+// (a resource listed by date beside the steps after it).
 // Each step succeeds or fails on its own, so that one failing resource
 // neither blocks nor backs off the others. The error is for the source as a
 // whole (its lease is busy or unreachable); step errors are in the results.
@@ -61,27 +63,43 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 		return nil, err
 	}
 	defer held.Release()
-	out := make([]StepResult, 0, len(steps))
-	for _, st := range steps {
+	// A resource listed by date (time entries: the long listing of a first
+	// sync) runs beside the steps after it, which never point at it, so
+	// that they spend the source's one budget while its pages are written;
+	// every other step waits for the ones before it (reference data
+	// first).
+	out := make([]StepResult, len(steps))
+	var beside sync.WaitGroup
+	for i, st := range steps {
 		if ctx.Err() != nil {
-			out = append(out, StepResult{Step: st, Err: ctx.Err()})
+			out[i] = StepResult{Step: st, Err: ctx.Err()}
 			continue
 		}
-		pass := p.incremental
-		if st.Kind == cursor.KindReconcile {
-			pass = p.reconcile
+		if def, ok := schema.Lookup(st.Resource); ok && def.ListedByDate() && i < len(steps)-1 {
+			beside.Go(func() { out[i] = p.step(ctx, s, st, held) })
+			continue
 		}
-		res, err := pass(ctx, s, st.Resource, held)
-		sr := StepResult{Step: st, Result: res, Err: err}
-		if errors.Is(err, clients.ErrUnsupported) {
-			// E.g. a token not allowed to list users: recorded in the run,
-			// warned about, but not a failure of the source.
-			p.log.Warn().Err(err).Str("source", source).Str("resource", string(st.Resource)).Msg("resource not available from this source; skipped")
-			sr.Err, sr.Skipped = nil, true
-		}
-		out = append(out, sr)
+		out[i] = p.step(ctx, s, st, held)
 	}
+	beside.Wait()
 	return out, nil
+}
+
+// step runs one pass of one resource.
+func (p *Poller) step(ctx context.Context, s *Source, st Step, held *lease.Lease) StepResult {
+	pass := p.incremental
+	if st.Kind == cursor.KindReconcile {
+		pass = p.reconcile
+	}
+	res, err := pass(ctx, s, st.Resource, held)
+	sr := StepResult{Step: st, Result: res, Err: err}
+	if errors.Is(err, clients.ErrUnsupported) {
+		// E.g. a token not allowed to list users: recorded in the run,
+		// warned about, but not a failure of the source.
+		p.log.Warn().Err(err).Str("source", s.Name()).Str("resource", string(st.Resource)).Msg("resource not available from this source; skipped")
+		sr.Err, sr.Skipped = nil, true
+	}
+	return sr
 }
 
 // eachResource runs one kind of pass on each resource (all when only is
