@@ -256,34 +256,11 @@ func (b *bench) run(ctx context.Context, name string, rep int) (line, error) {
 		l.extra = res.Note
 		return l, nil
 	case "backfill-ceiling":
-		sim, stop, err := b.startSim("-entries", fmt.Sprint(o.ceilingEntries), "-limited")
-		if err != nil {
-			return line{}, err
-		}
-		defer stop()
-		res, err := b.scenario(ctx, sim, append([]string{"-kind", "backfill", "-limited"}, prof("")...)...)
-		if err != nil {
-			return line{}, err
-		}
-		ceiling := float64(res.Requests) * 15 / 100
-		l := line{name: name, res: res, ratio: res.WallSec / ceiling,
-			ratioText: fmt.Sprintf("wall ÷ ceiling %.2fs (%d requests × 15 s / 100)", ceiling, res.Requests), extra: res.Note}
-		return l, nil
+		return b.underLimit(ctx, name, "backfill", o.ceilingEntries, "ceiling", prof(""))
 	case "first-sync":
 		// Every resource of a large account from an empty mirror, under
 		// Harvest's limit: one budget for all of them.
-		sim, stop, err := b.startSim("-entries", fmt.Sprint(o.firstSyncEntries), "-limited")
-		if err != nil {
-			return line{}, err
-		}
-		defer stop()
-		res, err := b.scenario(ctx, sim, append([]string{"-kind", "first-sync", "-limited"}, prof("")...)...)
-		if err != nil {
-			return line{}, err
-		}
-		floor := float64(res.Requests) * 15 / 100
-		return line{name: name, res: res, ratio: res.WallSec / floor,
-			ratioText: fmt.Sprintf("wall ÷ sliding-window floor %.2fs (%d requests × 15 s / 100)", floor, res.Requests), extra: res.Note}, nil
+		return b.underLimit(ctx, name, "first-sync", o.firstSyncEntries, "sliding-window floor", prof(""))
 	case "idle":
 		sim, stop, err := b.startSim("-entries", "10", "-users", "2", "-days", "7")
 		if err != nil {
@@ -326,6 +303,25 @@ func (b *bench) run(ctx context.Context, name string, rep int) (line, error) {
 		return b.freshness(ctx)
 	}
 	return line{}, fmt.Errorf("unknown scenario %q", name)
+}
+
+// underLimit runs scenario kind on a tracker of entries time entries that
+// enforces Harvest's limit, with the client under it: the ratio is wall ÷
+// the least time the window allows the requests made (requests × 15 s /
+// 100), called what.
+func (b *bench) underLimit(ctx context.Context, name, kind string, entries int, what string, prof []string) (line, error) {
+	sim, stop, err := b.startSim("-entries", fmt.Sprint(entries), "-limited")
+	if err != nil {
+		return line{}, err
+	}
+	defer stop()
+	res, err := b.scenario(ctx, sim, append([]string{"-kind", kind, "-limited"}, prof...)...)
+	if err != nil {
+		return line{}, err
+	}
+	floor := float64(res.Requests) * 15 / 100
+	return line{name: name, res: res, ratio: res.WallSec / floor,
+		ratioText: fmt.Sprintf("wall ÷ %s %.2fs (%d requests × 15 s / 100)", what, floor, res.Requests), extra: res.Note}, nil
 }
 
 func bytesText(n float64) string {
