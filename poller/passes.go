@@ -63,11 +63,13 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 		return nil, err
 	}
 	defer held.Release()
-	// A resource listed by date (time entries: the long listing of a first
-	// sync) runs beside the steps after it, which never point at it, so
-	// that they spend the source's one budget while its pages are written;
-	// every other step waits for the ones before it (reference data
-	// first).
+	// A resource listed by date (time entries) whose listing turns out long
+	// (a first sync: besideAfter pages) goes on beside the steps after it,
+	// which never point at it, so that they spend the source's one budget
+	// while its pages are written. A short listing runs alone, at the
+	// budget's full pace: a walk that takes longer is likelier to shift
+	// under a busy account. Every other step waits for the ones before it
+	// (reference data first).
 	out := make([]StepResult, len(steps))
 	var beside sync.WaitGroup
 	for i, st := range steps {
@@ -76,13 +78,42 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 			continue
 		}
 		if def, ok := schema.Lookup(st.Resource); ok && def.ListedByDate() && i < len(steps)-1 {
-			beside.Go(func() { out[i] = p.step(ctx, s, st, held) })
+			long := make(chan struct{})
+			var once sync.Once
+			done := func() { once.Do(func() { close(long) }) }
+			hooked := withPageHook(ctx, func(pages int) {
+				if pages >= besideAfter {
+					done()
+				}
+			})
+			beside.Go(func() {
+				defer done()
+				out[i] = p.step(hooked, s, st, held)
+			})
+			<-long
 			continue
 		}
 		out[i] = p.step(ctx, s, st, held)
 	}
 	beside.Wait()
 	return out, nil
+}
+
+// besideAfter is how many pages make a listing long enough for the steps
+// after it to run beside it (Steps).
+const besideAfter = 25
+
+type pageHookKey struct{}
+
+// withPageHook has applyListing call fn with the pages applied so far
+// after each page.
+func withPageHook(ctx context.Context, fn func(pages int)) context.Context {
+	return context.WithValue(ctx, pageHookKey{}, fn)
+}
+
+func pageHook(ctx context.Context) func(int) {
+	fn, _ := ctx.Value(pageHookKey{}).(func(int))
+	return fn
 }
 
 // step runs one pass of one resource.

@@ -224,12 +224,16 @@ func addCounts(c *cursor.Counts, u upsert.Counts, fetched int) {
 func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
 	collect bool, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
 	l := &listing{}
+	hook := pageHook(ctx)
 	dbctx := context.WithoutCancel(ctx)
 	err := s.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
 		if l.pages == 0 {
 			l.sourceTime = pg.SourceTime
 		}
 		l.pages++
+		if hook != nil {
+			defer hook(l.pages)
+		}
 		if pg.Covered.After(l.maxVersion) {
 			l.maxVersion = pg.Covered
 		}
