@@ -167,7 +167,20 @@ func (d *Daemon) Stop(ctx context.Context) error {
 func (d *Daemon) own(source string, log zerolog.Logger) bool {
 	if d.p.leaser.Holds(ownerLease(source)) {
 		d.mu.Lock()
-		d.state[source].owned = true
+		st := d.state[source]
+		// Assigned to another member: hand it over here, between two
+		// passes (the caller holds st.running), rather than wait for a
+		// heartbeat that finds the source idle: a source whose passes
+		// follow each other closely would never be handed over.
+		if d.assignedElsewhere(st) && d.fleet.members != nil && st.owner != nil && !st.backfilling {
+			h := st.owner
+			st.owner, st.owned, st.loaded = nil, false, false
+			d.mu.Unlock()
+			h.Release()
+			log.Info().Msg("source assigned to another fleet member; handed over")
+			return false
+		}
+		st.owned = true
 		d.mu.Unlock()
 		return true
 	}

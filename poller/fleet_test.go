@@ -163,3 +163,82 @@ func newPool(t *testing.T, url string, conns int32) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// busySource lists slowly: its passes follow each other with almost no
+// idle moment between them.
+type busySource struct{ *fakeSource }
+
+func (b busySource) List(ctx context.Context, r clients.Resource, win clients.Window, fn func(context.Context, clients.Page) error) error {
+	time.Sleep(1900 * time.Millisecond)
+	return b.fakeSource.List(ctx, r, win, fn)
+}
+
+// TestFleetHandsOverABusySource: a member that joins gets its share even of
+// sources whose passes run back to back (every second, each taking almost
+// two): the owner hands a source over at its next tick instead of waiting
+// for a heartbeat that finds it idle.
+func TestFleetHandsOverABusySource(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	names := []string{"busy-1", "busy-2", "busy-3", "busy-4"}
+	fakes := map[string]*fakeSource{}
+	for _, name := range names {
+		fakes[name] = newFakeSource(name, t0)
+		fakes[name].put(1, day, "x")
+	}
+	start := func(id string) *replica {
+		var srcs []poller.Source
+		var scheds []poller.Schedule
+		for _, name := range names {
+			srcs = append(srcs, poller.Source{Source: busySource{fakes[name]}})
+			scheds = append(scheds, poller.Schedule{Source: name, Incremental: "@every 1s"})
+		}
+		p, err := poller.New(poller.Params{Pool: newPool(t, url, 4), Sources: srcs, Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := poller.NewDaemon(p, config.CronParser, scheds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.JoinFleet(poller.FleetParams{Member: lease.Member{ID: id, Host: "test", PID: 1}, Heartbeat: 500 * time.Millisecond})
+		d.Start(context.Background(), true)
+		r := &replica{id: id, p: p, d: d}
+		t.Cleanup(r.kill)
+		return r
+	}
+	admin := newPool(t, url, 2)
+	var leases []string
+	for _, name := range names {
+		leases = append(leases, poller.OwnerLease(name))
+	}
+	shares := func() map[string]int {
+		holders, err := lease.Holders(context.Background(), admin, leases)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		for _, who := range holders {
+			m[who]++
+		}
+		return m
+	}
+	waitShares := func(within time.Duration, ok func(map[string]int) bool) map[string]int {
+		t.Helper()
+		var m map[string]int
+		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if m = shares(); ok(m) {
+				return m
+			}
+		}
+		t.Fatalf("shares %v after %v", m, within)
+		return nil
+	}
+	start("replica-a")
+	waitShares(10*time.Second, func(m map[string]int) bool { return m["replica-a"] == len(names) })
+	start("replica-b")
+	// Within a pass and a tick or two of the join, not whenever a
+	// heartbeat happens to fall between two passes.
+	m := waitShares(6*time.Second, func(m map[string]int) bool { return m["replica-a"] > 0 && m["replica-b"] > 0 })
+	t.Logf("shares after replica-b joined: %v", m)
+}
