@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -12,12 +17,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
+	"github.com/tidemarkhq/tidemark/clients/simulated"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
+	"github.com/tidemarkhq/tidemark/events"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 	"github.com/tidemarkhq/tidemark/schema"
+	"github.com/tidemarkhq/tidemark/webhooks"
 )
 
 // TestE2ETogglAndClockifyThroughTheCLI checks the wiring of kind: toggl and
@@ -786,5 +798,452 @@ func TestE2EClockifyFeedUnavailableChurnConverges(t *testing.T) {
 	text, _, _ := e.cli("cursors", "--config", fs.cfg)
 	if !strings.Contains(text, "read by listing: the feed answers 404") {
 		t.Errorf("cursors does not show the fallback:\n%s", text)
+	}
+}
+
+// TestE2EEventsKill9: daemons with `events: on`, killed with SIGKILL at
+// random moments (mid-page included) while the tracker churns, then a
+// backfill over everything: the feed holds, per record, only real changes
+// (no two consecutive events of a record with the same version and content,
+// versions never going back), each with the id derived from its change, and
+// each record's last event is the row as the mirror holds it. `events tail`
+// acknowledges every event once.
+func TestE2EEventsKill9(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := newTracker(t, simulated.Params{Seed: 13})
+	cfg := e.writeConfig(source{name: "acme", tr: tr, reconcile: true, events: true})
+	stop := churn(tr, 100*time.Millisecond, 5)
+	defer stop()
+	e.killDaemons(cfg, 4, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13)), 50*time.Millisecond, 751*time.Millisecond)
+	d := e.daemon(cfg)
+	time.Sleep(2 * time.Second)
+	stop()
+	e.waitConverged(tr, "acme", 30*time.Second, inSync)
+	time.Sleep(3 * time.Second) // a reconcile after convergence: nothing to change
+	before := countEvents(t, e)
+
+	today := clients.DateOf(tr.Now().UTC())
+	if out, errs, code := e.cli("backfill", "--config", cfg, "--source", "acme",
+		"--from", today.AddDays(-70).String(), "--to", today.AddDays(1).String(), "--window-days", "10"); code != 0 {
+		t.Fatalf("backfill exited %d\n%s%s", code, out, errs)
+	}
+	if after := countEvents(t, e); after != before {
+		t.Fatalf("a backfill of unchanged records appended %d events", after-before)
+	}
+	checkFeedMatchesMirror(t, e)
+
+	out, errs, code := e.cli("events", "tail", "--consumer", "e2e", "--json")
+	if code != 0 {
+		t.Fatalf("events tail exited %d: %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != before {
+		t.Fatalf("tail printed %d events, the feed has %d", len(lines), before)
+	}
+	var ev events.Event
+	if err := json.Unmarshal([]byte(lines[0]), &ev); err != nil || !strings.HasPrefix(ev.ID, "evt_") || ev.Seq == 0 {
+		t.Fatalf("first line %q: %v", lines[0], err)
+	}
+	if out, _, code := e.cli("events", "tail", "--consumer", "e2e", "--json"); code != 0 || strings.TrimSpace(out) != "" {
+		t.Fatalf("second tail: exit %d, %q", code, out)
+	}
+	out, _, _ = e.cli("events", "consumers")
+	if !strings.Contains(out, "e2e") || !strings.Contains(out, "active") {
+		t.Fatalf("consumers: %q", out)
+	}
+	if !d.running() {
+		t.Fatal("the daemon exited")
+	}
+}
+
+func countEvents(t *testing.T, e *env) int {
+	t.Helper()
+	var n int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no events")
+	}
+	return n
+}
+
+// checkFeedMatchesMirror checks the feed against the mirror tables.
+func checkFeedMatchesMirror(t *testing.T, e *env) {
+	t.Helper()
+	ctx := context.Background()
+	type key struct{ resource, id string }
+	type state struct {
+		version time.Time
+		hash    []byte
+		kind    string
+	}
+	rows, err := e.pool.Query(ctx, `SELECT event_id, source, resource, record_id, kind, version, content_hash FROM events ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[key]state{}
+	var id pgtype.UUID
+	var c events.Change
+	var res, kind string
+	var hash []byte
+	n := 0
+	_, err = pgx.ForEachRow(rows, []any{&id, &c.Source, &res, &c.RecordID, &kind, &c.Version, &hash}, func() error {
+		n++
+		c.Resource = clients.Resource(res)
+		copy(c.Hash[:], hash)
+		if id.Bytes != c.ID() && id.Bytes != c.NthID(1) && id.Bytes != c.NthID(2) {
+			t.Errorf("event %s of %s/%s is not derived from its change", events.FormatID(id.Bytes), res, c.RecordID)
+		}
+		k := key{res, c.RecordID}
+		if p, ok := last[k]; ok {
+			if c.Version.Before(p.version) {
+				t.Errorf("%s/%s: event at version %s after one at %s", res, c.RecordID, c.Version, p.version)
+			}
+			if c.Version.Equal(p.version) && string(hash) == string(p.hash) {
+				t.Errorf("%s/%s: two consecutive events of one state: a re-delivery made an event", res, c.RecordID)
+			}
+		} else if kind != "created" {
+			t.Errorf("%s/%s: first event is %s", res, c.RecordID, kind)
+		}
+		last[k] = state{c.Version, append([]byte(nil), hash...), kind}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrored := 0
+	for _, r := range []string{"clients", "users", "projects", "tasks", "time_entries"} {
+		rows, err := e.pool.Query(ctx, `SELECT id, updated_at, content_hash, deleted_at IS NOT NULL FROM `+r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rid string
+		var v time.Time
+		var h []byte
+		var deleted bool
+		_, err = pgx.ForEachRow(rows, []any{&rid, &v, &h, &deleted}, func() error {
+			mirrored++
+			s, ok := last[key{r, rid}]
+			switch {
+			case !ok:
+				t.Errorf("%s/%s: mirrored, no event", r, rid)
+			case !s.version.Equal(v) || string(s.hash) != string(h):
+				t.Errorf("%s/%s: last event is not the row as mirrored", r, rid)
+			case deleted != (s.kind == "deleted"):
+				t.Errorf("%s/%s: deleted %v, last event %s", r, rid, deleted, s.kind)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d events for %d mirrored rows", n, mirrored)
+}
+
+// TestE2EEventsDaemonWebhooks: the daemon with `events: on` and a webhook
+// in change_feed delivers every event to the endpoint once (verified with
+// the Standard Webhooks reference library), `events tail --follow` prints
+// them as they commit, and /metrics carries the consumers' position age.
+func TestE2EEventsDaemonWebhooks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := newTracker(t, simulated.Params{Seed: 14, Users: 3, Days: 10})
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := wh.Verify(body, r.Header); err != nil {
+			t.Errorf("delivery does not verify: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		got[r.Header.Get("webhook-id")]++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	ln.Close()
+	cfg := e.writeConfig(source{name: "acme", tr: tr, events: true})
+	b, _ := os.ReadFile(cfg)
+	e.writeFile("tidemark.yaml", string(b)+fmt.Sprintf(`listen: %s
+change_feed:
+  retention: 72h
+  webhooks:
+    - name: billing
+      url: %s
+      secrets: [%s]
+`, listen, srv.URL, secret))
+	tail := e.start("tail", "events", "tail", "--consumer", "follower", "--follow", "--json")
+	d := e.daemon(cfg)
+	e.waitConverged(tr, "acme", 60*time.Second, inSync)
+	deadline := time.Now().Add(60 * time.Second)
+	var n int
+	for {
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		delivered := len(got)
+		mu.Unlock()
+		if n > 0 && delivered == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered", delivered, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	mu.Lock()
+	for id, k := range got {
+		if k != 1 {
+			t.Errorf("%s delivered %d times to an endpoint that always accepts", id, k)
+		}
+	}
+	mu.Unlock()
+	waitLines := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := os.ReadFile(tail.log)
+		lines := 0
+		for l := range strings.SplitSeq(string(out), "\n") {
+			if strings.HasPrefix(l, `{"seq":`) {
+				lines++
+			}
+		}
+		if lines == n {
+			break
+		}
+		if time.Now().After(waitLines) {
+			t.Fatalf("tail --follow printed %d of %d events", lines, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + listen + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{`tidemark_events_position_age_seconds{consumer="billing"}`, `tidemark_events_position_age_horizon_ratio{consumer="follower"}`, "tidemark_events_retention_seconds 259200"} {
+		if !strings.Contains(string(metrics), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	if !d.running() {
+		t.Fatal("the daemon exited")
+	}
+}
+
+// Two `tidemark run` processes on one database share four sources, and
+// `cursors` names each source's owner; one killed with SIGKILL, the other
+// owns all four within two heartbeats (5 s each) and a margin.
+func TestE2EFleetSharesAndCursorsShowOwners(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := newTracker(t, simulated.Params{Seed: 11})
+	cfg := e.writeConfig(source{name: "s1", tr: tr}, source{name: "s2", tr: tr}, source{name: "s3", tr: tr}, source{name: "s4", tr: tr})
+	a, b := e.daemon(cfg), e.daemon(cfg)
+	owners := func() map[string]string {
+		out, errOut, code := e.cli("cursors", "--config", cfg, "--json")
+		if code != 0 {
+			t.Fatalf("cursors: exit %d: %s", code, errOut)
+		}
+		var rows []struct {
+			Source string `json:"source"`
+			Owner  string `json:"owner"`
+		}
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, r := range rows {
+			m[r.Source] = r.Owner
+		}
+		return m
+	}
+	shares := func(m map[string]string) map[string]int {
+		n := map[string]int{}
+		for _, o := range m {
+			if o != "" {
+				n[o]++
+			}
+		}
+		return n
+	}
+	settle := func(what string, members int, within time.Duration) map[string]string {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			m := owners()
+			n := shares(m)
+			ok := len(m) == 4 && len(n) == members
+			for _, c := range n {
+				ok = ok && c <= (4+members-1)/members+1
+			}
+			for _, o := range m {
+				ok = ok && strings.Contains(o, "/") // host/pid: a fleet member
+			}
+			if ok {
+				t.Logf("%s: owners %v", what, m)
+				return m
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: owners %v after %v", what, m, within)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	settle("two replicas", 2, 30*time.Second)
+	b.signal(syscall.SIGKILL)
+	b.wait(10 * time.Second)
+	settle("one killed", 1, 2*5*time.Second+5*time.Second)
+	if !a.running() {
+		t.Fatal("the surviving replica stopped")
+	}
+}
+
+// TestE2EWebhooksThroughTheCLI: `webhooks register` against each fake, the
+// fake's PING answered by the daemon, a change at each fake in the mirror
+// through its webhook (the schedule is a year away), `webhooks status`,
+// `webhooks conflicts` and the last webhook in `cursors`.
+func TestE2EWebhooksThroughTheCLI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tg := toggltest.New(toggltest.Options{})
+	t.Cleanup(tg.Close)
+	ck := clockifytest.New(clockifytest.Options{NoDeletionDelay: true})
+	t.Cleanup(ck.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := l.Addr().String()
+	l.Close()
+	e.vars = append(e.vars, "TG_TOKEN="+tg.Token(), "CK_TOKEN="+ck.Token())
+	path := e.writeFile("webhooks.yaml", fmt.Sprintf(`database_url: ${DATABASE_URL}
+listen: %s
+sources:
+  - name: tg
+    kind: toggl
+    plan: premium
+    base_url: %s
+    workspace_id: "%d"
+    token: ${TG_TOKEN}
+    schedule: "0 0 1 1 *"
+    rate_limit: {requests: 100, per: 1s}
+    resources: [time_entries]
+  - name: ck
+    kind: clockify
+    plan: paid
+    base_url: %s
+    workspace_id: %s
+    token: ${CK_TOKEN}
+    schedule: "0 0 1 1 *"
+    resources: [time_entries]
+`, listen, tg.URL(), tg.WorkspaceID(), ck.URL(), ck.WorkspaceID()))
+	hook := func(src string) string { return "http://" + listen + "/webhooks/" + src }
+
+	_, errOut, code := e.cli("webhooks", "register", "--config", path, "--source", "tg", "--url", hook("tg"))
+	if code != 2 || !strings.Contains(errOut, webhooks.KeyEnv) {
+		t.Fatalf("register without the key: exit %d: %s", code, errOut)
+	}
+	e.vars = append(e.vars, webhooks.KeyEnv+"=MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+	e.daemon(path)
+	waitUntil(t, "the daemon's listener", func() bool {
+		resp, err := http.Get("http://" + listen + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	for _, src := range []string{"tg", "ck"} {
+		out, errOut, code := e.cli("webhooks", "register", "--config", path, "--source", src, "--url", hook(src))
+		if code != 0 || !strings.Contains(out, "created subscription") {
+			t.Fatalf("register %s: exit %d\n%s%s", src, code, out, errOut)
+		}
+	}
+	waitUntil(t, "Toggl's PING answered", func() bool {
+		s := tg.Subscriptions()
+		return len(s) == 1 && s[0].ValidatedAt != nil
+	})
+	if n := len(ck.Webhooks()); n != len(webhooks.ClockifyEvents[clients.TimeEntries]) {
+		t.Fatalf("clockify webhooks: %d", n)
+	}
+	if out, _, code := e.cli("webhooks", "register", "--config", path, "--source", "tg", "--url", hook("tg")); code != 0 || !strings.Contains(out, "checked subscription") {
+		t.Fatalf("register again: %d %s", code, out)
+	}
+
+	notes := "via webhook"
+	start := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Second)
+	stop := start.Add(time.Hour)
+	tg.PutTimeEntry(toggltest.TimeEntry{ID: 42, UserID: 7, Description: &notes, Start: start, Stop: &stop, Duration: 3600})
+	// Clockify's feed ends two minutes before its now: a change stamped
+	// earlier is one the targeted pass can see.
+	past := time.Now().UTC().Add(-10 * time.Minute)
+	ck.PutTimeEntry(clockifytest.TimeEntry{ID: clockifytest.NewID(), UserID: "u1", Description: &notes, Start: start, End: &stop, CreatedAt: past, UpdatedAt: past})
+	for _, src := range []string{"tg", "ck"} {
+		waitUntil(t, src+"'s entry in the mirror", func() bool {
+			var n int
+			e.pool.QueryRow(context.Background(), `SELECT count(*) FROM time_entries WHERE source = $1 AND notes = $2`, src, notes).Scan(&n)
+			return n == 1
+		})
+	}
+
+	out, errOut, code := e.cli("webhooks", "status", "--config", path, "--json")
+	delivered := map[string]bool{}
+	for _, s := range decodeJSON[[]subStatusJSON](t, out) {
+		if s.Provider != "enabled" {
+			t.Fatalf("status of %s/%s: %s", s.Source, s.Subscription, s.Provider)
+		}
+		delivered[s.Source+"/"+s.Events[0]] = s.LastDeliveryAt != nil && s.Deliveries > 0
+	}
+	if code != 0 || !delivered["tg/time_entry"] || !delivered["ck/NEW_TIME_ENTRY"] || len(delivered) != 5 {
+		t.Fatalf("status: exit %d %v\n%s%s", code, delivered, out, errOut)
+	}
+
+	// The same event id with another payload: a conflict for a person.
+	body := `{"event_id":1,"payload":{"id":42,"description":"tampered"},"metadata":{"model":"time_entry"}}`
+	req, _ := http.NewRequest(http.MethodPost, hook("tg"), strings.NewReader(body))
+	req.Header.Set(webhooks.TogglSignatureHeader, webhooks.TogglSign(tg.Subscriptions()[0].Secret, []byte(body)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("conflicting delivery: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	out, _, code = e.cli("webhooks", "conflicts", "--config", path)
+	if code != 0 || !strings.Contains(out, "toggl:1") {
+		t.Fatalf("conflicts: %d\n%s", code, out)
+	}
+	var n int
+	e.pool.QueryRow(context.Background(), `SELECT count(*) FROM time_entries WHERE notes = 'tampered'`).Scan(&n)
+	if n != 0 {
+		t.Fatal("a conflicting payload reached the mirror")
+	}
+	out, _, code = e.cli("cursors", "--config", path)
+	if code != 0 || !strings.Contains(out, "tg: last webhook") || !strings.Contains(out, "ck: last webhook") {
+		t.Fatalf("cursors: %d\n%s", code, out)
+	}
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
