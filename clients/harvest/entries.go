@@ -308,20 +308,10 @@ func isNumber(v string) bool {
 	return err == nil && hi == len(v)
 }
 
+// strField reads a string or null ("") into dst.
 func (s *scanner) strField(text string, dst *string, field string) *decode.FieldError {
-	switch k := s.peek(); k {
-	case kString:
-		v, err := s.text(text)
-		if err != nil {
-			return syntaxFE
-		}
-		*dst = v
-	case kNull:
-		_, _, _ = s.literal()
-	default:
-		return decode.Field(field, "want string, got "+k.String())
-	}
-	return nil
+	var set bool
+	return s.optStr(text, dst, &set, field)
 }
 
 // rawObject keeps an object value as it was sent (nil for null).
@@ -389,24 +379,9 @@ func (s *scanner) ref(text string, dst *string, field, idField string) *decode.F
 // row's values, as timeEntry does for the encoding/json path (kept in the
 // tests as the reference). row is the record's, linked by records.
 func (e *entryJSON) fill(row []any, rec *clients.Record, b *boxer) *decode.FieldError {
-	s, ok := id(e.id)
-	if !ok {
-		if e.id == "" {
-			return decode.Missing("id")
-		}
-		return decode.Field("id", fmt.Sprintf("want an integer id, got %q", e.id))
+	if fe := fillIdentity(rec, e.id, e.updatedAt, e.createdAt); fe != nil {
+		return fe
 	}
-	rec.ID = strings.Clone(s)
-	if e.updatedAt == "" {
-		return decode.Missing("updated_at")
-	}
-	v, ok := parseStamp(e.updatedAt)
-	if !ok {
-		return decode.Field("updated_at", fmt.Sprintf("want RFC 3339, got %q", e.updatedAt))
-	}
-	rec.Version = v
-	// Only for page walks: a stamp that does not parse is no error.
-	rec.CreatedAt, _ = parseStamp(e.createdAt)
 	if e.spentDate == "" {
 		return decode.Missing("spent_date")
 	}

@@ -1,6 +1,7 @@
 package harvest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,19 +10,24 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/internal/conformance"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -479,4 +485,549 @@ func TestStopsAtFnError(t *testing.T) {
 	if !errors.Is(err, boom) || calls != 1 || f.RequestCount() > 2 {
 		t.Fatalf("err = %v after %d calls and %d requests", err, calls, f.RequestCount())
 	}
+}
+
+// A record deleted or moved on page 1 while the client is between pages
+// shifts every later record up one place: with page numbers, the first
+// record of page 2 is never served. On a first sync or a backfill that record
+// is old, so no later window reaches it. Nothing may be lost, in either
+// pagination style; a cursor walk needs no second walk.
+func TestListingLosesNothingWhenARecordLeavesMidWalk(t *testing.T) {
+	t.Parallel()
+	for _, style := range []string{"page", "cursor"} {
+		for _, pass := range []string{"first-sync", "backfill"} {
+			for _, change := range []string{"delete", "move"} {
+				t.Run(style+"/"+pass+"/"+change, func(t *testing.T) {
+					t.Parallel()
+					f := newFake(t, harvestfake.Options{Cursor: style == "cursor"})
+					seed(f, 25)
+					c := newClient(t, f) // 10 per page: 3 pages
+					var w clients.Window
+					in := func(*harvestfake.TimeEntry) bool { return true }
+					if pass == "backfill" {
+						w = clients.Window{From: clients.DateOf(base).AddDays(-6), To: clients.DateOf(base)}
+						in = func(e *harvestfake.TimeEntry) bool { return !e.SpentDate.Before(w.From) && !e.SpentDate.After(w.To) }
+					}
+					victim := f.IDs(clients.TimeEntries)[0] // the first record of page 1
+					var once sync.Once
+					f.OnList(func(rq fakeapi.Request) {
+						if rq.Seq != 2 { // between page 1 and page 2 of the first walk
+							return
+						}
+						once.Do(func() {
+							if change == "delete" {
+								f.Delete(clients.TimeEntries, victim)
+								return
+							}
+							// Older than every other entry, and outside the backfill window.
+							e, _ := f.TimeEntry(victim)
+							e.SpentDate, e.UpdatedAt = clients.DateOf(base).AddDays(-30), f.Now().UTC().Truncate(1e9)
+							f.PutTimeEntry(e)
+						})
+					})
+					var logs bytes.Buffer
+					ctx := zerolog.New(&logs).WithContext(t.Context())
+					got := map[string]bool{}
+					err := c.List(ctx, clients.TimeEntries, w, func(_ context.Context, p clients.Page) error {
+						for _, r := range p.Records {
+							got[r.ID] = true
+						}
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, e := range f.TimeEntriesWhere(in) {
+						if id := strconv.FormatInt(e.ID, 10); !got[id] {
+							t.Errorf("entry %s (spent %s) was never served", id, e.SpentDate)
+						}
+					}
+					switch style {
+					case "cursor":
+						// Keyset pagination cannot skip: one walk, three requests.
+						if n := f.RequestCount(); n != 3 {
+							t.Errorf("%d requests, want 3 (a cursor walk is not walked again)", n)
+						}
+					case "page":
+						if !strings.Contains(logs.String(), "listing shifted while walking") {
+							t.Errorf("no Info line about the second walk; logs:\n%s", logs.String())
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// A listing that keeps shifting is walked a bounded number of times, then
+// fails with ErrCapped: absence from it proves nothing.
+func TestListingThatNeverHoldsStillIsCapped(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{})
+	seed(f, 25)
+	c := newClient(t, f)
+	f.OnList(func(rq fakeapi.Request) {
+		if rq.Query.Get("page") == "2" {
+			f.Delete(clients.TimeEntries, f.IDs(clients.TimeEntries)[0])
+		}
+	})
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if !errors.Is(err, clients.ErrCapped) {
+		t.Fatalf("err = %v, want ErrCapped", err)
+	}
+	// Rewinds first (two requests each, four at most), then three walks.
+	if n := f.RequestCount(); n > 16 {
+		t.Errorf("%d requests: the walks are not bounded", n)
+	}
+}
+
+// A listing whose envelope promises more pages than the links lead to was
+// cut short by the provider: ErrCapped, not a quiet success.
+func TestTotalPagesBeyondWhatWasServedIsCapped(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"clients":[{"id":1,"name":"A","is_active":true,"updated_at":"2026-01-02T10:00:00Z"}],`+
+			`"per_page":1,"total_pages":3,"total_entries":3,"next_page":null,"previous_page":null,"page":1,`+
+			`"links":{"first":null,"next":null,"previous":null,"last":null}}`)
+	}))
+	t.Cleanup(srv.Close)
+	f := newFake(t, harvestfake.Options{})
+	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.BaseURL = srv.URL + "/v2"; p.PerPage = 1 })
+	pages, err := sourcetest.Collect(t, c, clients.Clients, clients.Window{})
+	if !errors.Is(err, clients.ErrCapped) {
+		t.Fatalf("err = %v, want ErrCapped", err)
+	}
+	if len(pages) != 1 || len(pages[0].Records) != 1 {
+		t.Errorf("pages = %+v: the page served is still handed over", pages)
+	}
+}
+
+// An idle pass costs one request, whatever the defence.
+func TestSinglePageListingIsOneRequest(t *testing.T) {
+	t.Parallel()
+	for _, style := range []bool{false, true} {
+		f := newFake(t, harvestfake.Options{Cursor: style})
+		seed(f, 5)
+		c := newClient(t, f)
+		if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+			t.Fatal(err)
+		}
+		if n := f.RequestCount(); n != 1 {
+			t.Errorf("cursor=%v: %d requests, want 1", style, n)
+		}
+	}
+}
+
+// A long walk over a busy account: while the client is between pages, new
+// entries arrive at the top (today's) and existing ones are edited in
+// place. Each creation costs two requests (the page before is read again),
+// edits cost nothing, and no second walk is needed; nothing that existed
+// when the walk began is lost.
+func TestFirstSyncOfABusyAccountNeedsNoSecondWalk(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{})
+	seed(f, 45) // 5 pages of 10
+	c := newClient(t, f)
+	before := f.TimeEntriesWhere(func(*harvestfake.TimeEntry) bool { return true })
+	next := int64(5000)
+	events := 0
+	f.OnList(func(rq fakeapi.Request) {
+		if rq.Seq < 2 || events >= 6 {
+			return
+		}
+		events++
+		if rq.Seq%2 == 0 {
+			// A new entry for today: the top of the list.
+			f.PutTimeEntry(harvestfake.TimeEntry{ID: next, SpentDate: clients.DateOf(f.Now()), Hours: "1.0",
+				UserID: 20, ProjectID: 30, TaskID: 40, ClientID: 10, UpdatedAt: f.Now().UTC().Truncate(time.Second)})
+			next++
+			return
+		}
+		// An edit in place of an entry further down.
+		e, _ := f.TimeEntry(before[len(before)-1].ID)
+		e.Hours, e.UpdatedAt = "7.5", f.Now().UTC().Truncate(time.Second)
+		f.PutTimeEntry(e)
+	})
+	var logs bytes.Buffer
+	ctx := zerolog.New(&logs).WithContext(t.Context())
+	got := map[string]bool{}
+	err := c.List(ctx, clients.TimeEntries, clients.Window{}, func(_ context.Context, p clients.Page) error {
+		for _, r := range p.Records {
+			got[r.ID] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range before {
+		if !got[strconv.FormatInt(e.ID, 10)] {
+			t.Errorf("entry %d was never served", e.ID)
+		}
+	}
+	if strings.Contains(logs.String(), "walking it again") {
+		t.Errorf("a second walk for creations at the top and edits in place:\n%s", logs.String())
+	}
+	if n := f.RequestCount(); n > 5+2*events {
+		t.Errorf("%d requests for 5 pages and %d changes", n, events)
+	}
+}
+
+// A page whose body arrives cut short (half the JSON, with a length to
+// match) is requested again: the scanner, which reads every byte anyway,
+// tells httpx so (no second completeness pass). Only a body that stays cut
+// fails, as a transport fault, never as bad input.
+func TestBodyCutShortIsRequestedAgain(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{})
+	seed(f, 25)
+	c := newClient(t, f)
+	f.Malform("time_entries", 2, fakeapi.CutShort)
+	f.OnList(func(rq fakeapi.Request) {
+		if rq.Seq == 3 { // the retry of page 2 arrives whole
+			f.Malform("time_entries", 2, 0)
+		}
+	})
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if err != nil {
+		t.Fatalf("a page cut short once: %v", err)
+	}
+	if n := len(sourcetest.IDs(pages)); n != 25 {
+		t.Fatalf("%d entries served, want 25", n)
+	}
+	f.Malform("time_entries", 1, fakeapi.CutShort)
+	f.OnList(nil)
+	_, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if !errors.Is(err, httpx.ErrBodyCutShort) {
+		t.Fatalf("a page always cut short: %v, want a transport fault (ErrBodyCutShort)", err)
+	}
+}
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestConformance(t *testing.T) { conformance.Run(t, conformanceHarness{}) }
+
+type conformanceHarness struct{}
+
+// Harvest hides every deletion from updated_since: reconcile finds them.
+func (conformanceHarness) Capabilities() conformance.Capabilities {
+	c := conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{},
+		ListedWhole: map[clients.Resource]bool{}, ListedUnderParents: map[clients.Resource]bool{}}
+	for _, r := range conformanceResources {
+		c.Deletions[r] = conformance.Reconciled
+		t, _ := schema.Lookup(r)
+		if t.NoSince {
+			c.ListedWhole[r] = true
+		}
+		if t.Parent != "" {
+			c.ListedUnderParents[r] = true
+		}
+	}
+	return c
+}
+
+// conformanceResources are every resource Harvest serves but the company,
+// which is one record per account (TestCompany checks it).
+var conformanceResources = func() []clients.Resource {
+	var out []clients.Resource
+	for _, r := range harvest.Resources {
+		if t, _ := schema.Lookup(r); !t.Singleton {
+			out = append(out, r)
+		}
+	}
+	return out
+}()
+
+func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.Fake {
+	clk := conformance.NewClock()
+	f := harvestfake.New(harvestfake.Options{NoRateLimit: true, Clock: clk.Now})
+	t.Cleanup(f.Close)
+	c, err := harvest.New(harvest.Params{
+		Name: "harvest-conf", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
+		Contact: "ops@example.com", RateLimit: o.RateLimit, Resources: conformanceResources,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &conformanceFake{Server: f, clk: clk, src: c}
+}
+
+type conformanceFake struct {
+	*harvestfake.Server // Requests, Versions
+	clk                 *fakeapi.Clock
+	src                 *harvest.Client
+}
+
+func (f *conformanceFake) Source() clients.Source { return f.src }
+func (f *conformanceFake) Tick(d time.Duration)   { f.clk.Advance(d) }
+
+// Put stores content where the mirror's content column reads it: notes,
+// name, or a user's first_name.
+func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
+	switch r {
+	case clients.TimeEntries:
+		f.PutTimeEntry(harvestfake.TimeEntry{
+			ID: id, SpentDate: clients.DateOf(f.clk.Now()), Hours: "1.5", Notes: &content, UserID: 7, ProjectID: 8,
+		})
+	case clients.Projects:
+		f.PutProject(harvestfake.Project{ID: id, ClientID: 9, Name: content, IsActive: true})
+	case clients.Clients:
+		f.PutClient(harvestfake.Client{ID: id, Name: content, Currency: "EUR", IsActive: true})
+	case clients.Users:
+		f.PutUser(harvestfake.User{ID: id, FirstName: content, LastName: "Doe", Email: "u@example.com", IsActive: true})
+	case clients.Tasks:
+		f.PutTask(harvestfake.Task{ID: id, Name: content, IsActive: true})
+	default:
+		def, ok := schema.Lookup(r)
+		if !ok {
+			panic("harvest conformance: no record for " + string(r))
+		}
+		if def.Parent != "" {
+			// Each record under its own parent, created first.
+			if _, ok := f.Get(def.Parent, id); !ok {
+				f.Put(def.Parent, id, "parent")
+			}
+		}
+		f.PutDoc(r, sampleDoc(def, id, conformance.ContentValue(r, content), clients.DateOf(f.clk.Now())))
+	}
+}
+
+// sampleDoc is a plausible record of a declared resource with content in
+// its content column, one line per child table, under parent id.
+func sampleDoc(def *schema.Table, id int64, content string, day clients.Date) harvestfake.Doc {
+	col, _ := conformance.ContentColumn(def.Name)
+	d := harvestfake.Doc{ID: id, Values: harvestfake.Sample(def, content, col, day)}
+	for _, c := range def.Children {
+		d.Lines = append(d.Lines, harvestfake.Line{ID: id*10 + 1, Values: harvestfake.SampleLine(c, day)})
+	}
+	if def.Parent != "" {
+		d.Parent = id
+	}
+	return d
+}
+
+func (f *conformanceFake) Delete(r clients.Resource, id int64) { f.Server.Delete(r, id) }
+
+func (f *conformanceFake) Malform(r clients.Resource, m conformance.Malformation) {
+	f.MalformResource(r, m)
+}
+
+// accountEnv is a fake, a source serving rs and a poller over a fresh
+// database.
+type accountEnv struct {
+	f    *harvestfake.Server
+	clk  *fakeapi.Clock
+	pool *pgxpool.Pool
+	p    *poller.Poller
+}
+
+func newAccountEnv(t *testing.T, rs ...clients.Resource) *accountEnv {
+	t.Helper()
+	clk := conformance.NewClock()
+	f := newFake(t, harvestfake.Options{NoRateLimit: true, Clock: clk.Now})
+	c, err := harvest.New(harvest.Params{Name: "acme", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
+		Contact: "ops@example.com", Resources: rs, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Sources: []poller.Source{{Source: c, Resources: rs, Overlap: time.Minute}},
+		Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return &accountEnv{f: f, clk: clk, pool: pool, p: p}
+}
+
+func (e *accountEnv) pass(t *testing.T, r clients.Resource) poller.Result {
+	t.Helper()
+	e.clk.Advance(time.Second)
+	res, err := e.p.Incremental(t.Context(), "acme", r)
+	if err != nil {
+		t.Fatalf("incremental %s: %v", r, err)
+	}
+	return res[0]
+}
+
+// lines returns invoice 1's lines as "id:amount", and their row versions
+// (xmin), in line order.
+func (e *accountEnv) lines(t *testing.T) (got []string, xmins []string) {
+	t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT l.id || ':' || l.amount::text, l.xmin::text, l.parent_hash = i.content_hash
+		FROM invoice_line_items l JOIN invoices i ON i.source = l.source AND i.id = l.invoice_id
+		WHERE l.source = 'acme' AND l.invoice_id = '1' ORDER BY l.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s, x string
+		var current bool
+		if err := rows.Scan(&s, &x, &current); err != nil {
+			t.Fatal(err)
+		}
+		if !current {
+			t.Errorf("line %s was not taken from the invoice's current content", s)
+		}
+		got, xmins = append(got, s), append(xmins, x)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got, xmins
+}
+
+func invoice(day clients.Date, amounts ...string) harvestfake.Doc {
+	d := harvestfake.Doc{ID: 1, Values: harvestfake.Sample(schema.Invoices, "note", "notes", day)}
+	for i, a := range amounts {
+		v := harvestfake.SampleLine(schema.Invoices.Children[0], day)
+		v["amount"] = clients.Decimal(a)
+		d.Lines = append(d.Lines, harvestfake.Line{ID: int64(11 + i), Values: v})
+	}
+	return d
+}
+
+// TestInvoiceLinesFollowTheirInvoice: an invoice's lines are written with
+// it, untouched when it is delivered again, replaced as a whole when its
+// content changes, refused (with the invoice) when one is malformed, and
+// gone when reconcile finds the invoice deleted.
+func TestInvoiceLinesFollowTheirInvoice(t *testing.T) {
+	t.Parallel()
+	e := newAccountEnv(t, schema.Invoices.Name)
+	day := clients.DateOf(e.clk.Now())
+	e.f.PutDoc(schema.Invoices.Name, invoice(day, "100.00", "25.50"))
+	e.pass(t, schema.Invoices.Name)
+	got, x1 := e.lines(t)
+	if strings.Join(got, " ") != "11:100.00 12:25.50" {
+		t.Fatalf("lines %v", got)
+	}
+
+	if c := e.pass(t, schema.Invoices.Name).Counts; c.Unchanged != 1 {
+		t.Errorf("re-delivery counts %+v", c)
+	}
+	if _, x2 := e.lines(t); strings.Join(x2, " ") != strings.Join(x1, " ") {
+		t.Errorf("re-delivery rewrote the lines: xmin %v → %v", x1, x2)
+	}
+
+	e.clk.Advance(2 * time.Minute)
+	e.f.PutDoc(schema.Invoices.Name, invoice(day, "80.00"))
+	e.pass(t, schema.Invoices.Name)
+	if got, _ := e.lines(t); strings.Join(got, " ") != "11:80.00" {
+		t.Fatalf("lines after the edit %v, want 11:80.00 alone", got)
+	}
+
+	e.clk.Advance(2 * time.Minute)
+	bad := invoice(day, "1.00")
+	bad.Lines[0].Values["amount"] = "lots"
+	e.f.PutDoc(schema.Invoices.Name, bad)
+	e.clk.Advance(time.Second)
+	_, err := e.p.Incremental(t.Context(), "acme", schema.Invoices.Name)
+	if err == nil || !strings.Contains(err.Error(), "invoices[0].line_items[0].amount") {
+		t.Fatalf("a malformed line: %v, want an error naming invoices[0].line_items[0].amount", err)
+	}
+	if got, _ := e.lines(t); strings.Join(got, " ") != "11:80.00" {
+		t.Fatalf("lines after a refused page %v", got)
+	}
+
+	e.f.Delete(schema.Invoices.Name, 1)
+	e.clk.Advance(2 * time.Minute)
+	if _, err := e.p.Reconcile(t.Context(), "acme", schema.Invoices.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.lines(t); len(got) != 0 {
+		t.Errorf("lines of a deleted invoice: %v", got)
+	}
+}
+
+// TestCompany: the company is one row per source, keyed by the account id,
+// versioned by the page's Date; an unchanged company writes nothing, a
+// changed one is updated, a malformed answer changes nothing.
+func TestCompany(t *testing.T) {
+	t.Parallel()
+	e := newAccountEnv(t, schema.Company.Name)
+	day := clients.DateOf(e.clk.Now())
+	co := harvestfake.Doc{ID: 1, Values: harvestfake.Sample(schema.Company, "Acme Agency", "name", day)}
+	e.f.PutDoc(schema.Company.Name, co)
+	if c := e.pass(t, schema.Company.Name).Counts; c.Inserted != 1 {
+		t.Fatalf("first pass %+v", c)
+	}
+	if c := e.pass(t, schema.Company.Name).Counts; c.Unchanged != 1 {
+		t.Errorf("unchanged company: %+v", c)
+	}
+	co.Values["name"], co.Values["approval_feature"] = "Acme & Co", true
+	e.f.PutDoc(schema.Company.Name, co)
+	if c := e.pass(t, schema.Company.Name).Counts; c.Updated != 1 {
+		t.Errorf("changed company: %+v", c)
+	}
+	var id, name string
+	var approvals bool
+	if err := e.pool.QueryRow(context.Background(), `SELECT id, name, approval_feature FROM company WHERE source = 'acme'`).Scan(&id, &name, &approvals); err != nil {
+		t.Fatal(err)
+	}
+	if id != e.f.AccountID() || name != "Acme & Co" || !approvals {
+		t.Errorf("company row %s %q %v", id, name, approvals)
+	}
+	for _, m := range []fakeapi.Malformation{fakeapi.HTMLPage, fakeapi.BadJSON} {
+		e.f.MalformResource(schema.Company.Name, m)
+		e.clk.Advance(time.Second)
+		if _, err := e.p.Incremental(t.Context(), "acme", schema.Company.Name); err == nil || !strings.Contains(err.Error(), "company") {
+			t.Errorf("%v: %v, want a decode error naming company", m, err)
+		}
+	}
+}
+
+// TestPassCostMatchesRequests holds the planner's model (PassCost) to the
+// fake's request log: one request per resource in a pass after the first,
+// and under every parent in a reconcile.
+func TestPassCostMatchesRequests(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{NoRateLimit: true})
+	seed(f, 3)
+	// One parent each, as the planner assumes for invoices and estimates.
+	for _, r := range []clients.Resource{schema.Invoices.Name, schema.Estimates.Name} {
+		f.Delete(r, f.IDs(r)[0])
+	}
+	c := newClient(t, f)
+	shape := provider.PassShape{Users: 1}
+	since := func(clients.Resource) clients.Window { return clients.Window{UpdatedSince: base.Add(time.Hour)} }
+	sourcetest.CheckPassCost(t, c, f, harvest.Resources, since,
+		func(r clients.Resource) provider.Cost { return harvest.PassCost(r, shape, provider.Settings{}) })
+	shape.Reconcile, shape.Days = true, 97
+	sourcetest.CheckPassCost(t, c, f, harvest.Resources, sourcetest.ReconcileWindow(clients.DateOf(base), 90),
+		func(r clients.Resource) provider.Cost { return harvest.PassCost(r, shape, provider.Settings{}) })
+}
+
+// BenchmarkList lists 20,000 time entries in pages of 2,000 from the fake
+// over loopback HTTP, without a rate limit: the client side of a backfill
+// (request, read, decode) per record. The fake renders in this process, so
+// its cost is in the figure too.
+func BenchmarkList(b *testing.B) {
+	f := harvestfake.New(harvestfake.Options{NoRateLimit: true})
+	b.Cleanup(f.Close)
+	seed(f, 20_000)
+	p := harvest.Params{Name: "acme", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
+		Contact: "ops@example.com", Version: "bench", Logger: zerolog.Nop()}
+	cfg := harvest.HTTPConfig(p)
+	cfg.RateLimit = httpx.RateLimit{}
+	p.HTTP = httpx.New(cfg)
+	c, err := harvest.New(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		err := c.List(context.Background(), clients.TimeEntries, clients.Window{}, func(_ context.Context, pg clients.Page) error {
+			n += len(pg.Records)
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/record")
 }

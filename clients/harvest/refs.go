@@ -70,24 +70,30 @@ func (f *refFields) read(s *scanner, text string, keys []string) *decode.FieldEr
 
 // fill checks id and version, as for every resource.
 func (f *refFields) fill(rec *clients.Record) *decode.FieldError {
-	s, ok := id(f.id)
+	return fillIdentity(rec, f.id, f.updatedAt, f.createdAt)
+}
+
+// fillIdentity sets a record's id, version (updated_at) and created_at
+// from their raw texts, checking the first two as every resource needs.
+func fillIdentity(rec *clients.Record, rawID, updatedAt, createdAt string) *decode.FieldError {
+	s, ok := id(rawID)
 	if !ok {
-		if f.id == "" {
+		if rawID == "" {
 			return decode.Missing("id")
 		}
-		return decode.Field("id", fmt.Sprintf("want an integer id, got %q", f.id))
+		return decode.Field("id", fmt.Sprintf("want an integer id, got %q", rawID))
 	}
 	rec.ID = strings.Clone(s)
-	if f.updatedAt == "" {
+	if updatedAt == "" {
 		return decode.Missing("updated_at")
 	}
-	v, ok := parseStamp(f.updatedAt)
+	v, ok := parseStamp(updatedAt)
 	if !ok {
-		return decode.Field("updated_at", fmt.Sprintf("want RFC 3339, got %q", f.updatedAt))
+		return decode.Field("updated_at", fmt.Sprintf("want RFC 3339, got %q", updatedAt))
 	}
 	rec.Version = v
 	// Only for page walks: a stamp that does not parse is no error.
-	rec.CreatedAt, _ = parseStamp(f.createdAt)
+	rec.CreatedAt, _ = parseStamp(createdAt)
 	return nil
 }
 
