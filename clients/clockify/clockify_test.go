@@ -944,25 +944,22 @@ func (conformanceHarness) Capabilities() conformance.Capabilities {
 // one-second SafetyLag: the suite's clock moves seconds at a time. The
 // delay and the lag together are tested in clockify_test.go.
 func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.Fake {
-	clk := conformance.NewClock()
-	f := clockifytest.New(clockifytest.Options{NoRateLimit: true, NoDeletionDelay: true, Clock: clk.Now})
-	t.Cleanup(f.Close)
-	c, err := clockify.New(clockify.Params{
-		Name: "clockify-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
-		RateLimit: o.RateLimit, Resources: clockify.Resources, SafetyLag: time.Second,
-		FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
-		Logger:        zerolog.New(zerolog.NewTestWriter(t)),
+	f, base := conformance.Start(t, func(now func() time.Time) *clockifytest.Server {
+		return clockifytest.New(clockifytest.Options{NoRateLimit: true, NoDeletionDelay: true, Clock: now})
+	}, func(f *clockifytest.Server, log zerolog.Logger) (clients.Source, error) {
+		return clockify.New(clockify.Params{
+			Name: "clockify-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
+			RateLimit: o.RateLimit, Resources: clockify.Resources, SafetyLag: time.Second,
+			FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
+			Logger:        log,
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &conformanceFake{Server: f, clk: clk, src: c}
+	return &conformanceFake{Server: f, Base: base}
 }
 
 type conformanceFake struct {
 	*clockifytest.Server // Requests, Versions
-	clk                  *fakeapi.Clock
-	src                  *clockify.Client
+	conformance.Base
 }
 
 // Ids the suite's records point at.
@@ -971,9 +968,6 @@ const (
 	projectID = "65f0dddddddddddddddddddd"
 )
 
-func (f *conformanceFake) Source() clients.Source { return f.src }
-func (f *conformanceFake) Tick(d time.Duration)   { f.clk.Advance(d) }
-
 // Put stores content where the mirror's content column reads it: an
 // entry's description, a name, or a user's name (first_name). A task gets
 // a project to be listed under.
@@ -981,7 +975,7 @@ func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
 	sid := strconv.FormatInt(id, 10)
 	switch r {
 	case clients.TimeEntries:
-		now := f.clk.Now()
+		now := f.Clock.Now()
 		f.PutTimeEntry(clockifytest.TimeEntry{
 			ID: sid, UserID: userID, ProjectID: projectID, Description: &content, Start: now.Add(-90 * time.Minute), End: &now,
 		})

@@ -740,28 +740,21 @@ var conformanceResources = func() []clients.Resource {
 }()
 
 func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.Fake {
-	clk := conformance.NewClock()
-	f := harvestfake.New(harvestfake.Options{NoRateLimit: true, Clock: clk.Now})
-	t.Cleanup(f.Close)
-	c, err := harvest.New(harvest.Params{
-		Name: "harvest-conf", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
-		Contact: "ops@example.com", RateLimit: o.RateLimit, Resources: conformanceResources,
-		Logger: zerolog.New(zerolog.NewTestWriter(t)),
+	f, base := conformance.Start(t, func(now func() time.Time) *harvestfake.Server {
+		return harvestfake.New(harvestfake.Options{NoRateLimit: true, Clock: now})
+	}, func(f *harvestfake.Server, log zerolog.Logger) (clients.Source, error) {
+		return harvest.New(harvest.Params{
+			Name: "harvest-conf", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
+			Contact: "ops@example.com", RateLimit: o.RateLimit, Resources: conformanceResources, Logger: log,
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &conformanceFake{Server: f, clk: clk, src: c}
+	return &conformanceFake{Server: f, Base: base}
 }
 
 type conformanceFake struct {
 	*harvestfake.Server // Requests, Versions
-	clk                 *fakeapi.Clock
-	src                 *harvest.Client
+	conformance.Base
 }
-
-func (f *conformanceFake) Source() clients.Source { return f.src }
-func (f *conformanceFake) Tick(d time.Duration)   { f.clk.Advance(d) }
 
 // Put stores content where the mirror's content column reads it: notes,
 // name, or a user's first_name.
@@ -769,7 +762,7 @@ func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
 	switch r {
 	case clients.TimeEntries:
 		f.PutTimeEntry(harvestfake.TimeEntry{
-			ID: id, SpentDate: clients.DateOf(f.clk.Now()), Hours: "1.5", Notes: &content, UserID: 7, ProjectID: 8,
+			ID: id, SpentDate: clients.DateOf(f.Clock.Now()), Hours: "1.5", Notes: &content, UserID: 7, ProjectID: 8,
 		})
 	case clients.Projects:
 		f.PutProject(harvestfake.Project{ID: id, ClientID: 9, Name: content, IsActive: true})
@@ -790,7 +783,7 @@ func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
 				f.Put(def.Parent, id, "parent")
 			}
 		}
-		f.PutDoc(r, sampleDoc(def, id, conformance.ContentValue(r, content), clients.DateOf(f.clk.Now())))
+		f.PutDoc(r, sampleDoc(def, id, conformance.ContentValue(r, content), clients.DateOf(f.Clock.Now())))
 	}
 }
 

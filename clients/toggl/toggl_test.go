@@ -503,28 +503,21 @@ func (harness) Capabilities() conformance.Capabilities {
 }
 
 func (harness) New(t *testing.T, o conformance.Options) conformance.Fake {
-	clk := conformance.NewClock()
-	f := toggltest.New(toggltest.Options{Clock: clk.Now})
-	t.Cleanup(f.Close)
-	c, err := toggl.New(toggl.Params{
-		Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
-		RateLimit: o.RateLimit, Resources: toggl.Resources,
-		Logger: zerolog.New(zerolog.NewTestWriter(t)),
+	f, base := conformance.Start(t, func(now func() time.Time) *toggltest.Server {
+		return toggltest.New(toggltest.Options{Clock: now})
+	}, func(f *toggltest.Server, log zerolog.Logger) (clients.Source, error) {
+		return toggl.New(toggl.Params{
+			Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
+			RateLimit: o.RateLimit, Resources: toggl.Resources, Logger: log,
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fake{Server: f, clk: clk, src: c}
+	return &fake{Server: f, Base: base}
 }
 
 type fake struct {
 	*toggltest.Server // Requests, Versions
-	clk               *fakeapi.Clock
-	src               *toggl.Client
+	conformance.Base
 }
-
-func (f *fake) Source() clients.Source { return f.src }
-func (f *fake) Tick(d time.Duration)   { f.clk.Advance(d) }
 
 // Put stores content where the mirror's content column reads it: an
 // entry's description, a name, or a user's fullname (first_name up to the
@@ -532,7 +525,7 @@ func (f *fake) Tick(d time.Duration)   { f.clk.Advance(d) }
 func (f *fake) Put(r clients.Resource, id int64, content string) {
 	switch r {
 	case clients.TimeEntries:
-		now := f.clk.Now()
+		now := f.Clock.Now()
 		f.PutTimeEntry(toggltest.TimeEntry{
 			ID: id, UserID: 7, ProjectID: 8, Description: &content,
 			Start: now.Add(-time.Hour), Stop: &now, Duration: 3600,
