@@ -56,7 +56,7 @@ func main() {
 	}
 }
 
-var allScenarios = []string{"backfill-lifted", "backfill-ceiling", "first-sync", "idle", "redelivery", "events", "freshness"}
+var allScenarios = []string{"backfill-lifted", "backfill-ceiling", "first-sync", "idle", "fleet", "redelivery", "events", "freshness"}
 
 type options struct {
 	quick                        bool
@@ -66,6 +66,7 @@ type options struct {
 	ceilingEntries               int
 	firstSyncEntries             int
 	idleSources                  int
+	fleetSources, fleetReplicas  int
 	daemonFor                    time.Duration
 	daemonSchedule               string
 	redeliveryEntries            int
@@ -86,7 +87,9 @@ func orchestrate(args []string) error {
 	fs.IntVar(&o.ceilingEntries, "ceiling-entries", 0, "backfill-ceiling entries (default 200,000; -quick 20,000)")
 	fs.IntVar(&o.firstSyncEntries, "first-sync-entries", 0, "first-sync time entries, with the rest of the account (default 1,000,000; -quick 50,000)")
 	fs.IntVar(&o.idleSources, "idle-sources", 0, "idle sources (default 1,000; -quick 100)")
-	fs.DurationVar(&o.daemonFor, "daemon-for", 0, "how long the idle daemon runs (default 2m10s; -quick 25s)")
+	fs.IntVar(&o.fleetSources, "fleet-sources", 0, "fleet: idle sources over the replicas (default 10,000; -quick 600)")
+	fs.IntVar(&o.fleetReplicas, "fleet-replicas", 3, "fleet: daemons on one database")
+	fs.DurationVar(&o.daemonFor, "daemon-for", 0, "idle, fleet: the measured window, whole minutes of the schedule \"* * * * *\" (default 2m; -quick 25s)")
 	fs.StringVar(&o.daemonSchedule, "daemon-schedule", "", `the idle daemon's schedule (default "* * * * *"; -quick "@every 10s")`)
 	fs.IntVar(&o.redeliveryEntries, "redelivery-entries", 0, "redelivery entries (default 100,000; -quick 20,000)")
 	fs.IntVar(&o.eventsEntries, "events-entries", 0, "events: entries applied with events off and on (default 100,000; -quick 20,000)")
@@ -108,10 +111,11 @@ func orchestrate(args []string) error {
 	o.ceilingEntries = pick(o.ceilingEntries, 200_000, 20_000)
 	o.firstSyncEntries = pick(o.firstSyncEntries, 1_000_000, 50_000)
 	o.idleSources = pick(o.idleSources, 1000, 100)
+	o.fleetSources = pick(o.fleetSources, 10_000, 600)
 	o.redeliveryEntries = pick(o.redeliveryEntries, 100_000, 20_000)
 	o.eventsEntries = pick(o.eventsEntries, 100_000, 20_000)
 	if o.daemonFor == 0 {
-		o.daemonFor = 130 * time.Second
+		o.daemonFor = 2 * time.Minute
 		if o.quick {
 			o.daemonFor = 25 * time.Second
 		}
@@ -169,6 +173,10 @@ func orchestrate(args []string) error {
 				fmt.Fprintf(os.Stderr, "  rep %d: %s\n", rep+1, l.String())
 			}
 			lines = append(lines, l)
+		}
+		if s == "idle" || s == "fleet" {
+			fmt.Println(daemonLine(s, lines))
+			continue
 		}
 		fmt.Println(median(lines).String())
 	}
@@ -262,23 +270,9 @@ func (b *bench) run(ctx context.Context, name string, rep int) (line, error) {
 		// Harvest's limit: one budget for all of them.
 		return b.underLimit(ctx, name, "first-sync", o.firstSyncEntries, "sliding-window floor", prof(""))
 	case "idle":
-		sim, stop, err := b.startSim("-entries", "10", "-users", "2", "-days", "7")
-		if err != nil {
-			return line{}, err
-		}
-		defer stop()
-		res, err := b.scenario(ctx, sim, append([]string{"-kind", "idle", "-sources", fmt.Sprint(o.idleSources),
-			"-daemon-for", o.daemonFor.String(), "-daemon-schedule", o.daemonSchedule}, prof("")...)...)
-		if err != nil {
-			return line{}, err
-		}
-		want := res.Extra["sources"] * res.Extra["resources"]
-		l := line{name: name, res: res, ratio: float64(res.Requests) / want,
-			ratioText: fmt.Sprintf("requests ÷ (%.0f sources × %.0f resources)", res.Extra["sources"], res.Extra["resources"])}
-		l.extra = fmt.Sprintf("daemon %s for %.0fs: cpu=%.2f%% of one core, max_db_conns=%.0f (client backends %.0f), requests=%.0f; %s",
-			o.daemonSchedule, res.Extra["daemon_s"], res.Extra["daemon_cpu_pct"], res.Extra["daemon_max_conns"],
-			res.Extra["daemon_max_clients"], res.Extra["daemon_requests"], res.Note)
-		return l, nil
+		return b.runDaemons(ctx, name, 1, o.idleSources, prof("")) // daemon.go
+	case "fleet":
+		return b.runDaemons(ctx, name, o.fleetReplicas, o.fleetSources, nil)
 	case "redelivery":
 		sim, stop, err := b.startSim("-entries", fmt.Sprint(o.redeliveryEntries), "-days", "30", "-recent", "90m")
 		if err != nil {

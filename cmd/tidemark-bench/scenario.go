@@ -6,14 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -24,9 +23,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
-	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/poller"
-	"github.com/tidemarkhq/tidemark/schema"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
 
@@ -55,30 +52,25 @@ type scenarioArgs struct {
 	sim               simInfo
 	limited           bool
 	sample            int
-	sources           int
-	daemonFor         time.Duration
-	daemonSchedule    string
 	overlap           time.Duration
 	cpuprofile, memfp string
-	concurrency       int
 }
 
 // runScenario is the hidden `scenario` subcommand: one measurement in its
 // own process, so that its peak RSS (VmHWM) and CPU time are its own.
 func runScenario(args []string) error {
+	if slices.Contains(args, "daemon") { // -kind daemon: daemon.go
+		return scenarioDaemon(args)
+	}
 	fs := flag.NewFlagSet("scenario", flag.ExitOnError)
 	var a scenarioArgs
 	var simJSON string
-	fs.StringVar(&a.kind, "kind", "", "backfill | reference | idle | redelivery")
+	fs.StringVar(&a.kind, "kind", "", "backfill | reference | redelivery | events (daemon: daemon.go)")
 	fs.StringVar(&a.dbURL, "db", "", "database URL")
 	fs.StringVar(&simJSON, "sim", "", "serve-sim info (JSON)")
 	fs.BoolVar(&a.limited, "limited", false, "client under Harvest's limit (else unlimited)")
 	fs.IntVar(&a.sample, "sample", 200_000, "reference: records to pre-fetch and apply")
-	fs.IntVar(&a.sources, "sources", 1000, "idle: number of sources")
-	fs.DurationVar(&a.daemonFor, "daemon-for", 2*time.Minute, "idle: how long the daemon runs")
-	fs.StringVar(&a.daemonSchedule, "daemon-schedule", "* * * * *", "idle: the daemon's schedule")
 	fs.DurationVar(&a.overlap, "overlap", 2*time.Hour, "redelivery: the source's overlap")
-	fs.IntVar(&a.concurrency, "concurrency", 50, "idle: sources synced at once")
 	fs.StringVar(&a.cpuprofile, "cpuprofile", "", "write a CPU profile here")
 	fs.StringVar(&a.memfp, "memprofile", "", "write an allocation profile here")
 	_ = fs.Parse(args)
@@ -116,8 +108,6 @@ func runScenario(args []string) error {
 		res, err = scenarioReference(ctx, pool, a)
 	case "first-sync":
 		res, err = scenarioFirstSync(ctx, pool, a)
-	case "idle":
-		res, err = scenarioIdle(ctx, pool, a)
 	case "redelivery":
 		res, err = scenarioRedelivery(ctx, pool, a)
 	case "events":
@@ -339,138 +329,6 @@ func scenarioRedelivery(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs)
 	}
 	return res, fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per)
 }
-
-// scenarioIdle holds many sources on one tiny simulated tracker (one
-// account impersonating many, so the fake's own limit is off; each source
-// keeps Harvest's limit in its client). It syncs them once, measures one
-// idle pass of each, then runs the daemon and measures its CPU and its
-// database connections.
-func scenarioIdle(ctx context.Context, pool *pgxpool.Pool, a scenarioArgs) (result, error) {
-	a.limited = true
-	log := zerolog.New(io.Discard).Level(zerolog.InfoLevel)
-	var srcs []poller.Source
-	var scheds []poller.Schedule
-	for i := range a.sources {
-		name := fmt.Sprintf("src%04d", i)
-		src, err := harvestSource(a, name, log)
-		if err != nil {
-			return result{}, err
-		}
-		srcs = append(srcs, poller.Source{Source: src})
-		scheds = append(scheds, poller.Schedule{Source: name, Incremental: a.daemonSchedule})
-	}
-	p, err := poller.New(poller.Params{Pool: pool, Sources: srcs, Logger: log})
-	if err != nil {
-		return result{}, err
-	}
-	defer p.Close()
-	syncAll := func() (cnt upsertCounts, err error) {
-		var mu sync.Mutex
-		var errs []error
-		sem := make(chan struct{}, a.concurrency)
-		var wg sync.WaitGroup
-		for _, name := range p.Sources() {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				rs, err := p.Incremental(ctx, name)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-				}
-				for _, r := range rs {
-					cnt.fetched += r.Counts.Fetched
-					cnt.unchanged += r.Counts.Unchanged
-					cnt.inserted += r.Counts.Inserted
-				}
-			})
-		}
-		wg.Wait()
-		return cnt, errors.Join(errs...)
-	}
-	if _, err := syncAll(); err != nil {
-		return result{}, fmt.Errorf("first sync: %w", err)
-	}
-	if err := resetLog(a.sim); err != nil {
-		return result{}, err
-	}
-	start := time.Now()
-	cnt, err := syncAll()
-	wall := time.Since(start)
-	if err != nil {
-		return result{}, fmt.Errorf("idle pass: %w", err)
-	}
-	res := result{Records: cnt.fetched, WallSec: wall.Seconds(), Extra: map[string]float64{
-		"sources": float64(a.sources), "resources": float64(len(schema.Resources())),
-	}, Note: fmt.Sprintf("idle pass unchanged=%d inserted=%d", cnt.unchanged, cnt.inserted)}
-	if err := fillRequests(&res, a.sim, harvest.DefaultRateLimit.Per); err != nil {
-		return res, err
-	}
-
-	// The daemon: CPU of this process and connections to this database.
-	d, err := poller.NewDaemon(p, config.CronParser, scheds)
-	if err != nil {
-		return res, err
-	}
-	mon, err := pgx.Connect(ctx, a.dbURL)
-	if err != nil {
-		return res, err
-	}
-	defer mon.Close(ctx)
-	if err := resetLog(a.sim); err != nil {
-		return res, err
-	}
-	if a.cpuprofile != "" {
-		// The daemon phase gets a profile of its own.
-		pprof.StopCPUProfile()
-		f, err := os.Create(strings.TrimSuffix(a.cpuprofile, ".pprof") + "-daemon.pprof")
-		if err != nil {
-			return res, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return res, err
-		}
-	}
-	cpu0, t0 := cpuTime(), time.Now()
-	d.Start(ctx, false)
-	maxConnsSeen, maxClients := 0, 0
-	tick := time.NewTicker(250 * time.Millisecond)
-	for time.Since(t0) < a.daemonFor {
-		<-tick.C
-		// Every row of the database, as the target counts them, and the
-		// client backends alone (autovacuum workers show up too).
-		var n, clients int
-		if err := mon.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE backend_type = 'client backend')
-			FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n, &clients); err != nil {
-			return res, err
-		}
-		maxConnsSeen, maxClients = max(maxConnsSeen, n), max(maxClients, clients)
-	}
-	tick.Stop()
-	cpu, elapsed := cpuTime()-cpu0, time.Since(t0)
-	if a.cpuprofile != "" {
-		pprof.StopCPUProfile() // before the deferred Close of its file
-	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := d.Stop(sctx); err != nil {
-		return res, err
-	}
-	reqs, err := fetchLog(a.sim)
-	if err != nil {
-		return res, err
-	}
-	res.Extra["daemon_s"] = elapsed.Seconds()
-	res.Extra["daemon_cpu_pct"] = 100 * cpu.Seconds() / elapsed.Seconds()
-	res.Extra["daemon_max_conns"] = float64(maxConnsSeen)
-	res.Extra["daemon_max_clients"] = float64(maxClients)
-	res.Extra["daemon_requests"] = float64(len(reqs))
-	return res, nil
-}
-
-type upsertCounts struct{ fetched, unchanged, inserted int64 }
 
 func walLSN(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	var lsn string
