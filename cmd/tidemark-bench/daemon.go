@@ -253,7 +253,7 @@ func scenarioDaemon(args []string) error {
 	fs.DurationVar(&window, "daemon-for", 2*time.Minute, "window")
 	fs.StringVar(&appName, "app", "tidemark-bench", "application_name of the daemon's connections")
 	fs.StringVar(&cpuprofile, "cpuprofile", "", "CPU profile of the window")
-	fs.StringVar(&memprofile, "memprofile", "", "heap profile at the end of the window")
+	fs.StringVar(&memprofile, "memprofile", "", "heap profile (in use) at the end of the window, to …-heap.pprof")
 	_ = fs.Parse(args)
 	var si simInfo
 	if err := json.Unmarshal([]byte(simJSON), &si); err != nil {
@@ -370,7 +370,7 @@ func scenarioDaemon(args []string) error {
 	ms.read()
 	r.HeapInuse, r.Goroutines = ms.heapInuse, ms.goroutines
 	if memprofile != "" {
-		f, err := os.Create(memprofile)
+		f, err := os.Create(strings.TrimSuffix(memprofile, ".pprof") + "-heap.pprof") // in use, not allocations
 		if err != nil {
 			return err
 		}
