@@ -10,84 +10,64 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the daemon's counters, histograms and gauges.
+// Metrics are the daemon's counters, histograms and gauges (compact.go).
 type Metrics struct {
 	Registry    *prometheus.Registry
-	records     *prometheus.CounterVec
-	requests    *prometheus.CounterVec
-	rateLimited *prometheus.CounterVec
-	passes      *prometheus.HistogramVec
-	lag         *prometheus.GaugeVec
-	lastSuccess *prometheus.GaugeVec
-	backfill    *prometheus.GaugeVec
-	failures    *prometheus.GaugeVec
-	refused     *prometheus.GaugeVec
-	waiting     *prometheus.GaugeVec
-	schedule    *prometheus.GaugeVec
+	records     *vec
+	requests    *vec
+	rateLimited *vec
+	passes      *histVec
+	lag         *vec
+	lastSuccess *vec
+	backfill    *vec
+	failures    *vec
+	refused     *vec
+	waiting     *vec
+	schedule    *vec
 	hist        history
 }
 
 // New registers the metrics in a new registry.
 func New() *Metrics {
+	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		records: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tidemark_records_total",
-			Help: "Records applied, by outcome: inserted, updated, unchanged, stale, tombstoned.",
-		}, []string{"source", "resource", "outcome"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tidemark_requests_total",
-			Help: "HTTP requests to the source, by status code (0: no response).",
-		}, []string{"source", "status"}),
-		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tidemark_rate_limited_total",
-			Help: "Responses that asked us to wait (429, 402).",
-		}, []string{"source", "status"}),
-		passes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "tidemark_pass_duration_seconds",
-			Help:    "Duration of passes, by kind and status.",
-			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
-		}, []string{"source", "resource", "kind", "status"}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tidemark_cursor_lag_seconds",
-			Help: "Source clock at the last pass minus the cursor's high water.",
-		}, []string{"source", "resource"}),
-		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tidemark_last_success_timestamp_seconds",
-			Help: "When the last successful pass ended (Unix time).",
-		}, []string{"source", "resource", "kind"}),
-		backfill: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tidemark_backfill_progress_timestamp_seconds",
-			Help: "When a running backfill last applied a window (Unix time); removed when it ends.",
-		}, []string{"source", "resource"}),
-		failures: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tidemark_consecutive_failures",
-			Help: "Passes that failed in a row, by kind; 0 after a success.",
-		}, []string{"source", "resource", "kind"}),
-		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tidemark_reconcile_refused",
-			Help: "1 while the last reconcile of a resource was refused (more tombstones than max_tombstones), else 0.",
-		}, []string{"source", "resource"}),
-		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tidemark_source_wait_until_timestamp_seconds",
-			Help: "Until when the source made us wait (Unix time), by reason: quota (402) or retry_after (a long 429); removed when it answers again.",
-		}, []string{"source", "reason"}),
-		schedule: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tidemark_schedule_interval_seconds",
-			Help: "The longest gap between two scheduled incremental passes of a source (alerts compare freshness with it).",
-		}, []string{"source"}),
+		records: newVec(counter, "tidemark_records_total",
+			"Records applied, by outcome: inserted, updated, unchanged, stale, tombstoned.", "source", "resource", "outcome"),
+		requests: newVec(counter, "tidemark_requests_total",
+			"HTTP requests to the source, by status code (0: no response).", "source", "status"),
+		rateLimited: newVec(counter, "tidemark_rate_limited_total",
+			"Responses that asked us to wait (429, 402).", "source", "status"),
+		passes: newHistVec("tidemark_pass_duration_seconds", "Duration of passes, by kind and status.",
+			prometheus.ExponentialBuckets(0.05, 2, 14), "source", "resource", "kind", "status"),
+		lag: newVec(gauge, "tidemark_cursor_lag_seconds",
+			"Source clock at the last pass minus the cursor's high water.", "source", "resource"),
+		lastSuccess: newVec(gauge, "tidemark_last_success_timestamp_seconds",
+			"When the last successful pass ended (Unix time).", "source", "resource", "kind"),
+		backfill: newVec(gauge, "tidemark_backfill_progress_timestamp_seconds",
+			"When a running backfill last applied a window (Unix time); removed when it ends.", "source", "resource"),
+		failures: newVec(gauge, "tidemark_consecutive_failures",
+			"Passes that failed in a row, by kind; 0 after a success.", "source", "resource", "kind"),
+		refused: newVec(gauge, "tidemark_reconcile_refused",
+			"1 while the last reconcile of a resource was refused (more tombstones than max_tombstones), else 0.", "source", "resource"),
+		waiting: newVec(gauge, "tidemark_source_wait_until_timestamp_seconds",
+			"Until when the source made us wait (Unix time), by reason: quota (402) or retry_after (a long 429); removed when it answers again.", "source", "reason"),
+		schedule: newVec(gauge, "tidemark_schedule_interval_seconds",
+			"The longest gap between two scheduled incremental passes of a source (alerts compare freshness with it).", "source"),
 	}
 	m.Registry.MustRegister(m.records, m.requests, m.rateLimited, m.passes, m.lag, m.lastSuccess, m.backfill,
 		m.failures, m.refused, m.waiting, m.schedule)
 	return m
 }
 
+func unixNow() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
 // Records adds n records with an outcome.
 func (m *Metrics) Records(source, resource, outcome string, n int64) {
 	if m == nil || n == 0 {
 		return
 	}
-	m.records.WithLabelValues(source, resource, outcome).Add(float64(n))
+	m.records.add(float64(n), source, resource, outcome)
 	m.hist.add(time.Now(), n, 0)
 }
 
@@ -97,10 +77,10 @@ func (m *Metrics) Request(source string, status int) {
 		return
 	}
 	s := strconv.Itoa(status)
-	m.requests.WithLabelValues(source, s).Inc()
+	m.requests.add(1, source, s)
 	m.hist.add(time.Now(), 0, 1)
 	if status == 429 || status == 402 {
-		m.rateLimited.WithLabelValues(source, s).Inc()
+		m.rateLimited.add(1, source, s)
 	}
 }
 
@@ -109,20 +89,19 @@ func (m *Metrics) Pass(source, resource, kind, status string, took time.Duration
 	if m == nil {
 		return
 	}
-	m.passes.WithLabelValues(source, resource, kind, status).Observe(took.Seconds())
-	fails := m.failures.WithLabelValues(source, resource, kind)
+	m.passes.observe(took.Seconds(), source, resource, kind, status)
 	if status == "ok" {
-		m.lastSuccess.WithLabelValues(source, resource, kind).SetToCurrentTime()
-		fails.Set(0)
+		m.lastSuccess.set(unixNow(), source, resource, kind)
+		m.failures.set(0, source, resource, kind)
 	} else {
-		fails.Inc()
+		m.failures.add(1, source, resource, kind)
 	}
 	if kind == "reconcile" {
 		refused := 0.0
 		if status == "refused" {
 			refused = 1
 		}
-		m.refused.WithLabelValues(source, resource).Set(refused)
+		m.refused.set(refused, source, resource)
 	}
 }
 
@@ -131,7 +110,7 @@ func (m *Metrics) Lag(source, resource string, lag time.Duration) {
 	if m == nil {
 		return
 	}
-	m.lag.WithLabelValues(source, resource).Set(lag.Seconds())
+	m.lag.set(lag.Seconds(), source, resource)
 	m.hist.setLag(source, resource, lag, time.Now())
 }
 
@@ -142,10 +121,10 @@ func (m *Metrics) BackfillProgress(source, resource string, done bool) {
 		return
 	}
 	if done {
-		m.backfill.DeleteLabelValues(source, resource)
+		m.backfill.delete(source, resource)
 		return
 	}
-	m.backfill.WithLabelValues(source, resource).SetToCurrentTime()
+	m.backfill.set(unixNow(), source, resource)
 }
 
 // Wait records that the source makes us wait until a time (reason quota or
@@ -154,7 +133,7 @@ func (m *Metrics) Wait(source, reason string, until time.Time) {
 	if m == nil {
 		return
 	}
-	m.waiting.WithLabelValues(source, reason).Set(float64(until.UnixMilli()) / 1000)
+	m.waiting.set(float64(until.UnixMilli())/1000, source, reason)
 }
 
 // Resumed records that the source answers again.
@@ -162,7 +141,7 @@ func (m *Metrics) Resumed(source string) {
 	if m == nil {
 		return
 	}
-	m.waiting.DeletePartialMatch(prometheus.Labels{"source": source})
+	m.waiting.deleteFirst(source)
 }
 
 // Schedule records the longest gap between a source's scheduled passes.
@@ -170,5 +149,5 @@ func (m *Metrics) Schedule(source string, every time.Duration) {
 	if m == nil {
 		return
 	}
-	m.schedule.WithLabelValues(source).Set(every.Seconds())
+	m.schedule.set(every.Seconds(), source)
 }
