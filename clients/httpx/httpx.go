@@ -134,7 +134,8 @@ type Config struct {
 // all callers share its limiter.
 type Client struct {
 	cfg     Config
-	log     zerolog.Logger
+	logOnce sync.Once
+	log     zerolog.Logger // derived on first use: most lines go to the pass's logger
 	hc      *http.Client
 	lim     *rate.Limiter
 	secrets []string
@@ -155,7 +156,7 @@ func New(cfg Config) *Client {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = UserAgent(cfg.Version, cfg.Contact)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger.With().Str("source", cfg.Source).Logger()}
+	c := &Client{cfg: cfg}
 	tr := cfg.Transport
 	if tr == nil {
 		tr = sharedTransport()
@@ -389,6 +390,9 @@ func (c *Client) logger(ctx context.Context) *zerolog.Logger {
 	if l := zerolog.Ctx(ctx); l.GetLevel() != zerolog.Disabled {
 		return l
 	}
+	// A derived logger costs a 500-byte buffer: built only when needed,
+	// not for each of thousands of sources up front.
+	c.logOnce.Do(func() { c.log = c.cfg.Logger.With().Str("source", c.cfg.Source).Logger() })
 	return &c.log
 }
 

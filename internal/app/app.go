@@ -141,10 +141,12 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 	if err != nil {
 		return nil, Usagef("%s: source %s: %v", a.Config.Path, sc.Name, err)
 	}
-	log := a.Log.With().Str("source", sc.Name).Logger()
-	waits := &waitRecorder{pool: a.Pool, source: sc.Name, log: log, metrics: a.Metrics}
+	// The process's logger: each client adds the source to its own (a
+	// derived logger per source here would cost 500 bytes a source and
+	// write the source field twice).
+	waits := &waitRecorder{pool: a.Pool, source: sc.Name, log: a.Log, metrics: a.Metrics}
 	env := provider.Env{
-		Contact: a.Config.Contact, Version: a.Version, Logger: log,
+		Contact: a.Config.Contact, Version: a.Version, Logger: a.Log,
 		OnResponse: func(status int, _ time.Duration) {
 			a.Metrics.Request(sc.Name, status)
 			waits.response(status)
@@ -195,12 +197,12 @@ func (w *waitRecorder) wait(reason string, d time.Duration) {
 	defer cancel()
 	until := time.Now().Add(d)
 	if err := cursor.SetWait(ctx, w.pool, cursor.Wait{Source: w.source, Until: until, Reason: reason}); err != nil {
-		w.log.Warn().Err(err).Msg("could not record the wait")
+		w.log.Warn().Str("source", w.source).Err(err).Msg("could not record the wait")
 		return
 	}
 	w.waiting = true
 	w.metrics.Wait(w.source, reason, until)
-	w.log.Warn().Str("reason", reason).Time("until", until).Msg("source asked us to wait")
+	w.log.Warn().Str("source", w.source).Str("reason", reason).Time("until", until).Msg("source asked us to wait")
 }
 
 func (w *waitRecorder) response(status int) {
@@ -217,7 +219,7 @@ func (w *waitRecorder) response(status int) {
 	if err := cursor.ClearWait(ctx, w.pool, w.source); err == nil {
 		w.waiting = false
 		w.metrics.Resumed(w.source)
-		w.log.Info().Msg("source answers again; resumed")
+		w.log.Info().Str("source", w.source).Msg("source answers again; resumed")
 	}
 }
 
