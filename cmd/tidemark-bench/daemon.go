@@ -60,7 +60,9 @@ type daemonReplica struct {
 // database and one simulated tracker, each scheduling the same sources.
 func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources int, profile []string) (line, error) {
 	o := b.o
-	sim, stopSim, err := b.startSim("-entries", "10", "-users", "2", "-days", "7")
+	// History ending an hour ago: nothing within the sources' 10-minute
+	// overlap, so every pass is idle (no page to apply).
+	sim, stopSim, err := b.startSim("-entries", "10", "-users", "2", "-days", "7", "-age", "1h")
 	if err != nil {
 		return line{}, err
 	}

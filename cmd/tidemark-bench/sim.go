@@ -48,10 +48,12 @@ func serveSim(args []string) error {
 	limited := fs.Bool("limited", false, "enforce Harvest's 100 requests per 15 s")
 	recent := fs.Duration("recent", 0, "when > 0, restamp every entry's updated_at within this long before now")
 	seed := fs.Int64("seed", 1, "seed")
+	age := fs.Duration("age", 0, "history ends this long before now (idle sources: nothing within their overlap)")
 	_ = fs.Parse(args)
 
 	tr, err := simulated.New(simulated.Params{
 		Seed: *seed, Users: *users, Days: *days, Entries: *entries, NoRateLimit: !*limited,
+		Anchor: anchorAgo(*age),
 	})
 	if err != nil {
 		return err
@@ -109,4 +111,12 @@ func serveSim(args []string) error {
 	// Serve until the parent closes our stdin (or dies).
 	_, _ = io.Copy(io.Discard, bufio.NewReader(os.Stdin))
 	return nil
+}
+
+// anchorAgo is the generation anchor age before now; zero: the default.
+func anchorAgo(age time.Duration) time.Time {
+	if age <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(-age)
 }
