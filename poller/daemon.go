@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -104,11 +105,11 @@ func NewDaemon(p *Poller, parser cron.Parser, scheds []Schedule) (*Daemon, error
 			return nil, err
 		}
 		d.state[s.Source] = &sourceState{passes: map[Step]*passState{}}
-		if _, err := d.cron.AddFunc(s.Incremental, d.job(s.Source, cursor.KindIncremental)); err != nil {
+		if err := d.schedule(s.Source, s.Incremental, cursor.KindIncremental); err != nil {
 			return nil, fmt.Errorf("source %s: schedule %q: %w", s.Source, s.Incremental, err)
 		}
 		if s.Reconcile != "" {
-			if _, err := d.cron.AddFunc(s.Reconcile, d.job(s.Source, cursor.KindReconcile)); err != nil {
+			if err := d.schedule(s.Source, s.Reconcile, cursor.KindReconcile); err != nil {
 				return nil, fmt.Errorf("source %s: reconcile schedule %q: %w", s.Source, s.Reconcile, err)
 			}
 		}
@@ -316,6 +317,51 @@ func (d *Daemon) runQueued(b cursor.Backfill) {
 // job returns the cron job of one kind of pass of one source.
 func (d *Daemon) job(source, kind string) func() {
 	return func() { d.runJob(source, kind) }
+}
+
+// MaxSplay bounds how long after its tick a source's scheduled pass
+// starts (see schedule).
+const MaxSplay = 10 * time.Second
+
+// schedule adds a cron job of one kind of pass of a source. Its passes start
+// a fixed delay after each tick, the same for every tick of the source and
+// different across sources: a tenth of the schedule's interval at most, and
+// MaxSplay. Every source on "* * * * *" firing in the same instant made a
+// thousand passes wait at once for the database pool, each on its own
+// goroutine stack (issue 15: the daemon's peak memory); spread over a few
+// seconds they run a few at a time.
+func (d *Daemon) schedule(source, spec, kind string) error {
+	sched, err := d.parser.Parse(spec)
+	if err != nil {
+		return err
+	}
+	next := sched.Next(time.Now().UTC())
+	splay := splayOf(source, sched.Next(next).Sub(next)/10)
+	run := d.job(source, kind)
+	d.cron.Schedule(sched, cron.FuncJob(func() {
+		if splay > 0 {
+			t := time.NewTimer(splay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-d.ctx.Done():
+				return
+			}
+		}
+		run()
+	}))
+	return nil
+}
+
+// splayOf is source's delay in [0, min(limit, MaxSplay)): a hash of its name.
+func splayOf(source string, limit time.Duration) time.Duration {
+	limit = min(limit, MaxSplay)
+	if limit <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(source))
+	return time.Duration(h.Sum64() % uint64(limit))
 }
 
 // runJob runs one tick of a source. Each resource backs off on its own: one
