@@ -197,7 +197,16 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 			hw = l.sourceTime
 		}
 		res.HighWaterAfter = cur.HighWater
-		if hw.After(cur.HighWater) {
+		finish := func(db cursor.DB) error {
+			return cursor.FinishRun(ctx, db, cursor.FinishRunParams{
+				RunID: res.RunID, Status: cursor.StatusOK, Pages: l.pages, Counts: l.counts,
+				HighWaterAfter: timePtr(res.HighWaterAfter),
+			})
+		}
+		if !hw.After(cur.HighWater) {
+			return finish(p.db(tx)) // the idle pass: one statement, no transaction
+		}
+		advance := func(tx pgx.Tx) error {
 			// The fence: a pass whose lease went (and may now be another
 			// process's) must not move the cursor.
 			if err := held.Check(ctx, tx); err != nil {
@@ -207,11 +216,12 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 				return err
 			}
 			res.HighWaterAfter = hw
+			return finish(tx)
 		}
-		return cursor.FinishRun(ctx, p.db(tx), cursor.FinishRunParams{
-			RunID: res.RunID, Status: cursor.StatusOK, Pages: l.pages, Counts: l.counts,
-			HighWaterAfter: timePtr(res.HighWaterAfter),
-		})
+		if tx == nil { // unchanged records newer than the cursor: it moves, with the fence
+			return pgx.BeginFunc(ctx, p.pool, advance)
+		}
+		return advance(tx)
 	})
 	res.Took = time.Since(start)
 	if l != nil {
@@ -349,10 +359,16 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 			w, end = clients.Window{}, bp.To
 		}
 		l, err := p.applyListing(ctx, log, s, bp.Resource, w, false, func(ctx context.Context, tx pgx.Tx, l *listing) error {
-			if err := held.Check(ctx, p.db(tx)); err != nil {
-				return err
+			progress := func(tx pgx.Tx) error {
+				if err := held.Check(ctx, tx); err != nil {
+					return err
+				}
+				return cursor.BackfillProgress(ctx, tx, bf.ID, end.AddDays(1), l.counts.Fetched)
 			}
-			return cursor.BackfillProgress(ctx, p.db(tx), bf.ID, end.AddDays(1), l.counts.Fetched)
+			if tx == nil { // the fence and the progress commit together
+				return pgx.BeginFunc(ctx, p.pool, progress)
+			}
+			return progress(tx)
 		})
 		if l != nil {
 			res.Pages += l.pages

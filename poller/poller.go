@@ -219,8 +219,9 @@ func addCounts(c *cursor.Counts, u upsert.Counts, fetched int) {
 // row): a crash anywhere leaves the old cursor with some pages re-appliable
 // (a no-op), or the new cursor with everything before it applied. When the
 // listing fails, pages already applied stay (they are valid records) and
-// finalize does not run. When the listing delivered no records, finalize gets
-// a nil transaction and writes through the pool, so an idle pass costs none.
+// finalize does not run. When the listing wrote nothing (no records, or
+// only unchanged ones), finalize gets a nil transaction and writes through
+// the pool, or opens the transaction it needs: an idle pass costs none.
 func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
 	collect bool, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
 	l := &listing{}
@@ -269,10 +270,11 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	}
 	c, cancel := context.WithTimeout(dbctx, dbTimeout)
 	defer cancel()
-	if l.counts.Fetched == 0 && l.maxVersion.IsZero() {
-		// Nothing was applied and nothing can move the cursor (a nested
-		// listing's Covered can): finalize writes on its own, and an idle
-		// pass costs no transaction.
+	if l.counts.Inserted+l.counts.Updated+l.counts.Tombstoned == 0 {
+		// Nothing was written (no records, or only the overlap's
+		// re-deliveries, unchanged): finalize writes on its own, or opens
+		// the transaction it needs (a cursor that moves, a nested
+		// listing's Covered too), and an idle pass costs none.
 		return l, finalize(c, nil, l)
 	}
 	tx, err := p.pool.Begin(c)
