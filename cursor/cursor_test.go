@@ -1043,3 +1043,39 @@ func TestWaits(t *testing.T) {
 		t.Fatalf("after clear: %+v (%v)", ws, err)
 	}
 }
+
+// StartIncremental reads the cursor and records the run in one statement:
+// no cursor, a cursor, a used run id.
+func TestStartIncremental(t *testing.T) {
+	ctx, db, s := setup(t)
+	hw, err := s.StartIncremental(ctx, "r1", "acme", "time_entries", 10*time.Minute)
+	if err != nil || !hw.IsZero() {
+		t.Fatalf("without a cursor: %v, %v; want zero, nil", hw, err)
+	}
+	if err := cursor.Advance(ctx, db, "acme", "time_entries", t0); err != nil {
+		t.Fatal(err)
+	}
+	hw, err = s.StartIncremental(ctx, "r2", "acme", "time_entries", 10*time.Minute)
+	if err != nil || !hw.Equal(t0) || hw.Location() != time.UTC {
+		t.Fatalf("with a cursor at %s: %v, %v", t0, hw, err)
+	}
+	if _, err := s.StartIncremental(ctx, "r2", "acme", "time_entries", time.Minute); !errors.Is(err, cursor.ErrRunExists) {
+		t.Fatalf("a used run id: %v, want ErrRunExists", err)
+	}
+	runs, err := s.Runs(ctx, cursor.RunsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("runs: %v", runIDs(runs))
+	}
+	r2, r1 := runs[0], runs[1]
+	if r1.RunID != "r1" || r1.Kind != cursor.KindIncremental || r1.Status != cursor.StatusRunning ||
+		r1.WindowSince != nil || r1.HighWaterBefore != nil {
+		t.Fatalf("first run (no cursor): %+v", r1)
+	}
+	if r2.WindowSince == nil || !r2.WindowSince.Equal(t0.Add(-10*time.Minute)) ||
+		r2.HighWaterBefore == nil || !r2.HighWaterBefore.Equal(t0) {
+		t.Fatalf("second run: %+v", r2)
+	}
+}

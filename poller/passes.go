@@ -171,20 +171,16 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
 	ctx = log.WithContext(ctx)
 
-	cur, err := p.store.Load(ctx, s.Name(), string(r))
-	if err != nil && !errors.Is(err, cursor.ErrNotFound) {
-		return res, fmt.Errorf("%s/%s: load cursor: %w", s.Name(), r, err)
+	// The cursor is read and the run recorded in one round trip.
+	hw0, err := p.store.StartIncremental(ctx, res.RunID, s.Name(), string(r), s.Overlap)
+	if err != nil {
+		return res, fmt.Errorf("%s/%s: record run start: %w", s.Name(), r, err)
 	}
+	cur := cursor.Cursor{Source: s.Name(), Resource: string(r), HighWater: hw0}
 	res.HighWaterBefore = cur.HighWater
 	var w clients.Window
 	if !cur.HighWater.IsZero() {
 		w.UpdatedSince = cur.HighWater.Add(-s.Overlap)
-	}
-	if err := p.store.StartRun(ctx, cursor.StartRunParams{
-		RunID: res.RunID, Source: s.Name(), Resource: string(r), Kind: res.Kind,
-		WindowSince: timePtr(w.UpdatedSince), HighWaterBefore: timePtr(cur.HighWater),
-	}); err != nil {
-		return res, fmt.Errorf("%s/%s: record run start: %w", s.Name(), r, err)
 	}
 	log.Info().Time("since", w.UpdatedSince).Msg("incremental pass started")
 
