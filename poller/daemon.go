@@ -62,6 +62,8 @@ type sourceState struct {
 	rerun bool
 	// loaded: passes has been read from pass_state (once, after owning).
 	loaded bool
+	// splay is how long after its incremental tick its pass starts.
+	splay  time.Duration
 	passes map[Step]*passState
 }
 
@@ -135,8 +137,12 @@ func (d *Daemon) Start(ctx context.Context, runNow bool) {
 	go d.backfills()
 	if runNow {
 		for _, name := range d.p.order {
-			if _, ok := d.state[name]; ok {
-				go d.job(name, cursor.KindIncremental)()
+			if st, ok := d.state[name]; ok {
+				// Spread like the ticks, in proportion to how many there
+				// are: a thousand first passes at once were the daemon's
+				// peak of memory, while a few start at once.
+				delay := st.splay * time.Duration(min(len(d.state), startSpread)) / startSpread
+				go d.splayed(delay, d.job(name, cursor.KindIncremental))()
 			}
 		}
 	}
@@ -319,6 +325,10 @@ func (d *Daemon) job(source, kind string) func() {
 	return func() { d.runJob(source, kind) }
 }
 
+// startSpread is the number of sources from which the first passes at
+// Start are spread over their whole splay.
+const startSpread = 1000
+
 // MaxSplay bounds how long after its tick a source's scheduled pass
 // starts (see schedule).
 const MaxSplay = 10 * time.Second
@@ -337,8 +347,16 @@ func (d *Daemon) schedule(source, spec, kind string) error {
 	}
 	next := sched.Next(time.Now().UTC())
 	splay := splayOf(source, sched.Next(next).Sub(next)/10)
-	run := d.job(source, kind)
-	d.cron.Schedule(sched, cron.FuncJob(func() {
+	if kind == cursor.KindIncremental {
+		d.state[source].splay = splay
+	}
+	d.cron.Schedule(sched, cron.FuncJob(d.splayed(splay, d.job(source, kind))))
+	return nil
+}
+
+// splayed returns run delayed by splay (cut short when the daemon stops).
+func (d *Daemon) splayed(splay time.Duration, run func()) func() {
+	return func() {
 		if splay > 0 {
 			t := time.NewTimer(splay)
 			defer t.Stop()
@@ -349,8 +367,7 @@ func (d *Daemon) schedule(source, spec, kind string) error {
 			}
 		}
 		run()
-	}))
-	return nil
+	}
 }
 
 // splayOf is source's delay in [0, min(limit, MaxSplay)): a hash of its name.
