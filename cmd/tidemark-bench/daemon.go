@@ -29,14 +29,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/tidemarkhq/tidemark/clients/harvest"
 	tmapp "github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/poller"
 )
 
-// harvestResources is how many resources a Harvest source mirrors.
-const harvestResources = 5
+// harvestResources is how many resources a Harvest source mirrors (every
+// one by default).
+var harvestResources = len(harvest.Resources)
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat times
 // (100 on every Linux Go supports).
@@ -189,7 +191,7 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 	x["total_cpu_pct"] = x["daemon_cpu_pct"] + x["backend_cpu_pct"]
 	l := line{name: name, res: result{Requests: len(reqs), WallSec: window.Seconds(), PeakRSS: int64(x["peak_rss_mb"] * (1 << 20)), Extra: x}}
 	if ticks > 0 {
-		l.ratio = float64(len(reqs)) / (float64(sources) * harvestResources * ticks)
+		l.ratio = float64(len(reqs)) / (float64(sources) * float64(harvestResources) * ticks)
 		l.ratioText = "requests ÷ (sources × resources × ticks)"
 	}
 	x["ratio"] = l.ratio
