@@ -36,9 +36,21 @@ import (
 	"github.com/tidemarkhq/tidemark/poller"
 )
 
-// harvestResources is how many resources a Harvest source mirrors (every
-// one by default).
-var harvestResources = len(harvest.Resources)
+// idleResources are the resources each idle source mirrors: the five a
+// Harvest source had when issue 15 set its targets ("all": the 21 since
+// issue 12, about four times the work per source).
+var idleResources = []string{"clients", "users", "projects", "tasks", "time_entries"}
+
+func resourcesOf(spec string) []string {
+	if spec == "all" {
+		var out []string
+		for _, r := range harvest.Resources {
+			out = append(out, string(r))
+		}
+		return out
+	}
+	return idleResources
+}
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat times
 // (100 on every Linux Go supports).
@@ -99,7 +111,8 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 	}()
 	for r := range replicas {
 		args := []string{"scenario", "-kind", "daemon", "-db", db, "-sim", sim, "-sources", fmt.Sprint(sources),
-			"-daemon-schedule", o.daemonSchedule, "-daemon-for", window.String(), "-app", fmt.Sprintf("tidemark-bench-r%d", r)}
+			"-daemon-schedule", o.daemonSchedule, "-daemon-for", window.String(), "-app", fmt.Sprintf("tidemark-bench-r%d", r),
+			"-resources", o.idleResources}
 		if replicas == 1 {
 			args = append(args, profile...)
 		}
@@ -125,7 +138,8 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 	// The daemons' first passes (run at start) take every source from
 	// nothing to its high water; the window starts once they are done.
 	t0 := time.Now()
-	if err := waitSynced(ctx, db, sources*harvestResources, 15*time.Minute); err != nil {
+	nres := len(resourcesOf(o.idleResources))
+	if err := waitSynced(ctx, db, sources*nres, 15*time.Minute); err != nil {
 		return line{}, err
 	}
 	sync := time.Since(t0)
@@ -172,7 +186,7 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 	if !minuteTicks {
 		ticks = 0
 	}
-	x := map[string]float64{"sources": float64(sources), "replicas": float64(replicas), "window_s": window.Seconds(),
+	x := map[string]float64{"sources": float64(sources), "replicas": float64(replicas), "resources": float64(nres), "window_s": window.Seconds(),
 		"ticks": ticks, "requests": float64(len(reqs)), "first_sync_s": sync.Seconds()}
 	var owned []string
 	for i, r := range reps {
@@ -191,7 +205,7 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 	x["total_cpu_pct"] = x["daemon_cpu_pct"] + x["backend_cpu_pct"]
 	l := line{name: name, res: result{Requests: len(reqs), WallSec: window.Seconds(), PeakRSS: int64(x["peak_rss_mb"] * (1 << 20)), Extra: x}}
 	if ticks > 0 {
-		l.ratio = float64(len(reqs)) / (float64(sources) * float64(harvestResources) * ticks)
+		l.ratio = float64(len(reqs)) / (float64(sources) * float64(nres) * ticks)
 		l.ratioText = "requests ÷ (sources × resources × ticks)"
 	}
 	x["ratio"] = l.ratio
@@ -211,8 +225,8 @@ func daemonLine(name string, ls []line) string {
 		return v[len(v)/2]
 	}
 	per1000 := 1000 / med("sources")
-	return fmt.Sprintf("%-17s sources=%.0f replicas=%.0f window=%.0fs (%.0f ticks) cpu: daemon=%.2f%% backends=%.2f%% total=%.2f%% of one core (%.2f%% per 1,000 sources) peak_rss=%.1fMB window_rss=%.1fMB heap_inuse=%.1fMB goroutines=%.0f max_conns=%.0f requests÷(sources×resources×ticks)=%.2f first_sync=%.0fs | %s",
-		name, med("sources"), med("replicas"), med("window_s"), med("ticks"), med("daemon_cpu_pct"), med("backend_cpu_pct"),
+	return fmt.Sprintf("%-17s sources=%.0f×%.0f resources replicas=%.0f window=%.0fs (%.0f ticks) cpu: daemon=%.2f%% backends=%.2f%% total=%.2f%% of one core (%.2f%% per 1,000 sources) peak_rss=%.1fMB window_rss=%.1fMB heap_inuse=%.1fMB goroutines=%.0f max_conns=%.0f requests÷(sources×resources×ticks)=%.2f first_sync=%.0fs | %s",
+		name, med("sources"), med("resources"), med("replicas"), med("window_s"), med("ticks"), med("daemon_cpu_pct"), med("backend_cpu_pct"),
 		med("total_cpu_pct"), med("total_cpu_pct")*per1000, med("peak_rss_mb"), med("window_rss_mb"), med("heap_inuse_mb"),
 		med("goroutines"), med("max_conns"), med("ratio"), med("first_sync_s"), ls[len(ls)/2].extra)
 }
@@ -250,6 +264,8 @@ func scenarioDaemon(args []string) error {
 	var sources int
 	var window time.Duration
 	fs.StringVar(&kind, "kind", "daemon", "")
+	var resSpec string
+	fs.StringVar(&resSpec, "resources", "", `"all" or the five of issue 15`)
 	fs.StringVar(&dbURL, "db", "", "database URL")
 	fs.StringVar(&simJSON, "sim", "", "serve-sim info (JSON)")
 	fs.IntVar(&sources, "sources", 1000, "sources")
@@ -268,8 +284,8 @@ func scenarioDaemon(args []string) error {
 	var y strings.Builder
 	y.WriteString("contact: bench@tidemark.invalid\nsources:\n")
 	for i := range sources {
-		fmt.Fprintf(&y, "  - {name: src%05d, kind: harvest, base_url: %q, account_id: %q, token: \"${TOKEN}\", schedule: %q}\n",
-			i, si.URL, si.AccountID, schedule)
+		fmt.Fprintf(&y, "  - {name: src%05d, kind: harvest, base_url: %q, account_id: %q, token: \"${TOKEN}\", schedule: %q, resources: [%s]}\n",
+			i, si.URL, si.AccountID, schedule, strings.Join(resourcesOf(resSpec), ", "))
 	}
 	cfg, err := config.Parse("bench.yaml", []byte(y.String()), func(k string) (string, bool) {
 		return si.Token, k == "TOKEN"

@@ -67,6 +67,7 @@ type options struct {
 	firstSyncEntries             int
 	idleSources                  int
 	fleetSources, fleetReplicas  int
+	idleResources                string
 	daemonFor                    time.Duration
 	daemonSchedule               string
 	redeliveryEntries            int
@@ -89,6 +90,7 @@ func orchestrate(args []string) error {
 	fs.IntVar(&o.idleSources, "idle-sources", 0, "idle sources (default 1,000; -quick 100)")
 	fs.IntVar(&o.fleetSources, "fleet-sources", 0, "fleet: idle sources over the replicas (default 10,000; -quick 600)")
 	fs.IntVar(&o.fleetReplicas, "fleet-replicas", 3, "fleet: daemons on one database")
+	fs.StringVar(&o.idleResources, "idle-resources", "five", `idle, fleet: the resources of each source: "five" (clients, users, projects, tasks, time entries: issue 15's targets) or "all"`)
 	fs.DurationVar(&o.daemonFor, "daemon-for", 0, "idle, fleet: the measured window, whole minutes of the schedule \"* * * * *\" (default 2m; -quick 25s)")
 	fs.StringVar(&o.daemonSchedule, "daemon-schedule", "", `the idle daemon's schedule (default "* * * * *"; -quick "@every 10s")`)
 	fs.IntVar(&o.redeliveryEntries, "redelivery-entries", 0, "redelivery entries (default 100,000; -quick 20,000)")
