@@ -148,15 +148,17 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 	items, c.Stale = dedupe(items)
 	copyNew := true
 	for attempt := 1; ; attempt++ {
-		wc, changes, err := write(ctx, tx, t, source, items, have, copyNew, o.events)
-		if err == nil && len(changes) > 0 {
-			if _, err := events.Append(ctx, tx, changes); err != nil {
+		w, wc, err := write(ctx, tx, t, source, items, have, copyNew, o.events)
+		if err == nil {
+			// The lines of the parents written (a re-delivery writes none,
+			// and costs no statement), before the feed's append lock.
+			if err := syncChildren(ctx, tx, t, source, w.written); err != nil {
 				return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
 			}
-		}
-		if err == nil {
-			if err := syncChildren(ctx, tx, t, source, pageIDs(items)); err != nil {
-				return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
+			if len(w.changes) > 0 {
+				if _, err := events.Append(ctx, tx, w.changes); err != nil {
+					return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
+				}
 			}
 			c.Add(wc)
 			return c, nil
@@ -185,15 +187,6 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 	}
 }
 
-// pageIDs returns the ids of a page's items, for the child tables.
-func pageIDs(items []item) []string {
-	ids := make([]string, len(items))
-	for i := range items {
-		ids[i] = items[i].rec.ID
-	}
-	return ids
-}
-
 // maxAttempts bounds how often Apply redoes a page after a deadlock or a
 // conflicting insert.
 const maxAttempts = 5
@@ -207,13 +200,14 @@ func hasCode(err error, code string) bool {
 	return ok && pgErr.Code == code
 }
 
-// write runs lookup-and-write rounds until every item is counted. All its
+// write runs lookup-and-write rounds until every item is counted, and
+// returns its writer (the changes and ids written). All its
 // writes sit under one savepoint, opened at the first write: on an error
 // (such as a deadlock between concurrent appliers) they are undone and their
 // row locks released, and the caller's transaction stays usable.
-func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored, copyNew, withEvents bool) (Counts, []events.Change, error) {
+func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored, copyNew, withEvents bool) (*writer, Counts, error) {
 	var c Counts
-	w := &writer{tx: tx, copyNew: copyNew, events: withEvents}
+	w := &writer{tx: tx, copyNew: copyNew, events: withEvents, ids: len(t.children) > 0}
 	for round := 0; len(items) > 0; round++ {
 		var err error
 		if round == maxRounds {
@@ -227,18 +221,18 @@ func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item
 		if err != nil {
 			if w.sp != nil {
 				if rbErr := w.sp.Rollback(ctx); rbErr != nil {
-					return Counts{}, nil, fmt.Errorf("%w (rollback to savepoint: %v)", err, rbErr)
+					return nil, Counts{}, fmt.Errorf("%w (rollback to savepoint: %v)", err, rbErr)
 				}
 			}
-			return Counts{}, nil, err
+			return nil, Counts{}, err
 		}
 	}
 	if w.sp != nil {
 		if err := w.sp.Commit(ctx); err != nil {
-			return Counts{}, nil, fmt.Errorf("release savepoint: %w", err)
+			return nil, Counts{}, fmt.Errorf("release savepoint: %w", err)
 		}
 	}
-	return c, w.changes, nil
+	return w, c, nil
 }
 
 // writer opens the savepoint of a write phase when it is first needed, so
@@ -248,11 +242,16 @@ type writer struct {
 	copyNew bool // new rows go in by COPY (else by INSERT … ON CONFLICT)
 	events  bool // collect the changes written, for the change feed
 	changes []events.Change
+	ids     bool     // collect the ids written, for the child tables
+	written []string // their ids
 }
 
 // change records that it was written (over a stored row unless isNew), when
 // the writer collects changes.
 func (w *writer) change(source string, t *table, it *item, isNew bool) {
+	if w.ids {
+		w.written = append(w.written, it.rec.ID)
+	}
 	if !w.events {
 		return
 	}
