@@ -605,21 +605,16 @@ func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*i
 	return nil
 }
 
-// lookup returns the stored version and hash of ids. In the same round trip
-// it makes sure the session's staging table exists (a no-op once it does).
+// lookup returns the stored version and hash of ids. It leaves the staging
+// table alone: a transaction that touches any temporary table makes its
+// commit truncate every ON COMMIT DELETE ROWS table of the session (with its
+// TOAST index), which was half of an idle daemon's Postgres CPU.
 func lookup(ctx context.Context, tx pgx.Tx, t *table, source string, ids []string) (map[string]stored, error) {
-	b := &pgx.Batch{}
-	b.Queue(t.createStage)
-	b.Queue(t.lookup, source, ids)
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("create staging table: %w", err)
-	}
-	rows, err := br.Query()
+	rows, err := tx.Query(ctx, t.lookup, source, ids)
 	if err != nil {
 		return nil, fmt.Errorf("look up stored versions: %w", err)
 	}
+	defer rows.Close()
 	have := make(map[string]stored, len(ids))
 	var id string
 	var s stored
@@ -631,7 +626,7 @@ func lookup(ctx context.Context, tx pgx.Tx, t *table, source string, ids []strin
 	if err != nil {
 		return nil, fmt.Errorf("look up stored versions: %w", err)
 	}
-	return have, br.Close()
+	return have, nil
 }
 
 // stage copies the rows to write into the session's staging table, in id
@@ -640,6 +635,11 @@ func stage(ctx context.Context, tx pgx.Tx, t *table, fresh, newer []*item) error
 	all := make([]*item, 0, len(fresh)+len(newer))
 	all = append(append(all, fresh...), newer...)
 	nFresh := len(fresh)
+	// Only a page with rows to write creates the session's staging table
+	// (a no-op once it exists).
+	if _, err := tx.Exec(ctx, t.createStage); err != nil {
+		return fmt.Errorf("create staging table: %w", err)
+	}
 	var defaults []any
 	row := make([]any, 0, len(t.typed)+8)
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", t.stage}, t.stageColumns(),
