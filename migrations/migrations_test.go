@@ -2,10 +2,12 @@ package migrations_test
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pressly/goose/v3"
 
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/migrations"
@@ -62,6 +64,50 @@ func TestUpOnEmptyThenNoop(t *testing.T) {
 	}
 	if len(undocumented) > 0 {
 		t.Errorf("columns without COMMENT ON: %v", undocumented)
+	}
+}
+
+// TestDownReversesUp: the migrations leave no helper behind (their pg_temp
+// functions are dropped within them), Down to version 0 removes everything
+// Up made but goose's own table, and Up runs again after it.
+func TestDownReversesUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sql.Open("pgx", pgtest.EmptyURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Files,
+		goose.WithTableName(migrations.VersionTable), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(query string) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRowContext(ctx, query).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const leftover = `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'public' AND c.relname NOT LIKE '` + migrations.VersionTable + `%'`
+
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(leftover); n == 0 {
+		t.Fatal("Up made nothing")
+	}
+	if _, err := p.DownTo(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(leftover); n != 0 {
+		t.Errorf("Down to 0 left %d relations in public", n)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("Up after Down: %v", err)
 	}
 }
 
