@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/lease"
 	"github.com/tidemarkhq/tidemark/poller"
@@ -189,7 +190,7 @@ func TestInterruptedQueuedBackfillNeverLooksFinished(t *testing.T) {
 			FOR EACH ROW EXECUTE FUNCTION log_backfill_status();`); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
 	inWindow := make(chan struct{})
 	var once sync.Once

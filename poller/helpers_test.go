@@ -14,27 +14,10 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/schema"
 )
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // newPoller is poller.New for a test: it fails the test on error and closes
 // the poller when the test ends.
@@ -74,7 +57,7 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool, what string) {
 }
 
 // waitForLog waits until logs hold text, and shows them if they never do.
-func waitForLog(t *testing.T, logs *syncBuffer, d time.Duration, text string) {
+func waitForLog(t *testing.T, logs *logtest.Buffer, d time.Duration, text string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !strings.Contains(logs.String(), text) {

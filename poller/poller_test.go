@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/internal/pgcluster"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/migrations"
@@ -446,7 +447,7 @@ func TestDaemonSkipsTicksWhilePassRunsAndStopsPromptly(t *testing.T) {
 	src.onPage = func(clients.Window, int) {
 		blocked.Do(func() { <-block })
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	p := newPoller(t, poller.Params{Pool: pgtest.DB(t), Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
 	d := startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})
 	waitForLog(t, &logs, 10*time.Second, "still running; skipping")
@@ -470,7 +471,7 @@ func TestDaemonBacksOffAfterFailureAndRecovers(t *testing.T) {
 	src := newFakeSource("acme", t0)
 	src.put(1, day, "a")
 	src.failPage = 1
-	var logs syncBuffer
+	var logs logtest.Buffer
 	p := newPoller(t, poller.Params{Pool: pgtest.DB(t), Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
 	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})
 	waitForLog(t, &logs, 10*time.Second, "backing off after failures")
@@ -484,7 +485,7 @@ func TestDaemonOwnsItsSourcesAndRunsQueuedBackfills(t *testing.T) {
 	ctx := context.Background()
 	src, from := daily(9, "x"), backfillFrom
 	pool := pgtest.DB(t)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src, WindowDays: 3}}, Logger: zerolog.New(&logs)})
 	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1h"})
 
@@ -520,7 +521,7 @@ func TestDaemonRunsACoincidingReconcileAfterThePass(t *testing.T) {
 		}
 	}
 	pool := pgtest.DB(t)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
 	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1h", Reconcile: "@every 1s"})
 	waitForLog(t, &logs, 10*time.Second, "the reconcile follows it")
@@ -593,7 +594,7 @@ func TestDaemonSurvivesPostgresRestart(t *testing.T) {
 
 	src := newFakeSource("acme", t0)
 	src.put(1, day, "a")
-	var logs syncBuffer
+	var logs logtest.Buffer
 	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
 	// A sub-second schedule: the restart must be seen by at least one tick.
 	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})

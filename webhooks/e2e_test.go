@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/webhooks"
 )
@@ -289,7 +289,7 @@ func TestE2ETriggerReachesTheOwningReplica(t *testing.T) {
 	dbURL := pgtest.URL(t)
 	owner := startReplica(t, tg, "", dbURL, zerolog.NewTestWriter(t))
 	owner.waitFor("the owner's start-up pass", func() bool { return meRequests(tg) >= 1 })
-	var logs syncBuffer
+	var logs logtest.Buffer
 	other := startReplica(t, tg, "", dbURL, &logs)
 	other.waitFor("the other replica to find the source owned", func() bool {
 		return strings.Contains(logs.String(), "owned by another replica")
@@ -303,15 +303,3 @@ func TestE2ETriggerReachesTheOwningReplica(t *testing.T) {
 		t.Fatalf("%d keys recorded", n)
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -7,18 +7,17 @@
 package sourcetest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/provider"
+	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -113,22 +112,7 @@ func WantDecodeError(t testing.TB, err error, source, res string, page int, fiel
 }
 
 // SyncBuffer is a log sink safe for a client's concurrent writes.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type SyncBuffer = logtest.Buffer
 
 // EachChange runs f in a parallel subtest per way a record can leave a
 // listing mid-walk: deleted, or moved out of what is listed.
