@@ -37,6 +37,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -58,16 +59,23 @@ const (
 	Bytea Type = "bytea"
 )
 
-// valueTypes are the column types a typed column may have, with the Go type
-// of their row values (for messages and docs).
-var valueTypes = map[Type]string{
-	Text: "string", Date: "clients.Date", Numeric: "clients.Decimal", Boolean: "bool",
-	Bigint: "int64", Timestamptz: "time.Time", JSONB: "json.RawMessage",
+// zeros are the column types a typed column may have, each with the Go zero
+// value of its row values: what Row stores in a NOT NULL column left out,
+// and the Go type GoType names and Accepts checks.
+var zeros = map[Type]any{
+	Text: "", Date: clients.Date{}, Numeric: clients.Decimal(""), Boolean: false,
+	Bigint: int64(0), Timestamptz: time.Time{}, JSONB: json.RawMessage(nil),
 }
 
 // GoType names the Go type of a row value of type t ("" for a type a typed
-// column cannot have).
-func (t Type) GoType() string { return valueTypes[t] }
+// column cannot have), for messages and docs.
+func (t Type) GoType() string {
+	z, ok := zeros[t]
+	if !ok {
+		return ""
+	}
+	return reflect.TypeOf(z).String()
+}
 
 // Fill says what a tombstone that carries no content (a Record with
 // DeletedAt and no Row) stores in a NOT NULL column when its id was never
@@ -250,7 +258,7 @@ func (t *Table) Row(vs Values) []any {
 	row := make([]any, len(t.Columns))
 	for i, c := range t.Columns {
 		if !c.Nullable {
-			row[i] = zeroOf(c.Type)
+			row[i] = zeros[c.Type]
 		}
 	}
 	for name, v := range vs {
@@ -279,46 +287,11 @@ func OrNull(s string) any {
 	return s
 }
 
-func zeroOf(t Type) any {
-	switch t {
-	case Text:
-		return ""
-	case Date:
-		return clients.Date{}
-	case Numeric:
-		return clients.Decimal("")
-	case Boolean:
-		return false
-	case Bigint:
-		return int64(0)
-	case Timestamptz:
-		return time.Time{}
-	case JSONB:
-		return json.RawMessage(nil)
-	}
-	return nil
-}
-
 // Accepts reports whether v has the Go type of a row value of type t (nil
 // is not a value of any type).
 func Accepts(t Type, v any) bool {
-	switch v.(type) {
-	case string:
-		return t == Text
-	case clients.Date:
-		return t == Date
-	case clients.Decimal:
-		return t == Numeric
-	case bool:
-		return t == Boolean
-	case int64:
-		return t == Bigint
-	case time.Time:
-		return t == Timestamptz
-	case json.RawMessage:
-		return t == JSONB
-	}
-	return false
+	z, ok := zeros[t]
+	return ok && v != nil && reflect.TypeOf(v) == reflect.TypeOf(z)
 }
 
 // At returns the value at position i of rec's row as a T; the zero T when
