@@ -1,39 +1,15 @@
 package schema
 
-import "github.com/tidemarkhq/tidemark/clients"
+import (
+	"slices"
+
+	"github.com/tidemarkhq/tidemark/clients"
+)
 
 // The rest of an agency's account (issue 12): what invoicing, payroll and
 // approvals read. Registered after time entries, parents before their
 // nested resources. Paths are Harvest's; every column is typed because a
 // report filters or sums on it, the rest stays in raw.
-
-// Columns several declarations share, word for word.
-var (
-	colName     = Column{Name: "name", Type: Text, Path: "name", Doc: "Name."}
-	colActive   = Column{Name: "is_active", Type: Boolean, Path: "is_active", Doc: "Active (not archived)."}
-	colClientID = Column{Name: "client_id", Type: Text, Path: "client.id", Doc: "Client id (clients.id)."}
-	colProject  = Column{Name: "project_id", Type: Text, Path: "project.id", Doc: "Project id (projects.id)."}
-	colUserID   = Column{Name: "user_id", Type: Text, Path: "user.id", Doc: "User id (users.id)."}
-	colNotes    = Column{Name: "notes", Type: Text, Nullable: true, Path: "notes", Doc: "Free-text notes; null when none."}
-	colCurrency = Column{Name: "currency", Type: Text, Nullable: true, EmptyIsNull: true, Path: "currency", Doc: "Currency (ISO 4217)."}
-	colRate     = Column{Name: "hourly_rate", Type: Numeric, Nullable: true, Path: "hourly_rate", Doc: "Hourly rate, exact decimal; null when the default applies."}
-	colBudget   = Column{Name: "budget", Type: Numeric, Nullable: true, Path: "budget", Doc: "Budget, exact decimal; null when none."}
-	colSubject  = Column{Name: "subject", Type: Text, Nullable: true, EmptyIsNull: true, Path: "subject", Doc: "Subject line; null when none."}
-	colNumber   = Column{Name: "number", Type: Text, Nullable: true, EmptyIsNull: true, Path: "number", Doc: "Document number as shown to the client."}
-	colState    = Column{Name: "state", Type: Text, Path: "state", Doc: "State: draft, open, paid or closed (invoices); draft, sent, accepted or declined (estimates)."}
-	colAmount   = Column{Name: "amount", Type: Numeric, Path: "amount", Doc: "Total amount, exact decimal."}
-	colTax      = Column{Name: "tax_amount", Type: Numeric, Nullable: true, Path: "tax_amount", Doc: "First tax amount, exact decimal."}
-	colDiscount = Column{Name: "discount_amount", Type: Numeric, Nullable: true, Path: "discount_amount", Doc: "Discount amount, exact decimal."}
-	colIssue    = Column{Name: "issue_date", Type: Date, Nullable: true, Path: "issue_date", Doc: "Date issued."}
-	colSentAt   = Column{Name: "sent_at", Type: Timestamptz, Nullable: true, Path: "sent_at", Doc: "When it was sent; null while a draft."}
-	colCreator  = Column{Name: "creator_id", Type: Text, Nullable: true, EmptyIsNull: true, Path: "creator.id", Doc: "User who created it (users.id)."}
-	colSentBy   = Column{Name: "sent_by_email", Type: Text, Nullable: true, EmptyIsNull: true, Path: "sent_by_email", Doc: "E-mail address of the sender."}
-	colEvent    = Column{Name: "event_type", Type: Text, Nullable: true, EmptyIsNull: true, Path: "event_type", Doc: "What the message recorded (send, close, re-open, view, accept, decline); null for a plain message."}
-	colRateAmt  = Column{Name: "amount", Type: Numeric, Path: "amount", Doc: "Hourly rate, exact decimal."}
-	colStart    = Column{Name: "start_date", Type: Date, Nullable: true, Path: "start_date", Doc: "First day the rate applies; null: since ever."}
-	colEnd      = Column{Name: "end_date", Type: Date, Nullable: true, Path: "end_date", Doc: "Last day the rate applies; null: still current."}
-	colRateUser = Column{Name: "user_id", Type: Text, Path: "(the user listed)", Doc: "User the rate belongs to (users.id)."}
-)
 
 // lineColumns are an invoice's or estimate's line item columns.
 var lineColumns = []Column{
@@ -81,6 +57,17 @@ func rates(name, doc string) Table {
 	}
 }
 
+// assignments declares the tasks or users assigned to projects: the rate
+// and the project, what is assigned (cols), then whether it is active and
+// its budget.
+func assignments(name clients.Resource, what string, cols ...Column) Table {
+	return Table{
+		Name: name, Doc: "Mirror of the " + what + " assigned to projects, with their rates and budgets.",
+		Columns:   slices.Concat([]Column{colRate, colProject}, cols, []Column{colActive, colBudget}),
+		Deletions: Reconciled,
+	}
+}
+
 // withDoc returns t with its doc.
 func withDoc(t Table, doc string) Table { t.Doc = doc; return t }
 
@@ -90,8 +77,8 @@ var (
 		Doc:  "Mirror of the tracker's client contacts.",
 		Columns: []Column{
 			{Name: "first_name", Type: Text, Path: "first_name", Doc: "First name."},
-			{Name: "last_name", Type: Text, Nullable: true, EmptyIsNull: true, Path: "last_name", Doc: "Last name."},
-			{Name: "email", Type: Text, Nullable: true, EmptyIsNull: true, Path: "email", Doc: "E-mail address."},
+			colLastName,
+			colEmail,
 			colClientID,
 		},
 		Deletions: Reconciled,
@@ -118,13 +105,13 @@ var (
 			{Name: "total_cost", Type: Numeric, Path: "total_cost", Doc: "Total cost, exact decimal."},
 			{Name: "units", Type: Numeric, Nullable: true, Path: "units", Doc: "Units for unit-priced categories; null otherwise."},
 			colUserID, colProject,
-			{Name: "client_id", Type: Text, Nullable: true, EmptyIsNull: true, Path: "client.id", Doc: "Client id (clients.id); null when none."},
+			colClientOr,
 			{Name: "expense_category_id", Type: Text, Path: "expense_category.id", Doc: "Expense category id (expense_categories.id)."},
 			{Name: "billable", Type: Boolean, Path: "billable", Doc: "Billable to the client."},
-			{Name: "is_billed", Type: Boolean, Path: "is_billed", Doc: "Included in an invoice."},
-			{Name: "is_locked", Type: Boolean, Path: "is_locked", Doc: "Locked against edits (approved or invoiced)."},
+			colBilled,
+			colLocked,
 			{Name: "approval_status", Type: Text, Nullable: true, EmptyIsNull: true, Path: "approval_status", Doc: "Approval state: unsubmitted, submitted or approved."},
-			{Name: "invoice_id", Type: Text, Nullable: true, EmptyIsNull: true, Path: "invoice.id", Doc: "Invoice id when billed; null otherwise."},
+			colInvoice,
 			{Name: "receipt", Type: JSONB, Nullable: true, Path: "receipt", Doc: "Receipt metadata (url, file_name, file_size, content_type) as sent; null when none. The file is not fetched."},
 		},
 		Deletions: Reconciled,
@@ -199,29 +186,16 @@ var (
 
 	EstimateMessages = MustRegister(withDoc(messages("estimates", "estimate_id"), "Mirror of the messages sent about estimates."))
 
-	TaskAssignments = MustRegister(Table{
-		Name: "task_assignments",
-		Doc:  "Mirror of the tasks assigned to projects, with their rates and budgets.",
-		Columns: []Column{
-			colRate, colProject,
-			{Name: "task_id", Type: Text, Path: "task.id", Doc: "Task id (tasks.id)."},
-			{Name: "billable", Type: Boolean, Path: "billable", Doc: "Time on this task is billable."},
-			colActive, colBudget,
-		},
-		Deletions: Reconciled,
-	})
+	TaskAssignments = MustRegister(assignments("task_assignments", "tasks",
+		Column{Name: "task_id", Type: Text, Path: "task.id", Doc: "Task id (tasks.id)."},
+		Column{Name: "billable", Type: Boolean, Path: "billable", Doc: "Time on this task is billable."},
+	))
 
-	UserAssignments = MustRegister(Table{
-		Name: "user_assignments",
-		Doc:  "Mirror of the users assigned to projects, with their rates and budgets.",
-		Columns: []Column{
-			colRate, colProject, colUserID,
-			{Name: "is_project_manager", Type: Boolean, Path: "is_project_manager", Doc: "The user manages the project."},
-			{Name: "use_default_rates", Type: Boolean, Path: "use_default_rates", Doc: "The user's default rates apply, not hourly_rate."},
-			colActive, colBudget,
-		},
-		Deletions: Reconciled,
-	})
+	UserAssignments = MustRegister(assignments("user_assignments", "users",
+		colUserID,
+		Column{Name: "is_project_manager", Type: Boolean, Path: "is_project_manager", Doc: "The user manages the project."},
+		Column{Name: "use_default_rates", Type: Boolean, Path: "use_default_rates", Doc: "The user's default rates apply, not hourly_rate."},
+	))
 
 	Roles = MustRegister(Table{
 		Name: "roles",
