@@ -53,14 +53,7 @@ func history(rt *rapid.T, id int64) []clients.Record {
 func TestConcurrentAppliersConverge(t *testing.T) {
 	t.Parallel()
 	checkOnEmptyTable(t, func(rt *rapid.T, pool *pgxpool.Pool) {
-		nIDs := rapid.IntRange(1, 12).Draw(rt, "ids")
-		var all []clients.Record
-		last := map[string]clients.Record{}
-		for id := range int64(nIDs) {
-			h := history(rt, id+1)
-			all = append(all, h...)
-			last[h[len(h)-1].ID] = h[len(h)-1]
-		}
+		all, last, nIDs := drawHistories(rt, 12, func(id int64) []clients.Record { return history(rt, id) })
 		all = redeliverShuffled(rt, all)
 		appliers := rapid.IntRange(2, 4).Draw(rt, "appliers")
 		total := applyConcurrently(rt, pool, deal(rt, all, appliers, len(all)), true)
@@ -69,6 +62,23 @@ func TestConcurrentAppliersConverge(t *testing.T) {
 		}
 		checkConverged(rt, pool, last, nIDs)
 	})
+}
+
+// drawHistories draws 1 to maxIDs ids and the deliveries of each (ids from
+// 1), and returns all their records and each id's greatest by (version,
+// fetched_at): the delivery its row must end at.
+func drawHistories(rt *rapid.T, maxIDs int, history func(id int64) []clients.Record) (all []clients.Record, last map[string]clients.Record, nIDs int) {
+	nIDs = rapid.IntRange(1, maxIDs).Draw(rt, "ids")
+	last = map[string]clients.Record{}
+	for id := range int64(nIDs) {
+		for _, rec := range history(id + 1) {
+			all = append(all, rec)
+			if l, ok := last[rec.ID]; !ok || rec.Version.After(l.Version) || (rec.Version.Equal(l.Version) && rec.FetchedAt.After(l.FetchedAt)) {
+				last[rec.ID] = rec
+			}
+		}
+	}
+	return all, last, nIDs
 }
 
 // checkOnEmptyTable runs a rapid property against one database whose

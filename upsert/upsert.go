@@ -497,18 +497,34 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			return c, nil, err
 		}
 	}
+	// What a written row counts as.
+	const (
+		asInserted = iota
+		asUpdated
+		asUnchanged // the version moved forward, the content did not change
+	)
+	// The writes, queued in the order their returned ids are read back.
+	type write struct {
+		group []*item
+		as    int
+		what  string
+	}
+	var writes []write
 	b := &pgx.Batch{}
-	if len(fresh) > 0 {
-		b.Queue(t.insertNew, source)
+	queue := func(group []*item, as int, what, sql string, args ...any) {
+		if len(group) > 0 {
+			writes = append(writes, write{group, as, what})
+			b.Queue(sql, args...)
+		}
 	}
-	if len(newer) > 0 {
-		b.Queue(t.upsertExisting, source)
-	}
+	queue(fresh, asInserted, "insert", t.insertNew, source)
+	queue(newer, asUpdated, "update", t.upsertExisting, source)
+	// Array arguments are built only for a group that is written.
 	if len(typeless) > 0 {
-		b.Queue(t.updateTypeless, typelessArgs(source, typeless)...)
+		queue(typeless, asUpdated, "tombstone", t.updateTypeless, typelessArgs(source, typeless)...)
 	}
 	if len(forward) > 0 {
-		b.Queue(t.moveForward, forwardArgs(source, forward)...)
+		queue(forward, asUnchanged, "move version forward", t.moveForward, forwardArgs(source, forward)...)
 	}
 	if len(fresh)+len(newer) > 0 {
 		b.Queue(t.clearStage)
@@ -516,12 +532,6 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 
-	// What a written row counts as.
-	const (
-		asInserted = iota
-		asUpdated
-		asUnchanged // the version moved forward, the content did not change
-	)
 	var retry []item
 	count := func(group []*item, as int) error {
 		written, err := returnedIDs(br, len(group))
@@ -553,24 +563,9 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 		}
 		return nil
 	}
-	if len(fresh) > 0 {
-		if err := count(fresh, asInserted); err != nil {
-			return c, nil, fmt.Errorf("insert: %w", err)
-		}
-	}
-	if len(newer) > 0 {
-		if err := count(newer, asUpdated); err != nil {
-			return c, nil, fmt.Errorf("update: %w", err)
-		}
-	}
-	if len(typeless) > 0 {
-		if err := count(typeless, asUpdated); err != nil {
-			return c, nil, fmt.Errorf("tombstone: %w", err)
-		}
-	}
-	if len(forward) > 0 {
-		if err := count(forward, asUnchanged); err != nil {
-			return c, nil, fmt.Errorf("move version forward: %w", err)
+	for _, wr := range writes {
+		if err := count(wr.group, wr.as); err != nil {
+			return c, nil, fmt.Errorf("%s: %w", wr.what, err)
 		}
 	}
 	if len(fresh)+len(newer) > 0 {

@@ -203,18 +203,13 @@ func unstampedHistory(rt *rapid.T) []delivery {
 func TestVersionOrderConverges(t *testing.T) {
 	t.Parallel()
 	checkOnEmptyTable(t, func(rt *rapid.T, pool *pgxpool.Pool) {
-		nIDs := rapid.IntRange(1, 8).Draw(rt, "ids")
-		var all []clients.Record
-		last := map[string]clients.Record{}
-		for id := range int64(nIDs) {
+		all, last, nIDs := drawHistories(rt, 8, func(id int64) []clients.Record {
+			var recs []clients.Record
 			for _, d := range unstampedHistory(rt) {
-				rec := d.record(id + 1)
-				all = append(all, rec)
-				if l, ok := last[rec.ID]; !ok || rec.Version.After(l.Version) || (rec.Version.Equal(l.Version) && rec.FetchedAt.After(l.FetchedAt)) {
-					last[rec.ID] = rec
-				}
+				recs = append(recs, d.record(id))
 			}
-		}
+			return recs
+		})
 		all = redeliverShuffled(rt, all)
 		appliers := rapid.IntRange(1, 3).Draw(rt, "appliers")
 		total := applyConcurrently(rt, pool, deal(rt, all, appliers, 4), false)
