@@ -366,11 +366,8 @@ func (s scopedSource) List(ctx context.Context, r clients.Resource, w clients.Wi
 // only inside that scope; every other user's live entries stay live.
 func TestScopedReconcileLeavesOtherUsersAlone(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	today := clients.DateOf(time.Now().UTC())
-	fs := newFakeSource("acme", t0)
+	fs := beforeToday(9)
 	for i := 1; i <= 9; i++ {
-		fs.put(i, today.AddDays(-i), "x")
 		fs.recs[strconv.Itoa(i)].user = []string{"alice", "bob", "carol"}[i%3]
 	}
 	pool := pgtest.DB(t)
@@ -380,10 +377,7 @@ func TestScopedReconcileLeavesOtherUsersAlone(t *testing.T) {
 	incremental(t, p)
 	fs.remove(3) // alice's
 	fs.tick(10 * time.Minute)
-	res, err := p.Reconcile(ctx, "acme", clients.TimeEntries)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := reconcile(t, p, clients.TimeEntries)
 	m := mirror(t, pool, "acme")
 	for id, r := range m {
 		if r.deleted != (id == "3") {

@@ -80,6 +80,28 @@ func daily(n int, notes string) *fakeSource {
 	return src
 }
 
+// beforeToday returns a fake source with n entries, entry i spent i days
+// before today (inside any reconcile's lookback).
+func beforeToday(n int) *fakeSource {
+	today := clients.DateOf(time.Now().UTC())
+	src := newFakeSource("acme", t0)
+	for i := 1; i <= n; i++ {
+		src.put(i, today.AddDays(-i), "x")
+	}
+	return src
+}
+
+// reconcile runs a reconcile of source "acme" (of rs, or of every resource)
+// that must succeed.
+func reconcile(t *testing.T, p *poller.Poller, rs ...clients.Resource) []poller.Result {
+	t.Helper()
+	res, err := p.Reconcile(context.Background(), "acme", rs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // incremental runs an incremental pass of source "acme" that must succeed.
 func incremental(t *testing.T, p *poller.Poller) []poller.Result {
 	t.Helper()

@@ -40,6 +40,20 @@ func setup(t *testing.T, srcs ...*fakeSource) (*poller.Poller, *pgxpool.Pool) {
 	return p, pool
 }
 
+// syncedToday returns a fake source with one entry spent today per notes
+// (ids from 1), and a poller (see setup) that has run an incremental pass.
+func syncedToday(t *testing.T, notes ...string) (*fakeSource, *poller.Poller, *pgxpool.Pool) {
+	t.Helper()
+	today := clients.DateOf(time.Now().UTC())
+	src := newFakeSource("acme", t0)
+	for i, n := range notes {
+		src.put(i+1, today, n)
+	}
+	p, pool := setup(t, src)
+	incremental(t, p)
+	return src, p, pool
+}
+
 type row struct {
 	version time.Time
 	deleted bool
@@ -63,6 +77,17 @@ func mirror(t *testing.T, pool *pgxpool.Pool, source string) map[string]row {
 		out[id] = r
 	}
 	return out
+}
+
+// assertNoneTombstoned fails the test when a row of source "acme" is
+// tombstoned.
+func assertNoneTombstoned(t *testing.T, pool *pgxpool.Pool, why string) {
+	t.Helper()
+	for id, r := range mirror(t, pool, "acme") {
+		if r.deleted {
+			t.Fatalf("id %s tombstoned %s", id, why)
+		}
+	}
 }
 
 // assertConverged checks the mirror holds exactly the source's live records
@@ -311,12 +336,7 @@ func TestSlowBackfillPageAfterNewerIncrementalIsHarmless(t *testing.T) {
 
 func TestReconcileTombstonesDeletionsSafely(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	today := clients.DateOf(time.Now().UTC())
-	src := newFakeSource("acme", t0)
-	for i := 1; i <= 6; i++ {
-		src.put(i, today.AddDays(-i), "x")
-	}
+	src := beforeToday(6)
 	p, pool := setup(t, src)
 	incremental(t, p)
 	src.remove(2)
@@ -325,34 +345,24 @@ func TestReconcileTombstonesDeletionsSafely(t *testing.T) {
 
 	// A listing that fails tombstones nothing.
 	src.failPage = 2
-	if _, err := p.Reconcile(ctx, "acme", clients.TimeEntries); !errors.Is(err, errInjected) {
+	if _, err := p.Reconcile(context.Background(), "acme", clients.TimeEntries); !errors.Is(err, errInjected) {
 		t.Fatalf("reconcile with failing listing: %v", err)
 	}
-	for id, r := range mirror(t, pool, "acme") {
-		if r.deleted {
-			t.Fatalf("id %s tombstoned by a failed listing", id)
-		}
-	}
+	assertNoneTombstoned(t, pool, "by a failed listing")
 	// Record 7 was stored a moment ago and is gone from the listing: its
 	// version is newer than the listing's start minus the overlap, so it is
 	// left alone this time (it may be a write not yet visible to listings).
-	src.put(7, today, "recent")
+	src.put(7, clients.DateOf(time.Now().UTC()), "recent")
 	incremental(t, p)
 	src.remove(7)
-	res, err := p.Reconcile(ctx, "acme", clients.TimeEntries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res[0].Counts.Tombstoned != 2 {
+	if res := reconcile(t, p, clients.TimeEntries); res[0].Counts.Tombstoned != 2 {
 		t.Fatalf("tombstoned %d, want 2", res[0].Counts.Tombstoned)
 	}
 	if r := mirror(t, pool, "acme")["7"]; r.deleted {
 		t.Fatal("a row newer than the listing's start was tombstoned")
 	}
 	src.tick(10 * time.Minute)
-	if _, err := p.Reconcile(ctx, "acme", clients.TimeEntries); err != nil {
-		t.Fatal(err)
-	}
+	reconcile(t, p, clients.TimeEntries)
 	assertConverged(t, pool, src)
 }
 
@@ -376,30 +386,17 @@ func TestReconcileCeilingRefuses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "4") {
 		t.Fatalf("reconcile over the ceiling: %v", err)
 	}
-	for id, r := range mirror(t, pool, "acme") {
-		if r.deleted {
-			t.Fatalf("id %s tombstoned although the ceiling refused", id)
-		}
-	}
+	assertNoneTombstoned(t, pool, "although the ceiling refused")
 }
 
 func TestReconcileOfAnEmptyListingTombstonesEverything(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	today := clients.DateOf(time.Now().UTC())
-	src := newFakeSource("acme", t0)
-	src.put(1, today, "x")
-	src.put(2, today, "y")
-	p, pool := setup(t, src)
-	incremental(t, p)
+	src, p, pool := syncedToday(t, "x", "y")
 	src.remove(1)
 	src.remove(2)
 	src.tick(10 * time.Minute)
-	res, err := p.Reconcile(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res[0].Counts.Tombstoned != 2 {
+	if res := reconcile(t, p); res[0].Counts.Tombstoned != 2 {
 		t.Fatalf("tombstoned %d, want 2", res[0].Counts.Tombstoned)
 	}
 	assertConverged(t, pool, src)
@@ -415,26 +412,16 @@ func TestReconcileOfAnEmptyListingTombstonesEverything(t *testing.T) {
 // listing that returns it brings it back (the source says it is live).
 func TestFalseTombstoneHealsAtTheNextListing(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	today := clients.DateOf(time.Now().UTC())
-	src := newFakeSource("acme", t0)
-	src.put(1, today, "x")
-	src.put(2, today, "y")
-	p, pool := setup(t, src)
-	incremental(t, p)
+	src, p, pool := syncedToday(t, "x", "y")
 	src.tick(10 * time.Minute)
 	src.mu.Lock()
 	src.hideOnce = map[string]bool{"2": true}
 	src.mu.Unlock()
-	if _, err := p.Reconcile(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	reconcile(t, p)
 	if !mirror(t, pool, "acme")["2"].deleted {
 		t.Fatal("the missed record was not tombstoned (test setup)")
 	}
-	if _, err := p.Reconcile(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	reconcile(t, p)
 	assertConverged(t, pool, src)
 }
 
