@@ -276,8 +276,7 @@ func countRuns(t *testing.T, pool *pgxpool.Pool, resource, kind, status string) 
 func TestDaemonIsolatesAFailingResourceAndStillReconciles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	src.put(1, clients.DateOf(time.Now().UTC()), "a")
+	src := onDay(today(), "a")
 	pool := pgtest.DB(t)
 	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: usersFail{src}}}, Logger: zerolog.Nop()})
 	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s", Reconcile: "@every 2s"})
@@ -310,8 +309,7 @@ func TestDaemonIsolatesAFailingResourceAndStillReconciles(t *testing.T) {
 func TestDueReconcileRunsAfterARestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	src.put(1, clients.DateOf(time.Now().UTC()), "a")
+	src := onDay(today(), "a")
 	pool := pgtest.DB(t)
 	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
 	// The previous daemon saw the reconcile tick but never ran it.
@@ -412,8 +410,7 @@ func (c *cappedOnce) List(ctx context.Context, r clients.Resource, w clients.Win
 // does not back the resource off: the next tick lists again.
 func TestCappedListingIsRetriedAtTheNextTick(t *testing.T) {
 	t.Parallel()
-	src := newFakeSource("acme", t0)
-	src.put(1, day, "a")
+	src := onDay(day, "a")
 	pool := pgtest.DB(t)
 	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: &cappedOnce{fakeSource: src}}}, Logger: zerolog.Nop()})
 	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})

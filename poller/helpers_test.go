@@ -80,13 +80,25 @@ func daily(n int, notes string) *fakeSource {
 	return src
 }
 
-// beforeToday returns a fake source with n entries, entry i spent i days
-// before today (inside any reconcile's lookback).
+// today is the current UTC day, inside any reconcile's lookback.
+func today() clients.Date { return clients.DateOf(time.Now().UTC()) }
+
+// onDay returns a fake source "acme" with one entry per notes (ids from 1),
+// all spent on d.
+func onDay(d clients.Date, notes ...string) *fakeSource {
+	src := newFakeSource("acme", t0)
+	for i, n := range notes {
+		src.put(i+1, d, n)
+	}
+	return src
+}
+
+// beforeToday returns a fake source "acme" with n entries, entry i spent i
+// days before today.
 func beforeToday(n int) *fakeSource {
-	today := clients.DateOf(time.Now().UTC())
 	src := newFakeSource("acme", t0)
 	for i := 1; i <= n; i++ {
-		src.put(i, today.AddDays(-i), "x")
+		src.put(i, today().AddDays(-i), "x")
 	}
 	return src
 }

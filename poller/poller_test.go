@@ -44,11 +44,7 @@ func setup(t *testing.T, srcs ...*fakeSource) (*poller.Poller, *pgxpool.Pool) {
 // (ids from 1), and a poller (see setup) that has run an incremental pass.
 func syncedToday(t *testing.T, notes ...string) (*fakeSource, *poller.Poller, *pgxpool.Pool) {
 	t.Helper()
-	today := clients.DateOf(time.Now().UTC())
-	src := newFakeSource("acme", t0)
-	for i, n := range notes {
-		src.put(i+1, today, n)
-	}
+	src := onDay(today(), notes...)
 	p, pool := setup(t, src)
 	incremental(t, p)
 	return src, p, pool
@@ -154,8 +150,7 @@ func TestIncrementalConvergesAndCursorUsesSourceClock(t *testing.T) {
 
 func TestHighWaterCappedBySourceClockAtPassStart(t *testing.T) {
 	t.Parallel()
-	src := newFakeSource("acme", t0)
-	src.put(1, day, "a")
+	src := onDay(day, "a")
 	// A record stamped after the source's clock at the first page (written
 	// while the listing ran) must not carry the cursor past that clock.
 	src.putAt(2, t0.Add(time.Hour), day, "future")
@@ -219,8 +214,7 @@ func TestFailedPageKeepsCursorAndNextPassConverges(t *testing.T) {
 func TestLeaseOnePassPerSourceAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	src.put(1, day, "a")
+	src := onDay(day, "a")
 	p1, pool := setup(t, src)
 	// A second "process": its own poller and lease connection, same database.
 	p2 := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.Nop()})
@@ -301,8 +295,7 @@ func TestBackfillResumesAndNeverMovesTheCursor(t *testing.T) {
 func TestSlowBackfillPageAfterNewerIncrementalIsHarmless(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	src.put(1, day, "old")
+	src := onDay(day, "old")
 	p, pool := setup(t, src)
 
 	// The backfill fetches the old version, then stalls before applying it.
@@ -352,7 +345,7 @@ func TestReconcileTombstonesDeletionsSafely(t *testing.T) {
 	// Record 7 was stored a moment ago and is gone from the listing: its
 	// version is newer than the listing's start minus the overlap, so it is
 	// left alone this time (it may be a write not yet visible to listings).
-	src.put(7, clients.DateOf(time.Now().UTC()), "recent")
+	src.put(7, today(), "recent")
 	incremental(t, p)
 	src.remove(7)
 	if res := reconcile(t, p, clients.TimeEntries); res[0].Counts.Tombstoned != 2 {
@@ -369,11 +362,7 @@ func TestReconcileTombstonesDeletionsSafely(t *testing.T) {
 func TestReconcileCeilingRefuses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	today := clients.DateOf(time.Now().UTC())
-	src := newFakeSource("acme", t0)
-	for i := 1; i <= 5; i++ {
-		src.put(i, today, "x")
-	}
+	src := onDay(today(), "x", "x", "x", "x", "x")
 	pool := pgtest.DB(t)
 	p := newPoller(t, poller.Params{Pool: pool, Logger: zerolog.Nop(),
 		Sources: []poller.Source{{Source: src, MaxTombstones: 2}}})
@@ -427,8 +416,7 @@ func TestFalseTombstoneHealsAtTheNextListing(t *testing.T) {
 
 func TestDaemonSkipsTicksWhilePassRunsAndStopsPromptly(t *testing.T) {
 	t.Parallel()
-	src := newFakeSource("acme", t0)
-	src.put(1, day, "a")
+	src := onDay(day, "a")
 	block := make(chan struct{})
 	var blocked sync.Once
 	src.onPage = func(clients.Window, int) {
@@ -455,8 +443,7 @@ func TestDaemonSkipsTicksWhilePassRunsAndStopsPromptly(t *testing.T) {
 
 func TestDaemonBacksOffAfterFailureAndRecovers(t *testing.T) {
 	t.Parallel()
-	src := newFakeSource("acme", t0)
-	src.put(1, day, "a")
+	src := onDay(day, "a")
 	src.failPage = 1
 	var logs logtest.Buffer
 	p := newPoller(t, poller.Params{Pool: pgtest.DB(t), Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
@@ -498,8 +485,7 @@ func TestDaemonOwnsItsSourcesAndRunsQueuedBackfills(t *testing.T) {
 func TestDaemonRunsACoincidingReconcileAfterThePass(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := newFakeSource("acme", t0)
-	src.put(1, clients.DateOf(time.Now().UTC()), "a")
+	src := onDay(today(), "a")
 	block := make(chan struct{})
 	var once sync.Once
 	src.onPage = func(w clients.Window, _ int) {
@@ -579,8 +565,7 @@ func TestDaemonSurvivesPostgresRestart(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 
-	src := newFakeSource("acme", t0)
-	src.put(1, day, "a")
+	src := onDay(day, "a")
 	var logs logtest.Buffer
 	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
 	// A sub-second schedule: the restart must be seen by at least one tick.
