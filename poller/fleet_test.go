@@ -66,27 +66,13 @@ func TestFleetSharesSources(t *testing.T) {
 	}
 	admin := newPool(t, url, 2)
 
-	start := func(id string) *replica {
-		var srcs []poller.Source
-		for _, name := range names {
-			w := watch
-			w.fakeSource = fakes[name]
-			srcs = append(srcs, poller.Source{Source: w})
-		}
-		p, err := poller.New(poller.Params{Pool: newPool(t, url, 4), Sources: srcs, Logger: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := poller.NewDaemon(p, config.CronParser, scheds)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.JoinFleet(poller.FleetParams{Member: lease.Member{ID: id, Host: "test", PID: 1}, Heartbeat: beat})
-		d.Start(context.Background(), true)
-		r := &replica{id: id, p: p, d: d}
-		t.Cleanup(r.kill)
-		return r
+	var srcs []poller.Source
+	for _, name := range names {
+		w := watch
+		w.fakeSource = fakes[name]
+		srcs = append(srcs, poller.Source{Source: w})
 	}
+	start := func(id string) *replica { return startReplica(t, url, id, srcs, scheds, beat) }
 	leases := make([]string, n)
 	for i, name := range names {
 		leases[i] = poller.OwnerLease(name)
@@ -99,15 +85,9 @@ func TestFleetSharesSources(t *testing.T) {
 		began := time.Now()
 		var last map[string]int
 		for time.Since(began) < 30*time.Second {
-			holders, err := lease.Holders(context.Background(), admin, leases)
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = map[string]int{}
-			for _, who := range holders {
-				last[who]++
-			}
-			ok := len(holders) == n && len(last) == len(want)
+			var owned int
+			owned, last = shares(t, admin, leases)
+			ok := owned == n && len(last) == len(want)
 			for _, id := range want {
 				ok = ok && last[id] > 0 && last[id] <= limit
 			}
@@ -140,6 +120,40 @@ func TestFleetSharesSources(t *testing.T) {
 	if watch.lists.Load() < n {
 		t.Fatalf("only %d listings: the replicas did not poll", watch.lists.Load())
 	}
+}
+
+// startReplica starts a fleet member id over srcs, with its own pool on
+// url, that runs its first passes at once; it is killed when the test ends.
+func startReplica(t *testing.T, url, id string, srcs []poller.Source, scheds []poller.Schedule, beat time.Duration) *replica {
+	t.Helper()
+	p, err := poller.New(poller.Params{Pool: newPool(t, url, 4), Sources: srcs, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := poller.NewDaemon(p, config.CronParser, scheds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.JoinFleet(poller.FleetParams{Member: lease.Member{ID: id, Host: "test", PID: 1}, Heartbeat: beat})
+	d.Start(context.Background(), true)
+	r := &replica{id: id, p: p, d: d}
+	t.Cleanup(r.kill)
+	return r
+}
+
+// shares returns how many of leases are held, and how many each holder
+// holds.
+func shares(t *testing.T, admin *pgxpool.Pool, leases []string) (owned int, byHolder map[string]int) {
+	t.Helper()
+	holders, err := lease.Holders(context.Background(), admin, leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byHolder = map[string]int{}
+	for _, who := range holders {
+		byHolder[who]++
+	}
+	return len(holders), byHolder
 }
 
 func (r *replica) kill() {
@@ -186,48 +200,23 @@ func TestFleetHandsOverABusySource(t *testing.T) {
 		fakes[name] = newFakeSource(name, t0)
 		fakes[name].put(1, day, "x")
 	}
-	start := func(id string) *replica {
-		var srcs []poller.Source
-		var scheds []poller.Schedule
-		for _, name := range names {
-			srcs = append(srcs, poller.Source{Source: busySource{fakes[name]}})
-			scheds = append(scheds, poller.Schedule{Source: name, Incremental: "@every 1s"})
-		}
-		p, err := poller.New(poller.Params{Pool: newPool(t, url, 4), Sources: srcs, Logger: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := poller.NewDaemon(p, config.CronParser, scheds)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.JoinFleet(poller.FleetParams{Member: lease.Member{ID: id, Host: "test", PID: 1}, Heartbeat: 500 * time.Millisecond})
-		d.Start(context.Background(), true)
-		r := &replica{id: id, p: p, d: d}
-		t.Cleanup(r.kill)
-		return r
+	var srcs []poller.Source
+	var scheds []poller.Schedule
+	for _, name := range names {
+		srcs = append(srcs, poller.Source{Source: busySource{fakes[name]}})
+		scheds = append(scheds, poller.Schedule{Source: name, Incremental: "@every 1s"})
 	}
+	start := func(id string) *replica { return startReplica(t, url, id, srcs, scheds, 500*time.Millisecond) }
 	admin := newPool(t, url, 2)
 	var leases []string
 	for _, name := range names {
 		leases = append(leases, poller.OwnerLease(name))
 	}
-	shares := func() map[string]int {
-		holders, err := lease.Holders(context.Background(), admin, leases)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]int{}
-		for _, who := range holders {
-			m[who]++
-		}
-		return m
-	}
 	waitShares := func(within time.Duration, ok func(map[string]int) bool) map[string]int {
 		t.Helper()
 		var m map[string]int
 		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if m = shares(); ok(m) {
+			if _, m = shares(t, admin, leases); ok(m) {
 				return m
 			}
 		}
