@@ -823,6 +823,20 @@ func runIDs(runs []cursor.Run) []string {
 	return ids
 }
 
+// twoRuns returns the store's two runs, the latest first, and fails the
+// test when there are not exactly two.
+func twoRuns(t *testing.T, s *cursor.Store) (latest, first cursor.Run) {
+	t.Helper()
+	runs, err := s.Runs(t.Context(), cursor.RunsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("runs: %v", runIDs(runs))
+	}
+	return runs[0], runs[1]
+}
+
 func TestRunRoundTrip(t *testing.T) {
 	ctx, db, s := setup(t)
 	since, hwBefore, hwAfter := t0.Add(-10*time.Minute), t0, t0.Add(time.Hour)
@@ -843,14 +857,7 @@ func TestRunRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	runs, err := s.Runs(ctx, cursor.RunsParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(runs) != 2 {
-		t.Fatalf("runs: %v", runIDs(runs))
-	}
-	r2, r1 := runs[0], runs[1]
+	r2, r1 := twoRuns(t, s)
 	if r1.Status != cursor.StatusRunning || r1.FinishedAt != nil || r1.Kind != "incremental" ||
 		r1.WindowSince == nil || !r1.WindowSince.Equal(since) || !r1.WindowFrom.IsZero() ||
 		r1.HighWaterBefore == nil || !r1.HighWaterBefore.Equal(hwBefore) || r1.HighWaterAfter != nil ||
@@ -875,11 +882,7 @@ func TestRunRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	runs, err = s.Runs(ctx, cursor.RunsParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, r1 = runs[0], runs[1]
+	r2, r1 = twoRuns(t, s)
 	if r1.Status != cursor.StatusOK || r1.FinishedAt == nil || r1.FinishedAt.Before(r1.StartedAt) ||
 		r1.Pages != 7 || r1.Counts != counts || r1.Error != "" ||
 		r1.HighWaterAfter == nil || !r1.HighWaterAfter.Equal(hwAfter) {
@@ -1062,14 +1065,7 @@ func TestStartIncremental(t *testing.T) {
 	if _, err := s.StartIncremental(ctx, "r2", "acme", "time_entries", time.Minute); !errors.Is(err, cursor.ErrRunExists) {
 		t.Fatalf("a used run id: %v, want ErrRunExists", err)
 	}
-	runs, err := s.Runs(ctx, cursor.RunsParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(runs) != 2 {
-		t.Fatalf("runs: %v", runIDs(runs))
-	}
-	r2, r1 := runs[0], runs[1]
+	r2, r1 := twoRuns(t, s)
 	if r1.RunID != "r1" || r1.Kind != cursor.KindIncremental || r1.Status != cursor.StatusRunning ||
 		r1.WindowSince != nil || r1.HighWaterBefore != nil {
 		t.Fatalf("first run (no cursor): %+v", r1)
