@@ -20,13 +20,16 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// effects is a table the consumers of these tests write their effect to,
-// in the transaction that moves their position.
-func effects(t *testing.T, pool *pgxpool.Pool) {
+// effectsDB returns a test database with a table, effects, that the
+// consumers of these tests write their effect to, in the transaction that
+// moves their position.
+func effectsDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
+	pool := pgtest.DB(t)
 	if _, err := pool.Exec(context.Background(), `CREATE TABLE effects (event_id text PRIMARY KEY, record_id text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
+	return pool
 }
 
 func recordEffect(ctx context.Context, tx pgx.Tx, ev events.Event) error {
@@ -46,8 +49,7 @@ func count(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int {
 
 func TestDrainExactlyOnceEffect(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.DB(t)
-	effects(t, pool)
+	pool := effectsDB(t)
 	ctx := context.Background()
 	eventstest.Clients(t, pool, "acme", 1, 5)
 	eventstest.Clients(t, pool, "acme", 1, 5) // re-delivery: no events
@@ -72,8 +74,7 @@ func TestDrainExactlyOnceEffect(t *testing.T) {
 // leaves the position; the event is retried with back-off until fn succeeds.
 func TestHandlerErrorKeepsPosition(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.DB(t)
-	effects(t, pool)
+	pool := effectsDB(t)
 	eventstest.Clients(t, pool, "acme", 1, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -108,8 +109,7 @@ func TestHandlerErrorKeepsPosition(t *testing.T) {
 // stops, from the position the first left.
 func TestOneProcessPerName(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.DB(t)
-	effects(t, pool)
+	pool := effectsDB(t)
 	eventstest.Clients(t, pool, "acme", 1, 3)
 	ctx1, stop1 := context.WithCancel(context.Background())
 	done1 := make(chan error, 1)
