@@ -230,18 +230,27 @@ func TestPlanDefaults(t *testing.T) {
 	}
 }
 
+// The lines of plans that the plan tests add keys after.
+const (
+	togglPlanAt    = `    workspace_id: "123"` + "\n"
+	clockifyPlanAt = "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n"
+	harvestPlanAt  = `    account_id: "1"` + "\n"
+)
+
+// addAfter returns doc with lines added after its first line after.
+func addAfter(doc, after, lines string) string {
+	return strings.Replace(doc, after, after+lines, 1)
+}
+
 func TestPlanChosen(t *testing.T) {
-	doc := strings.Replace(plans, "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n", "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n    plan: paid\n", 1)
-	doc = strings.Replace(doc, `    workspace_id: "123"`+"\n", `    workspace_id: "123"`+"\n    plan: premium\n", 1)
-	c := mustParse(t, doc)
+	c := mustParse(t, addAfter(addAfter(plans, clockifyPlanAt, "    plan: paid\n"), togglPlanAt, "    plan: premium\n"))
 	if c.Sources[0].Plan != "premium" || c.Sources[1].Plan != "paid" || c.Sources[1].RateLimit.Requests != 10 || c.Sources[1].RateLimit.Per.D() != time.Second {
 		t.Fatalf("plans: %+v / %+v", c.Sources[0], c.Sources[1])
 	}
 }
 
 func TestPlanExplicitRateLimitWins(t *testing.T) {
-	doc := strings.Replace(plans, "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n", "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n    plan: free\n    rate_limit: {requests: 20, per: 1h}\n", 1)
-	c := mustParse(t, doc)
+	c := mustParse(t, addAfter(plans, clockifyPlanAt, "    plan: free\n    rate_limit: {requests: 20, per: 1h}\n"))
 	if rl := c.Sources[1].RateLimit; rl.Requests != 20 || rl.Per.D() != time.Hour || c.Sources[1].Plan != "free" {
 		t.Fatalf("rate limit: %+v", c.Sources[1])
 	}
@@ -249,14 +258,13 @@ func TestPlanExplicitRateLimitWins(t *testing.T) {
 
 func TestPlanUnknownNamesTheKey(t *testing.T) {
 	cases := []struct{ name, after, add, want string }{
-		{"toggl", `    workspace_id: "123"` + "\n", "    plan: gold\n", `t.yaml:6: sources[0].plan: "gold": kind toggl has plans free, starter, premium, enterprise`},
-		{"clockify", "    workspace_id: 5f1e0c2a9b3d4e5f6a7b8c9d\n", "    plan: pro\n", `t.yaml:10: sources[1].plan: "pro": kind clockify has plans free, paid`},
-		{"harvest", `    account_id: "1"` + "\n", "    plan: free\n", "t.yaml:15: sources[2].plan: kind harvest has no plans"},
+		{"toggl", togglPlanAt, "    plan: gold\n", `t.yaml:6: sources[0].plan: "gold": kind toggl has plans free, starter, premium, enterprise`},
+		{"clockify", clockifyPlanAt, "    plan: pro\n", `t.yaml:10: sources[1].plan: "pro": kind clockify has plans free, paid`},
+		{"harvest", harvestPlanAt, "    plan: free\n", "t.yaml:15: sources[2].plan: kind harvest has no plans"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			doc := strings.Replace(plans, tc.after, tc.after+tc.add, 1)
-			_, err := Parse("t.yaml", []byte(doc), fullEnv)
+			_, err := Parse("t.yaml", []byte(addAfter(plans, tc.after, tc.add)), fullEnv)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
