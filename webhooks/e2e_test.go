@@ -51,6 +51,23 @@ func startDaemon(t *testing.T, tg *toggltest.Server, extra string) *daemon {
 	return startReplica(t, tg, extra, pgtest.URL(t), zerolog.NewTestWriter(t))
 }
 
+// newToggl returns a fake Toggl, closed when the test ends.
+func newToggl(t *testing.T) *toggltest.Server {
+	tg := toggltest.New(toggltest.Options{})
+	t.Cleanup(tg.Close)
+	return tg
+}
+
+// startRegistered starts a daemon over tg, waits for its start-up pass and
+// registers its webhook subscription.
+func startRegistered(t *testing.T, tg *toggltest.Server) *daemon {
+	t.Helper()
+	d := startDaemon(t, tg, "")
+	d.waitFor("the start-up pass", func() bool { return meRequests(tg) >= 1 })
+	d.register()
+	return d
+}
+
 // startReplica starts a daemon on dbURL, logging to w.
 func startReplica(t *testing.T, tg *toggltest.Server, extra, dbURL string, w io.Writer) *daemon {
 	t.Helper()
@@ -172,11 +189,8 @@ func put(tg *toggltest.Server, id int64, notes string) {
 // schedule far away; resent, late and out-of-order deliveries change
 // nothing more.
 func TestE2EWebhookMakesTheMirrorFresh(t *testing.T) {
-	tg := toggltest.New(toggltest.Options{})
-	t.Cleanup(tg.Close)
-	d := startDaemon(t, tg, "")
-	d.waitFor("the start-up pass", func() bool { return meRequests(tg) >= 1 })
-	d.register()
+	tg := newToggl(t)
+	d := startRegistered(t, tg)
 
 	// Every delivery sent twice (a resend after a timeout), with jitter
 	// enough to reorder them.
@@ -234,11 +248,8 @@ func postSigned(t *testing.T, d *daemon, body string) int {
 // A burst of 1,000 events for one source (five edits of each of 200
 // entries) becomes a few passes, and every change is in the mirror.
 func TestE2EBurstCoalesces(t *testing.T) {
-	tg := toggltest.New(toggltest.Options{})
-	t.Cleanup(tg.Close)
-	d := startDaemon(t, tg, "")
-	d.waitFor("the start-up pass", func() bool { return meRequests(tg) >= 1 })
-	d.register()
+	tg := newToggl(t)
+	d := startRegistered(t, tg)
 	before := meRequests(tg)
 	for i := range 1000 {
 		put(tg, int64(100+i%200), fmt.Sprint("burst ", i))
@@ -262,8 +273,7 @@ func TestE2EBurstCoalesces(t *testing.T) {
 // pass fails (the provider's API answering 500), through the versioned
 // write.
 func TestE2EApplyWritesTheEventsRecord(t *testing.T) {
-	tg := toggltest.New(toggltest.Options{})
-	t.Cleanup(tg.Close)
+	tg := newToggl(t)
 	d := startDaemon(t, tg, "webhooks: {apply: true}")
 	d.waitFor("the start-up pass (it learns the user's zone)", func() bool {
 		return d.count(`SELECT count(*) FROM sync_runs WHERE status = 'ok'`) >= 1
@@ -284,8 +294,7 @@ func TestE2EApplyWritesTheEventsRecord(t *testing.T) {
 // the new owner runs it: either way the change arrives and the trigger
 // goes.
 func TestE2ETriggerReachesTheOwningReplica(t *testing.T) {
-	tg := toggltest.New(toggltest.Options{})
-	t.Cleanup(tg.Close)
+	tg := newToggl(t)
 	dbURL := pgtest.URL(t)
 	owner := startReplica(t, tg, "", dbURL, zerolog.NewTestWriter(t))
 	owner.waitFor("the owner's start-up pass", func() bool { return meRequests(tg) >= 1 })
