@@ -325,6 +325,25 @@ func setup(t *testing.T, h Harness, caps Capabilities, r clients.Resource, o Opt
 
 func (e *env) put(id int64, content string) { e.fake.Put(e.r, id, content) }
 
+// seed puts records 1, 2, ... with contents at the fake and moves its clock
+// a second on, past their versions.
+func (e *env) seed(contents ...string) {
+	for i, c := range contents {
+		e.put(int64(i+1), c)
+	}
+	e.fake.Tick(time.Second)
+}
+
+// edit moves the fake's clock on by after, puts record id with content,
+// moves a second on and runs an incremental pass.
+func (e *env) edit(after time.Duration, id int64, content string) poller.Result {
+	e.t.Helper()
+	e.fake.Tick(after)
+	e.put(id, content)
+	e.fake.Tick(time.Second)
+	return e.incremental()
+}
+
 // word is how the content word reads back from the content column.
 func (e *env) word(w string) string { return ContentValue(e.r, w) }
 
@@ -406,9 +425,7 @@ func (e *env) assertConverged() {
 
 func testRedelivery(e *env) {
 	t := e.t
-	e.put(1, "first")
-	e.put(2, "second")
-	e.fake.Tick(time.Second)
+	e.seed("first", "second")
 	r1 := e.incremental()
 	if r1.Counts.Inserted != 2 {
 		t.Fatalf("first pass counts %+v, want 2 inserted", r1.Counts)
@@ -445,13 +462,9 @@ func testRedelivery(e *env) {
 
 func testNewerWins(e *env) {
 	t := e.t
-	e.put(1, "draft")
-	e.fake.Tick(time.Second)
+	e.seed("draft")
 	e.incremental()
-	e.fake.Tick(2 * time.Second)
-	e.put(1, "final")
-	e.fake.Tick(time.Second)
-	r := e.incremental()
+	r := e.edit(2*time.Second, 1, "final")
 	if r.Counts.Updated != 1 {
 		t.Errorf("counts %+v, want 1 updated", r.Counts)
 	}
@@ -468,17 +481,12 @@ func testNewerWins(e *env) {
 
 func testOlderSkipped(e *env) {
 	t := e.t
-	e.put(1, "old")
-	e.put(2, "other")
-	e.fake.Tick(time.Second)
+	e.seed("old", "other")
 	old := e.list()
 	if len(old) != 2 {
 		t.Fatalf("listing returned %d records, want 2", len(old))
 	}
-	e.fake.Tick(2 * time.Second)
-	e.put(1, "new")
-	e.fake.Tick(time.Second)
-	e.incremental()
+	e.edit(2*time.Second, 1, "new")
 	// The older page arrives late (a slow retry, a backfill, another
 	// replica): record 1 is stale; record 2 holds the stored content, so it
 	// is unchanged whatever its version (a listing clock's moved on).
@@ -504,9 +512,7 @@ func testDeletion(e *env) {
 	if how == Hidden {
 		t.Skipf("%s: deletions are %v", e.r, how)
 	}
-	e.put(1, "doomed")
-	e.put(2, "kept")
-	e.fake.Tick(time.Second)
+	e.seed("doomed", "kept")
 	e.incremental()
 	e.fake.Tick(2 * Overlap)
 	e.fake.Delete(e.r, 1)
@@ -542,22 +548,13 @@ func testDeletion(e *env) {
 // declared ListedWhole (then it comes back unchanged).
 func testOnlyChanges(e *env) {
 	t := e.t
-	e.put(1, "still")
-	e.put(2, "first")
-	e.fake.Tick(time.Second)
+	e.seed("still", "first")
 	e.incremental()
-	for _, content := range []string{"second", "third"} {
-		e.fake.Tick(2 * Overlap)
-		e.put(2, content)
-		e.fake.Tick(time.Second)
-		e.incremental()
-	}
+	e.edit(2*Overlap, 2, "second")
+	e.edit(2*Overlap, 2, "third")
 	// The last pass's window starts an overlap before the second edit,
 	// long after record 1's version.
-	e.fake.Tick(2 * Overlap)
-	e.put(2, "fourth")
-	e.fake.Tick(time.Second)
-	c := e.incremental().Counts
+	c := e.edit(2*Overlap, 2, "fourth").Counts
 	switch whole := e.caps.ListedWhole[e.r]; {
 	case whole && c.Fetched == 1:
 		t.Errorf("%s is declared ListedWhole, but the pass fetched only the changed record (%+v): drop the flag", e.r, c)
@@ -580,8 +577,7 @@ func testMalformed(e *env, mal Malformation) {
 	if mal == MissingVersion && e.caps.ListingClock[e.r] {
 		t.Skipf("%s: versioned by the listing clock, a record has no version to lack", e.r)
 	}
-	e.put(1, "one")
-	e.fake.Tick(time.Second)
+	e.seed("one")
 	e.incremental()
 	cur0 := e.cursor()
 	rows0 := e.mirror()
