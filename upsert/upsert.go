@@ -509,7 +509,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 		as    int
 		what  string
 	}
-	var writes []write
+	writes := make([]write, 0, 4)
 	b := &pgx.Batch{}
 	queue := func(group []*item, as int, what, sql string, args ...any) {
 		if len(group) > 0 {
