@@ -176,24 +176,29 @@ func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
 	f.Add([]byte(page("time_entries", strings.Replace(goodEntry, `2026-01-02T10:00:00Z`, `2026-01-02T10:00:00.5+02:00`, 1))))
 	f.Add([]byte(page("time_entries", strings.Replace(goodEntry, `2026-01-02"`, `2026-02-30"`, 1))))
 	d := newDecoder("acme", nil)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		got, _, err := d.decodePage(clients.TimeEntries, 1, body, time.Time{})
-		want, ok := oracleEntries(body)
-		if (err == nil) != ok {
-			t.Fatalf("fast decoder err=%v, encoding/json ok=%v", err, ok)
+	f.Fuzz(func(t *testing.T, body []byte) { matchOracle(t, d, clients.TimeEntries, body) })
+}
+
+// matchOracle fails t unless d and encoding/json (oraclePage) agree on body
+// as a page of r: both accept it with the same records, or both refuse it.
+func matchOracle(t *testing.T, d decoder, r clients.Resource, body []byte) {
+	t.Helper()
+	got, _, err := d.decodePage(r, 1, body, time.Time{})
+	want, ok := oraclePage(r, body)
+	if (err == nil) != ok {
+		t.Fatalf("fast decoder err=%v, encoding/json ok=%v", err, ok)
+	}
+	if !ok {
+		return
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if g, w := recordText(got[i]), recordText(want[i]); g != w {
+			t.Fatalf("record %d\n got %s\nwant %s", i, g, w)
 		}
-		if !ok {
-			return
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%d records, want %d", len(got), len(want))
-		}
-		for i := range got {
-			if g, w := recordText(got[i]), recordText(want[i]); g != w {
-				t.Fatalf("record %d\n got %s\nwant %s", i, g, w)
-			}
-		}
-	})
+	}
 }
 
 // BenchmarkDecodePage2000EncodingJSON is the encoding/json decoding that
@@ -222,25 +227,10 @@ func FuzzDecodeResourcesMatchEncodingJSON(f *testing.F) {
 	d := newDecoder("acme", nil)
 	f.Fuzz(func(t *testing.T, res string, body []byte) {
 		r := clients.Resource(res)
-		if _, ok := schema.Lookup(clients.Resource(res)); !ok {
+		if _, ok := schema.Lookup(r); !ok {
 			return
 		}
-		got, _, err := d.decodePage(r, 1, body, time.Time{})
-		want, ok := oraclePage(r, body)
-		if (err == nil) != ok {
-			t.Fatalf("fast decoder err=%v, encoding/json ok=%v", err, ok)
-		}
-		if !ok {
-			return
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%d records, want %d", len(got), len(want))
-		}
-		for i := range got {
-			if g, w := anyRecordText(got[i]), anyRecordText(want[i]); g != w {
-				t.Fatalf("record %d\n got %s\nwant %s", i, g, w)
-			}
-		}
+		matchOracle(t, d, r, body)
 	})
 }
 
@@ -413,30 +403,26 @@ func timeEntry(j *timeEntryJSON, row []any, rec *clients.Record) *decode.FieldEr
 	if !validDecimal(string(j.Hours)) {
 		return decode.Field("hours", "missing or not a number")
 	}
-	user, fe := reqRef(string(j.User.ID), "user.id")
-	if fe != nil {
-		return fe
-	}
-	project, fe := reqRef(string(j.Project.ID), "project.id")
-	if fe != nil {
-		return fe
-	}
-	task, fe := optRef(string(j.Task.ID), "task.id")
-	if fe != nil {
-		return fe
-	}
-	client, fe := optRef(string(j.Client.ID), "client.id")
-	if fe != nil {
-		return fe
-	}
-	invoice, fe := optRef(string(j.Invoice.ID), "invoice.id")
-	if fe != nil {
-		return fe
-	}
 	v := schema.Values{
-		"spent_date": d, "hours": clients.Decimal(j.Hours), "user_id": user, "project_id": project,
-		"task_id": task, "client_id": client, "invoice_id": invoice,
+		"spent_date": d, "hours": clients.Decimal(j.Hours),
 		"billable": j.Billable, "is_locked": j.IsLocked, "is_closed": j.IsClosed, "is_billed": j.IsBilled, "is_running": j.IsRunning,
+	}
+	for _, r := range []struct {
+		col, field string
+		ref        ref
+		read       func(ref, field string) (string, *decode.FieldError)
+	}{
+		{"user_id", "user.id", j.User, reqRef},
+		{"project_id", "project.id", j.Project, reqRef},
+		{"task_id", "task.id", j.Task, optRef},
+		{"client_id", "client.id", j.Client, optRef},
+		{"invoice_id", "invoice.id", j.Invoice, optRef},
+	} {
+		id, fe := r.read(string(r.ref.ID), r.field)
+		if fe != nil {
+			return fe
+		}
+		v[r.col] = id
 	}
 	if j.Notes != nil {
 		v["notes"] = *j.Notes
@@ -541,5 +527,3 @@ func oraclePage(r clients.Resource, body []byte) ([]clients.Record, bool) {
 	}
 	return recs, err == nil
 }
-
-func anyRecordText(r clients.Record) string { return recordText(r) }
