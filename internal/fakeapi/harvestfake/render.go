@@ -75,9 +75,26 @@ func appendBool(b []byte, k string, v bool) []byte {
 
 func appendStr(b []byte, k, v string) []byte { return appendString(appendKey(b, k), v) }
 
+func appendNull(b []byte, k string) []byte { return append(appendKey(b, k), "null"...) }
+
+// openObject starts an object with its id: {"id":id. The caller closes it.
+func openObject(b []byte, id int64) []byte {
+	return strconv.AppendInt(append(b, `{"id":`...), id, 10)
+}
+
+// appendRef appends ,"k":{"id":id,"name":name} and any more string fields
+// after the name (pairs of key and value): a record's summary of another.
+func appendRef(b []byte, k string, id int64, name string, more ...string) []byte {
+	b = appendStr(openObject(appendKey(b, k), id), "name", name)
+	for i := 0; i+1 < len(more); i += 2 {
+		b = appendStr(b, more[i], more[i+1])
+	}
+	return append(b, '}')
+}
+
 func appendOptStr(b []byte, k string, v *string) []byte {
 	if v == nil {
-		return append(appendKey(b, k), "null"...)
+		return appendNull(b, k)
 	}
 	return appendString(appendKey(b, k), *v)
 }
@@ -101,54 +118,32 @@ func appendStamps(b []byte, created, updated time.Time, o renderOpts) []byte {
 }
 
 func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, e.ID, 10)
-	b = append(appendKey(b, "spent_date"), '"')
-	b = append(b, e.SpentDate.String()...)
-	b = append(b, '"')
+	b = openObject(b, e.ID)
+	b = appendStr(b, "spent_date", e.SpentDate.String())
 
 	u, _ := s.tables.users.lookup(e.UserID)
-	b = append(appendKey(b, "user"), `{"id":`...)
-	b = strconv.AppendInt(b, e.UserID, 10)
-	b = appendStr(b, "name", u.FirstName+" "+u.LastName)
-	b = append(b, '}')
-
+	b = appendRef(b, "user", e.UserID, u.FirstName+" "+u.LastName)
 	if e.ClientID != 0 {
 		c, _ := s.tables.clients.lookup(e.ClientID)
-		b = append(appendKey(b, "client"), `{"id":`...)
-		b = strconv.AppendInt(b, e.ClientID, 10)
-		b = appendStr(b, "name", c.Name)
-		b = appendStr(b, "currency", c.Currency)
-		b = append(b, '}')
+		b = appendRef(b, "client", e.ClientID, c.Name, "currency", c.Currency)
 	} else {
-		b = append(appendKey(b, "client"), "null"...)
+		b = appendNull(b, "client")
 	}
-
 	p, _ := s.tables.projects.lookup(e.ProjectID)
-	b = append(appendKey(b, "project"), `{"id":`...)
-	b = strconv.AppendInt(b, e.ProjectID, 10)
-	b = appendStr(b, "name", p.Name)
-	b = appendStr(b, "code", p.Code)
-	b = append(b, '}')
-
+	b = appendRef(b, "project", e.ProjectID, p.Name, "code", p.Code)
 	if e.TaskID != 0 {
 		t, _ := s.tables.tasks.lookup(e.TaskID)
-		b = append(appendKey(b, "task"), `{"id":`...)
-		b = strconv.AppendInt(b, e.TaskID, 10)
-		b = appendStr(b, "name", t.Name)
-		b = append(b, '}')
+		b = appendRef(b, "task", e.TaskID, t.Name)
 	} else {
-		b = append(appendKey(b, "task"), "null"...)
+		b = appendNull(b, "task")
 	}
 
-	b = append(appendKey(b, "user_assignment"), `{"id":`...)
-	b = strconv.AppendInt(b, e.ProjectID*1000+e.UserID%1000, 10)
+	b = openObject(appendKey(b, "user_assignment"), e.ProjectID*1000+e.UserID%1000)
 	b = append(b, `,"is_project_manager":false,"is_active":true,"use_default_rates":true,"budget":null`...)
 	b = appendStamps(b, p.CreatedAt, p.CreatedAt, renderOpts{})
 	b = append(b, `,"hourly_rate":100.0}`...)
 
-	b = append(appendKey(b, "task_assignment"), `{"id":`...)
-	b = strconv.AppendInt(b, e.ProjectID*1000+e.TaskID%1000, 10)
+	b = openObject(appendKey(b, "task_assignment"), e.ProjectID*1000+e.TaskID%1000)
 	b = appendBool(b, "billable", e.Billable)
 	b = append(b, `,"is_active":true`...)
 	b = appendStamps(b, p.CreatedAt, p.CreatedAt, renderOpts{})
@@ -156,13 +151,12 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 
 	b = append(b, `,"external_reference":null`...)
 	if e.InvoiceID != 0 {
-		b = append(appendKey(b, "invoice"), `{"id":`...)
-		b = strconv.AppendInt(b, e.InvoiceID, 10)
+		b = openObject(appendKey(b, "invoice"), e.InvoiceID)
 		b = append(b, `,"number":"`...)
 		b = strconv.AppendInt(b, e.InvoiceID%100000, 10)
 		b = append(b, `"}`...)
 	} else {
-		b = append(appendKey(b, "invoice"), "null"...)
+		b = appendNull(b, "invoice")
 	}
 	hours := e.Hours
 	if hours == "" {
@@ -180,7 +174,7 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 	case e.IsClosed:
 		b = appendStr(b, "locked_reason", "Item Approved and Locked for this Time Period")
 	default:
-		b = append(appendKey(b, "locked_reason"), "null"...)
+		b = appendNull(b, "locked_reason")
 	}
 	b = appendBool(b, "is_closed", e.IsClosed)
 	b = appendStr(b, "approval_status", e.ApprovalStatus())
@@ -188,7 +182,7 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 	if e.IsRunning {
 		b = appendTime(appendKey(b, "timer_started_at"), e.UpdatedAt)
 	} else {
-		b = append(appendKey(b, "timer_started_at"), "null"...)
+		b = appendNull(b, "timer_started_at")
 	}
 	b = append(b, `,"started_time":null,"ended_time":null`...)
 	b = appendBool(b, "is_running", e.IsRunning)
@@ -204,14 +198,8 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 }
 
 func (s *Server) appendProject(b []byte, p *Project, o renderOpts) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, p.ID, 10)
 	c, _ := s.tables.clients.lookup(p.ClientID)
-	b = append(appendKey(b, "client"), `{"id":`...)
-	b = strconv.AppendInt(b, p.ClientID, 10)
-	b = appendStr(b, "name", c.Name)
-	b = appendStr(b, "currency", c.Currency)
-	b = append(b, '}')
+	b = appendRef(openObject(b, p.ID), "client", p.ClientID, c.Name, "currency", c.Currency)
 	b = appendStr(b, "name", p.Name)
 	b = appendStr(b, "code", p.Code)
 	b = appendBool(b, "is_active", p.IsActive)
@@ -222,8 +210,7 @@ func (s *Server) appendProject(b []byte, p *Project, o renderOpts) []byte {
 }
 
 func (s *Server) appendClient(b []byte, c *Client, o renderOpts) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, c.ID, 10)
+	b = openObject(b, c.ID)
 	b = appendStr(b, "name", c.Name)
 	b = appendBool(b, "is_active", c.IsActive)
 	b = append(b, `,"address":null,"statement_key":"`...)
@@ -235,8 +222,7 @@ func (s *Server) appendClient(b []byte, c *Client, o renderOpts) []byte {
 }
 
 func (s *Server) appendUser(b []byte, u *User, o renderOpts) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, u.ID, 10)
+	b = openObject(b, u.ID)
 	b = appendStr(b, "first_name", u.FirstName)
 	b = appendStr(b, "last_name", u.LastName)
 	b = appendStr(b, "email", u.Email)
@@ -248,8 +234,7 @@ func (s *Server) appendUser(b []byte, u *User, o renderOpts) []byte {
 }
 
 func (s *Server) appendTask(b []byte, t *Task, o renderOpts) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, t.ID, 10)
+	b = openObject(b, t.ID)
 	b = appendStr(b, "name", t.Name)
 	b = append(b, `,"billable_by_default":true,"default_hourly_rate":100.0,"is_default":false`...)
 	b = appendBool(b, "is_active", t.IsActive)
