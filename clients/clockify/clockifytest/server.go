@@ -30,6 +30,8 @@ package clockifytest
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -218,24 +220,46 @@ func parseStamp(v string) (time.Time, bool) {
 	return t, err == nil
 }
 
+// paging reads a request's page number (page, counted from first) and its
+// page size (the parameter size, def when absent, at most max). A value out
+// of range is answered 400, naming the rule, and ok is false.
+func paging(w http.ResponseWriter, q url.Values, first int, size string, def, max int) (page, n int, ok bool) {
+	page, n = first, def
+	for _, p := range []struct {
+		name   string
+		dst    *int
+		lo, hi int
+	}{{"page", &page, first, math.MaxInt}, {size, &n, 1, max}} {
+		v := q.Get(p.name)
+		if v == "" {
+			continue
+		}
+		x, err := strconv.Atoi(v)
+		if err != nil || x < p.lo || x > p.hi {
+			badRequest(w, p.name+" must be "+rule(p.lo, p.hi))
+			return 0, 0, false
+		}
+		*p.dst = x
+	}
+	return page, n, true
+}
+
+// rule says what an integer parameter within [lo, hi] must be.
+func rule(lo, hi int) string {
+	switch {
+	case hi != math.MaxInt:
+		return fmt.Sprintf("between %d and %d", lo, hi)
+	case lo == 0:
+		return "a non-negative integer"
+	}
+	return "a positive integer"
+}
+
 // list serves a page-numbered collection as a bare array.
 func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner string) {
-	page, size := 1, 50
-	if v := q.Get("page"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			badRequest(w, "page must be a positive integer")
-			return
-		}
-		page = n
-	}
-	if v := q.Get("page-size"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxPageSize {
-			badRequest(w, "page-size must be between 1 and 5000")
-			return
-		}
-		size = n
+	page, size, ok := paging(w, q, 1, "page-size", 50, MaxPageSize)
+	if !ok {
+		return
 	}
 	var start, end time.Time
 	for _, p := range []struct {
@@ -330,22 +354,9 @@ func (s *Server) feed(w http.ResponseWriter, q url.Values, kind string, now time
 		badRequest(w, "type must be TIME_ENTRY for this fake")
 		return
 	}
-	page, limit := 0, DefaultFeedLimit
-	if v := q.Get("page"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			badRequest(w, "page must be a non-negative integer")
-			return
-		}
-		page = n
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			badRequest(w, "limit must be a positive integer")
-			return
-		}
-		limit = n
+	page, limit, ok := paging(w, q, 0, "limit", DefaultFeedLimit, math.MaxInt)
+	if !ok {
+		return
 	}
 	start, ok1 := parseStamp(q.Get("start"))
 	end, ok2 := parseStamp(q.Get("end"))
