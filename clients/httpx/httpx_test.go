@@ -166,56 +166,48 @@ func TestDateHeaderAbsentIsZero(t *testing.T) {
 	}
 }
 
-func Test429RetryAfterSecondsDoesNotSpendFailureBudget(t *testing.T) {
+// A 429's Retry-After, in seconds or as an HTTP date, is waited out
+// without spending the failure budget. A date is measured against the
+// source's Date header, not our clock: here the source is an hour ahead.
+func Test429RetryAfterIsWaitedWithoutSpendingFailureBudget(t *testing.T) {
 	t.Parallel()
-	var first time.Time
-	var second time.Duration
-	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
-		if n == 1 {
-			first = time.Now()
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		second = time.Since(first)
-		w.Write([]byte(`{}`))
-	})
-	cfg := fastConfig(nil)
-	cfg.MaxAttempts = 1 // no failure retries at all: the 429 must not count
-	var reasons []string
-	cfg.OnWait = func(r string, d time.Duration) { reasons = append(reasons, r+":"+d.String()) }
-	s.getOK(t, httpx.New(cfg), 2)
-	if second < time.Second {
-		t.Fatalf("second request after %v, want ≥ 1s", second)
-	}
-	if len(reasons) == 0 || reasons[0] != "retry_after:1s" {
-		t.Fatalf("OnWait = %v", reasons)
-	}
-}
-
-func Test429RetryAfterHTTPDate(t *testing.T) {
-	t.Parallel()
-	var first time.Time
-	var second time.Duration
-	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
-		if n == 1 {
-			first = time.Now()
-			// The source's clock is skewed an hour ahead: the wait is measured
-			// against its Date header, not our clock.
+	for _, tc := range []struct {
+		name   string
+		header func(http.Header)
+	}{
+		{"seconds", func(h http.Header) { h.Set("Retry-After", "1") }},
+		{"HTTP date against a skewed Date", func(h http.Header) {
 			src := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-			w.Header().Set("Date", src.Format(http.TimeFormat))
-			w.Header().Set("Retry-After", src.Add(time.Second).Format(http.TimeFormat))
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		second = time.Since(first)
-		w.Write([]byte(`{}`))
-	})
-	if _, err := get(t, httpx.New(fastConfig(nil)), s.URL); err != nil {
-		t.Fatal(err)
-	}
-	if s.n.Load() != 2 || second < time.Second || second > 3*time.Second {
-		t.Fatalf("requests = %d, second after %v", s.n.Load(), second)
+			h.Set("Date", src.Format(http.TimeFormat))
+			h.Set("Retry-After", src.Add(time.Second).Format(http.TimeFormat))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var first time.Time
+			var second time.Duration
+			s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+				if n == 1 {
+					first = time.Now()
+					tc.header(w.Header())
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				second = time.Since(first)
+				w.Write([]byte(`{}`))
+			})
+			cfg := fastConfig(nil)
+			cfg.MaxAttempts = 1 // no failure retries at all: the 429 must not count
+			var reasons []string
+			cfg.OnWait = func(r string, d time.Duration) { reasons = append(reasons, r+":"+d.String()) }
+			s.getOK(t, httpx.New(cfg), 2)
+			if second < time.Second || second > 3*time.Second {
+				t.Fatalf("second request after %v, want about 1s", second)
+			}
+			if len(reasons) == 0 || reasons[0] != "retry_after:1s" {
+				t.Fatalf("OnWait = %v", reasons)
+			}
+		})
 	}
 }
 
@@ -702,21 +694,6 @@ func TestSlowFailuresSpendRetryTime(t *testing.T) {
 	}
 }
 
-// page is a realistic listing body, big enough that a handler writing part
-// of it goes out chunked.
-func page(entries int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"time_entries":[`)
-	for i := range entries {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"id":%d,"spent_date":"2026-03-03","hours":1.5,"notes":"fix {braces} and \"quotes\" \\ [%d]","updated_at":"2026-03-03T10:00:00Z"}`, 1000+i, i)
-	}
-	b.WriteString(`],"per_page":100,"links":{"next":null}}`)
-	return []byte(b.String())
-}
-
 // raw hijacks the connection and writes s as the whole response, then
 // closes (with a reset when rst is set).
 func raw(w http.ResponseWriter, s string, rst bool) {
@@ -776,7 +753,7 @@ var cutForms = []struct {
 // and the whole body returned.
 func TestCutBodyIsRetried(t *testing.T) {
 	t.Parallel()
-	body := page(60)
+	body := httpx.HarvestPage(60)
 	for _, tc := range cutForms {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -809,7 +786,7 @@ func TestCutBodyIsRetried(t *testing.T) {
 // the error says what happened.
 func TestCutBodyExhaustsToTransportError(t *testing.T) {
 	t.Parallel()
-	body := page(60)
+	body := httpx.HarvestPage(60)
 	for _, tc := range cutForms {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -889,7 +866,7 @@ func TestCutBodyOfErrorStatusIsNotSpecial(t *testing.T) {
 // any other decode error is returned as it is, at once.
 func TestDecodeHookDecidesWhatIsCutShort(t *testing.T) {
 	t.Parallel()
-	body := page(60)
+	body := httpx.HarvestPage(60)
 	s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if n == 1 {
