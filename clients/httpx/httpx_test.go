@@ -749,13 +749,15 @@ var cutForms = []struct {
 	}},
 }
 
-// A 200 whose body did not arrive whole is a transport fault: retried,
-// and the whole body returned.
-func TestCutBodyIsRetried(t *testing.T) {
+// A 200 whose body did not arrive whole is a transport fault, in each form
+// it takes: cut once, it is retried and the whole body returned; cut every
+// time, it uses up the retry budget like a 5xx, and the error says what
+// happened.
+func TestCutBodyIsATransportFault(t *testing.T) {
 	t.Parallel()
 	body := httpx.HarvestPage(60)
 	for _, tc := range cutForms {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name+"/once", func(t *testing.T) {
 			t.Parallel()
 			s := newServer(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
 				if n == 1 {
@@ -779,16 +781,7 @@ func TestCutBodyIsRetried(t *testing.T) {
 				t.Errorf("waits = %v, want one back-off", waits)
 			}
 		})
-	}
-}
-
-// Bodies that keep arriving short use up the retry budget like a 5xx, and
-// the error says what happened.
-func TestCutBodyExhaustsToTransportError(t *testing.T) {
-	t.Parallel()
-	body := httpx.HarvestPage(60)
-	for _, tc := range cutForms {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name+"/always", func(t *testing.T) {
 			t.Parallel()
 			s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { tc.cut(w, body) })
 			cfg := fastConfig(nil)
