@@ -446,29 +446,12 @@ func TestMalformedFeedPageNamesPageAndField(t *testing.T) {
 
 func TestParamsValidate(t *testing.T) {
 	t.Parallel()
-	ok := clockify.Params{Name: "acme", WorkspaceID: "65f0aaaaaaaaaaaaaaaaaaaa", Token: "k"}
-	for _, tc := range []struct {
-		mod  func(*clockify.Params)
-		want string
-	}{
-		{func(p *clockify.Params) { p.Name = "" }, "name"},
-		{func(p *clockify.Params) { p.WorkspaceID = "" }, "workspace_id"},
-		{func(p *clockify.Params) { p.WorkspaceID = "a/b" }, "workspace_id"},
-		{func(p *clockify.Params) { p.Token = "" }, "token"},
-		{func(p *clockify.Params) { p.UserIDs = []string{"x y"} }, "user_ids[0]"},
-		{func(p *clockify.Params) { p.PageSize = 5001 }, "page_size"},
-		{func(p *clockify.Params) { p.BaseURL = "ftp://x" }, "base_url"},
-		{func(p *clockify.Params) { p.Resources = []clients.Resource{"invoice"} }, "resources"},
-	} {
-		p := ok
-		tc.mod(&p)
-		if _, err := clockify.New(p); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("want error naming %s, got %v", tc.want, err)
-		}
-	}
-	if _, err := clockify.New(ok); err != nil {
-		t.Fatal(err)
-	}
+	sourcetest.WantValidation(t, clockify.New, clockify.Params{Name: "acme", WorkspaceID: "65f0aaaaaaaaaaaaaaaaaaaa", Token: "k"}, []sourcetest.Refusal[clockify.Params]{
+		{Key: "workspace_id", Change: func(p *clockify.Params) { p.WorkspaceID = "" }},
+		{Key: "workspace_id", Change: func(p *clockify.Params) { p.WorkspaceID = "a/b" }},
+		{Key: "user_ids[0]", Change: func(p *clockify.Params) { p.UserIDs = []string{"x y"} }},
+		{Key: "page_size", Change: func(p *clockify.Params) { p.PageSize = 5001 }},
+	})
 }
 
 // Entries without clientId get their project's client; each is dated in

@@ -262,39 +262,19 @@ func TestUnsupported(t *testing.T) {
 
 func TestMalformedPagesNameSourceResourcePageField(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		m     fakeapi.Malformation
-		field string
-		what  string
-	}{
-		{fakeapi.BadJSON, "field (page)", "not JSON"},
-		{fakeapi.HTMLPage, "field (page)", "body: <!DOCTYPE html>"},
-		{fakeapi.MissingVersion, "field time_entries[0].updated_at", "missing"},
-		{fakeapi.WrongType, "field time_entries[0].updated_at", "want string, got number"},
-	} {
-		t.Run(strconv.Itoa(int(tc.m)), func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, harvestfake.Options{})
-			seed(f, 25)
-			f.Malform("time_entries", 2, tc.m)
-			c := newClient(t, f)
-			pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
-			if !errors.Is(err, httpx.ErrDecode) {
-				t.Fatalf("err = %v", err)
-			}
-			if len(pages) != 1 {
-				t.Errorf("fn got %d pages before the bad one, want 1", len(pages))
-			}
-			for _, want := range []string{"decode acme time_entries page 2", tc.field, tc.what} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q lacks %q", err, want)
-				}
-			}
-			if f.RequestCount() != 2 {
-				t.Errorf("requests = %d, want 2 (a decode error is not retried)", f.RequestCount())
-			}
-		})
-	}
+	sourcetest.EachMalformation(t, "time_entries[0].updated_at", func(t *testing.T, m sourcetest.Malformed) {
+		f := newFake(t, harvestfake.Options{})
+		seed(f, 25)
+		f.Malform("time_entries", 2, m.M)
+		pages, err := sourcetest.Collect(t, newClient(t, f), clients.TimeEntries, clients.Window{})
+		sourcetest.WantDecodeError(t, err, "acme", "time_entries", 2, m.Field, m.What)
+		if len(pages) != 1 {
+			t.Errorf("fn got %d pages before the bad one, want 1", len(pages))
+		}
+		if f.RequestCount() != 2 {
+			t.Errorf("requests = %d, want 2 (a decode error is not retried)", f.RequestCount())
+		}
+	})
 }
 
 func TestRetriesAgainstFake(t *testing.T) {
@@ -447,28 +427,11 @@ func TestRawIsExactBytesAndDecimalsExact(t *testing.T) {
 
 func TestParamsValidate(t *testing.T) {
 	t.Parallel()
-	ok := harvest.Params{Name: "acme", AccountID: "1", Token: "t", Contact: "c"}
-	for _, tc := range []struct {
-		mod  func(*harvest.Params)
-		want string
-	}{
-		{func(p *harvest.Params) { p.Name = "" }, "name"},
-		{func(p *harvest.Params) { p.AccountID = "" }, "account_id"},
-		{func(p *harvest.Params) { p.Token = "" }, "token"},
-		{func(p *harvest.Params) { p.Contact = "" }, "contact"},
-		{func(p *harvest.Params) { p.PerPage = 2001 }, "per_page"},
-		{func(p *harvest.Params) { p.BaseURL = "ftp://x" }, "base_url"},
-		{func(p *harvest.Params) { p.Resources = []clients.Resource{"invoice"} }, "resources"},
-	} {
-		p := ok
-		tc.mod(&p)
-		if _, err := harvest.New(p); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("want error naming %s, got %v", tc.want, err)
-		}
-	}
-	if _, err := harvest.New(ok); err != nil {
-		t.Fatal(err)
-	}
+	sourcetest.WantValidation(t, harvest.New, harvest.Params{Name: "acme", AccountID: "1", Token: "t", Contact: "c"}, []sourcetest.Refusal[harvest.Params]{
+		{Key: "account_id", Change: func(p *harvest.Params) { p.AccountID = "" }},
+		{Key: "contact", Change: func(p *harvest.Params) { p.Contact = "" }},
+		{Key: "per_page", Change: func(p *harvest.Params) { p.PerPage = 2001 }},
+	})
 }
 
 func TestStopsAtFnError(t *testing.T) {

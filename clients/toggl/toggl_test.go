@@ -313,36 +313,19 @@ func TestWrongTokenIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 
 func TestMalformedPagesNameSourceResourcePageField(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		m     fakeapi.Malformation
-		field string
-		what  string
-	}{
-		{fakeapi.BadJSON, "field (page)", "not JSON"},
-		{fakeapi.HTMLPage, "field (page)", "body: <!DOCTYPE html>"},
-		{fakeapi.MissingVersion, "field time_entries[0].at", "missing"},
-		{fakeapi.WrongType, "field time_entries[0].at", "want string, got number"},
-	} {
-		t.Run(strconv.Itoa(int(tc.m)), func(t *testing.T) {
-			t.Parallel()
-			f := newFake(t, toggltest.Options{})
-			f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: f.Now().Add(-time.Hour), Duration: 60})
-			f.Malform("time_entries", 1, tc.m)
-			c := newClient(t, f, nil)
-			pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
-			if !errors.Is(err, httpx.ErrDecode) || len(pages) != 0 {
-				t.Fatalf("err = %v, %d pages", err, len(pages))
-			}
-			for _, want := range []string{"decode tg time_entries page 1", tc.field, tc.what} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q lacks %q", err, want)
-				}
-			}
-			if n := countPath(f, "/me/time_entries"); n != 1 {
-				t.Errorf("requests = %d, want 1 (a decode error is not retried)", n)
-			}
-		})
-	}
+	sourcetest.EachMalformation(t, "time_entries[0].at", func(t *testing.T, m sourcetest.Malformed) {
+		f := newFake(t, toggltest.Options{})
+		f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: f.Now().Add(-time.Hour), Duration: 60})
+		f.Malform("time_entries", 1, m.M)
+		pages, err := sourcetest.Collect(t, newClient(t, f, nil), clients.TimeEntries, clients.Window{})
+		sourcetest.WantDecodeError(t, err, "tg", "time_entries", 1, m.Field, m.What)
+		if len(pages) != 0 {
+			t.Errorf("fn got %d pages, want none", len(pages))
+		}
+		if n := countPath(f, "/me/time_entries"); n != 1 {
+			t.Errorf("requests = %d, want 1 (a decode error is not retried)", n)
+		}
+	})
 }
 
 func TestRetriesAndLimits(t *testing.T) {
@@ -448,28 +431,10 @@ func TestRetriesAndLimits(t *testing.T) {
 
 func TestParamsValidate(t *testing.T) {
 	t.Parallel()
-	ok := toggl.Params{Name: "tg", Token: "t", WorkspaceID: 1}
-	for _, tc := range []struct {
-		mod  func(*toggl.Params)
-		want string
-	}{
-		{func(p *toggl.Params) { p.Name = "" }, "name"},
-		{func(p *toggl.Params) { p.Token = "" }, "token"},
-		{func(p *toggl.Params) { p.WorkspaceID = 0 }, "workspace_id"},
-		{func(p *toggl.Params) { p.BaseURL = "ftp://x" }, "base_url"},
-		{func(p *toggl.Params) { p.RateLimit = httpx.RateLimit{Requests: -1, Per: time.Second} }, "rate_limit"},
-		{func(p *toggl.Params) { p.Resources = []clients.Resource{"invoice"} }, "resources"},
-	} {
-		p := ok
-		tc.mod(&p)
-		if _, err := toggl.New(p); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("want error naming %s, got %v", tc.want, err)
-		}
-	}
-	c, err := toggl.New(ok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sourcetest.WantValidation(t, toggl.New, toggl.Params{Name: "tg", Token: "t", WorkspaceID: 1}, []sourcetest.Refusal[toggl.Params]{
+		{Key: "workspace_id", Change: func(p *toggl.Params) { p.WorkspaceID = 0 }},
+		{Key: "rate_limit", Change: func(p *toggl.Params) { p.RateLimit = httpx.RateLimit{Requests: -1, Per: time.Second} }},
+	})
 	if c.Name() != "tg" || len(c.Resources()) != len(toggl.Resources) {
 		t.Errorf("Name %s Resources %v", c.Name(), c.Resources())
 	}
