@@ -279,18 +279,39 @@ func TestMalformedPagesNameSourceResourcePageField(t *testing.T) {
 
 func TestRetriesAgainstFake(t *testing.T) {
 	t.Parallel()
-	t.Run("5xx then success", func(t *testing.T) {
-		t.Parallel()
-		f := newFake(t, harvestfake.Options{})
-		seed(f, 5)
-		f.FailNext(2, 503)
-		if _, err := sourcetest.Collect(t, newClient(t, f), clients.TimeEntries, clients.Window{}); err != nil {
-			t.Fatal(err)
-		}
-		if f.RequestCount() != 3 {
-			t.Fatalf("requests = %d, want 3", f.RequestCount())
-		}
-	})
+	// Faults the client rides out: the listing completes, in the pages the
+	// data makes, after the requests (and the time) the fault costs.
+	for _, tc := range []struct {
+		name            string
+		entries         int
+		fault           func(*harvestfake.Server)
+		opts            []opt
+		pages, requests int
+		atLeast         time.Duration
+	}{
+		{name: "5xx then success", entries: 5, fault: func(f *harvestfake.Server) { f.FailNext(2, 503) }, pages: 1, requests: 3},
+		{
+			name: "slow response times out and is retried", entries: 5, fault: func(f *harvestfake.Server) { f.SlowNext(1, 5*time.Second) },
+			opts: []opt{func(_ *harvest.Params, c *httpx.Config) { c.Timeout = 100 * time.Millisecond }}, pages: 1, requests: 2,
+		},
+		{
+			name: "429 honoured without spending retries", entries: 25, fault: func(f *harvestfake.Server) { f.RateLimitNext(1, "1") },
+			opts: []opt{func(_ *harvest.Params, c *httpx.Config) { c.MaxAttempts = 1 }}, pages: 3, requests: 4, atLeast: time.Second,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, harvestfake.Options{})
+			seed(f, tc.entries)
+			tc.fault(f)
+			c := newClient(t, f, tc.opts...)
+			start := time.Now()
+			pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+			if err != nil || len(pages) != tc.pages || f.RequestCount() != tc.requests || time.Since(start) < tc.atLeast {
+				t.Fatalf("err = %v pages %d requests %d in %v, want %d pages in %d requests", err, len(pages), f.RequestCount(), time.Since(start), tc.pages, tc.requests)
+			}
+		})
+	}
 	t.Run("5xx exhausts", func(t *testing.T) {
 		t.Parallel()
 		f := newFake(t, harvestfake.Options{})
@@ -313,31 +334,6 @@ func TestRetriesAgainstFake(t *testing.T) {
 		pages, err := sourcetest.Collect(t, newClient(t, f), clients.TimeEntries, clients.Window{})
 		if err != nil || len(pages) != 2 || f.RequestCount() != 3 {
 			t.Fatalf("err = %v pages %d requests %d", err, len(pages), f.RequestCount())
-		}
-	})
-	t.Run("slow response times out and is retried", func(t *testing.T) {
-		t.Parallel()
-		f := newFake(t, harvestfake.Options{})
-		seed(f, 5)
-		f.SlowNext(1, 5*time.Second)
-		c := newClient(t, f, func(_ *harvest.Params, c *httpx.Config) { c.Timeout = 100 * time.Millisecond })
-		if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
-			t.Fatal(err)
-		}
-		if f.RequestCount() != 2 {
-			t.Fatalf("requests = %d, want 2", f.RequestCount())
-		}
-	})
-	t.Run("429 honoured without spending retries", func(t *testing.T) {
-		t.Parallel()
-		f := newFake(t, harvestfake.Options{})
-		seed(f, 25)
-		f.RateLimitNext(1, "1")
-		c := newClient(t, f, func(_ *harvest.Params, c *httpx.Config) { c.MaxAttempts = 1 })
-		start := time.Now()
-		pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
-		if err != nil || len(pages) != 3 || f.RequestCount() != 4 || time.Since(start) < time.Second {
-			t.Fatalf("err = %v pages %d requests %d in %v", err, len(pages), f.RequestCount(), time.Since(start))
 		}
 	})
 	t.Run("fake's own rate limit", func(t *testing.T) {
