@@ -884,14 +884,8 @@ func TestWorkspaceEveryUsersEntriesByHeaderPaging(t *testing.T) {
 // entry deleted before the window is not judged by it (reconcile is).
 func TestWorkspaceDeletionInTheWindowTombstonedByAbsence(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, toggltest.Options{ReportPageCap: 2})
-	now := f.Now().UTC()
-	noon := clients.DateOf(now).Time().Add(12 * time.Hour)
-	for i := int64(1); i <= 5; i++ {
-		putEntry(f, i, 10+i%2, noon.AddDate(0, 0, -int(i)))
-	}
-	putEntry(f, 9, 11, noon.AddDate(0, 0, -40))
-	c := newClient(t, f, nil, workspaceScope)
+	f, c, now := lastFiveDays(t, func(id int64) int64 { return 10 + id%2 })
+	putEntry(f, 9, 11, now.AddDate(0, 0, -40))
 	first, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}) // the first sync: 90 days
 	if err != nil || len(sourcetest.Records(first)) != 6 {
 		t.Fatalf("first sync: %v, %v", sourcetest.IDs(first), err)
@@ -926,17 +920,25 @@ func TestWorkspaceDeletionInTheWindowTombstonedByAbsence(t *testing.T) {
 	}
 }
 
-// A listing that fails part way tombstones nothing; the next complete one
-// does.
-func TestWorkspaceFailedListingTombstonesNothing(t *testing.T) {
-	t.Parallel()
+// lastFiveDays is a workspace-scope client over a fake that serves two
+// entries a report page, holding entries 1 to 5 of user(id), spent at noon
+// one to five days before the source's now (returned, in UTC).
+func lastFiveDays(t *testing.T, user func(id int64) int64) (*toggltest.Server, *toggl.Client, time.Time) {
+	t.Helper()
 	f := newFake(t, toggltest.Options{ReportPageCap: 2})
 	now := f.Now().UTC()
 	noon := clients.DateOf(now).Time().Add(12 * time.Hour)
 	for i := int64(1); i <= 5; i++ {
-		putEntry(f, i, 11, noon.AddDate(0, 0, -int(i)))
+		putEntry(f, i, user(i), noon.AddDate(0, 0, -int(i)))
 	}
-	c := newClient(t, f, nil, workspaceScope)
+	return f, newClient(t, f, nil, workspaceScope), now
+}
+
+// A listing that fails part way tombstones nothing; the next complete one
+// does.
+func TestWorkspaceFailedListingTombstonesNothing(t *testing.T) {
+	t.Parallel()
+	f, c, now := lastFiveDays(t, func(int64) int64 { return 11 })
 	w := clients.Window{UpdatedSince: now.Add(-time.Hour)}
 	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
 		t.Fatal(err)
