@@ -66,6 +66,17 @@ func entry(id, user string, start time.Time, d time.Duration) clockifytest.TimeE
 	return clockifytest.TimeEntry{ID: id, UserID: user, ProjectID: "65f0000000000000000000f1", Description: &notes, Billable: true, Start: start, End: &end}
 }
 
+// putEntries stores n new entries of user, the i-th starting i steps after
+// from and lasting d, and returns their ids in that order.
+func putEntries(f *clockifytest.Server, user string, n int, from time.Time, step, d time.Duration) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = clockifytest.NewID()
+		f.PutTimeEntry(entry(ids[i], user, from.Add(time.Duration(i)*step), d))
+	}
+	return ids
+}
+
 func TestFeedWindowsEndSafetyLagBeforeSourceClock(t *testing.T) {
 	t.Parallel()
 	clk := fakeapi.NewClock(t0)
@@ -228,15 +239,8 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 		f.PutUser(clockifytest.User{ID: u, Name: "User " + u[len(u)-2:], Email: u + "@example.com"})
 	}
 	day := t0.Add(-10 * 24 * time.Hour)
-	var ids []string
-	for i := range 25 {
-		id := clockifytest.NewID()
-		ids = append(ids, id)
-		f.PutTimeEntry(entry(id, userA, day.Add(time.Duration(i)*time.Hour), time.Hour))
-	}
-	for i := range 10 {
-		f.PutTimeEntry(entry(clockifytest.NewID(), userB, day.Add(time.Duration(i)*time.Hour), 30*time.Minute))
-	}
+	ids := putEntries(f, userA, 25, day, time.Hour, time.Hour)
+	putEntries(f, userB, 10, day, time.Hour, 30*time.Minute)
 	// An entry outside the range.
 	f.PutTimeEntry(entry(clockifytest.NewID(), userA, day.Add(-48*time.Hour), time.Hour))
 	// The entries' project, with its client (the entries carry none). A
@@ -801,12 +805,7 @@ func TestPerUserListingLosesNothingWhenAnEntryLeavesMidWalk(t *testing.T) {
 		clk := fakeapi.NewClock(t0)
 		f := newFake(t, clk, clockifytest.Options{})
 		day := t0.Add(-10 * 24 * time.Hour)
-		var ids []string
-		for i := range 25 {
-			id := clockifytest.NewID()
-			ids = append(ids, id)
-			f.PutTimeEntry(entry(id, userA, day.Add(time.Duration(i)*time.Minute), time.Minute))
-		}
+		ids := putEntries(f, userA, 25, day, time.Minute, time.Minute)
 		victim := ids[24] // newest start first: the first entry of page 1
 		var once sync.Once
 		f.OnList(func(rq fakeapi.Request) {
@@ -887,9 +886,7 @@ func TestPerUserListingBeyondMaxPagesIsCapped(t *testing.T) {
 	clk := fakeapi.NewClock(t0)
 	f := newFake(t, clk, clockifytest.Options{})
 	day := t0.Add(-10 * 24 * time.Hour)
-	for i := range 25 {
-		f.PutTimeEntry(entry(clockifytest.NewID(), userA, day.Add(time.Duration(i)*time.Minute), time.Minute))
-	}
+	putEntries(f, userA, 25, day, time.Minute, time.Minute)
 	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) {
 		p.PageSize, p.UserIDs, p.MaxPages = 10, []string{userA}, 2
 	})
