@@ -780,17 +780,17 @@ func TestOverlapShorterThanSafetyLagIsRefused(t *testing.T) {
 // listIDs lists and returns the ids served (live records only).
 func listIDs(t *testing.T, ctx context.Context, c *clockify.Client, w clients.Window) map[string]bool {
 	t.Helper()
+	pages, err := sourcetest.CollectContext(ctx, c, clients.TimeEntries, w)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := map[string]bool{}
-	err := c.List(ctx, clients.TimeEntries, w, func(_ context.Context, p clients.Page) error {
+	for _, p := range pages {
 		for _, r := range p.Records {
 			if r.DeletedAt == nil {
 				got[r.ID] = true
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return got
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
 	"github.com/tidemarkhq/tidemark/schema"
 )
@@ -44,18 +45,13 @@ func client(t *testing.T, tr *simulated.Tracker) *harvest.Client {
 // list returns id → record for a listing.
 func list(t *testing.T, c *harvest.Client, r clients.Resource, w clients.Window) map[string]clients.Record {
 	t.Helper()
-	out := map[string]clients.Record{}
-	err := c.List(t.Context(), r, w, func(_ context.Context, p clients.Page) error {
-		for _, rec := range p.Records {
-			if _, dup := out[rec.ID]; dup {
-				t.Errorf("%s: id %s listed twice", r, rec.ID)
-			}
-			out[rec.ID] = rec
-		}
-		return nil
-	})
+	pages, err := sourcetest.Collect(t, c, r, w)
 	if err != nil {
 		t.Fatal(err)
+	}
+	out := sourcetest.Records(pages)
+	if n := len(sourcetest.IDs(pages)); n != len(out) {
+		t.Errorf("%s: %d records listed, %d ids: some listed twice", r, n, len(out))
 	}
 	return out
 }

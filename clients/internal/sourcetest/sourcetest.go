@@ -70,8 +70,14 @@ func Closed[F interface{ Close() }](t testing.TB, f F) F {
 // Collect lists r for w and returns every page, and the listing's error.
 func Collect(t testing.TB, src clients.Source, r clients.Resource, w clients.Window) ([]clients.Page, error) {
 	t.Helper()
+	return CollectContext(t.Context(), src, r, w)
+}
+
+// CollectContext is Collect with ctx (a logger in it, say) instead of the
+// test's.
+func CollectContext(ctx context.Context, src clients.Source, r clients.Resource, w clients.Window) ([]clients.Page, error) {
 	var pages []clients.Page
-	err := src.List(t.Context(), r, w, func(_ context.Context, p clients.Page) error {
+	err := src.List(ctx, r, w, func(_ context.Context, p clients.Page) error {
 		pages = append(pages, p)
 		return nil
 	})
