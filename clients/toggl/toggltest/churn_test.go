@@ -10,11 +10,20 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 )
 
+// onClock starts a fake whose clock is clk, set at 2026-03-10 12:00 UTC;
+// the fake is closed when the test ends.
+func onClock(t *testing.T, o toggltest.Options) (s *toggltest.Server, clk *fakeapi.Clock) {
+	t.Helper()
+	clk = fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	o.Clock = clk.Now
+	s = toggltest.New(o)
+	t.Cleanup(s.Close)
+	return s, clk
+}
+
 func TestVisibilityDelay(t *testing.T) {
 	t.Parallel()
-	clk := fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
-	s := toggltest.New(toggltest.Options{Clock: clk.Now, VisibilityDelay: 3 * time.Second})
-	defer s.Close()
+	s, clk := onClock(t, toggltest.Options{VisibilityDelay: 3 * time.Second})
 	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.Now().Add(-time.Hour), Duration: 60})
 	// An old stamp is visible at once.
 	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.Now().Add(-time.Hour), Duration: 60, At: clk.Now().Add(-time.Minute)})
@@ -58,9 +67,7 @@ func TestVisibilityDelay(t *testing.T) {
 func TestChurn(t *testing.T) {
 	t.Parallel()
 	run := func(delay time.Duration) (toggltest.State, fakeapi.ChurnCounts) {
-		clk := fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
-		s := toggltest.New(toggltest.Options{Clock: clk.Now, VisibilityDelay: delay})
-		defer s.Close()
+		s, clk := onClock(t, toggltest.Options{VisibilityDelay: delay})
 		c := toggltest.NewChurn(s, fakeapi.ChurnParams{Seed: 7, Entries: 50})
 		if n := len(s.State().Versions(clients.TimeEntries)); n != 50 {
 			t.Fatalf("%d live entries after NewChurn, want 50", n)
@@ -104,9 +111,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestLateEvery(t *testing.T) {
 	t.Parallel()
-	clk := fakeapi.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
-	s := toggltest.New(toggltest.Options{Clock: clk.Now, VisibilityDelay: 5 * time.Second, LateEvery: 2})
-	defer s.Close()
+	s, clk := onClock(t, toggltest.Options{VisibilityDelay: 5 * time.Second, LateEvery: 2})
 	d1, d2 := "one", "two"
 	s.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 1, Start: clk.Now(), Duration: 60}) // visible
 	s.PutTimeEntry(toggltest.TimeEntry{ID: 2, UserID: 1, Start: clk.Now(), Duration: 60}) // late
