@@ -3,6 +3,7 @@ package sourcetest
 // What every provider reports alike, checked the same way for each.
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -74,5 +75,11 @@ func WantValidation[P, C any](t *testing.T, newFn func(P) (C, error), ok P, refu
 
 // setField is a change that sets the field of P named field to v.
 func setField[P any](field string, v any) func(*P) {
-	return func(p *P) { reflect.ValueOf(p).Elem().FieldByName(field).Set(reflect.ValueOf(v)) }
+	return func(p *P) {
+		f := reflect.ValueOf(p).Elem().FieldByName(field)
+		if !f.IsValid() {
+			panic(fmt.Sprintf("sourcetest: %T has no field %s", *p, field))
+		}
+		f.Set(reflect.ValueOf(v))
+	}
 }
