@@ -240,15 +240,8 @@ func (s *scanner) skip() error {
 // object reads an object at the cursor, calling field with each key (its
 // decoded text) while the cursor is on the value; field must read the value.
 func (s *scanner) object(field func(key []byte) error) error {
-	if s.depth++; s.depth > maxDepth {
-		return errSyntax
-	}
-	s.i++ // {
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.depth--
-		return nil
+	if more, err := s.enter('}'); !more {
+		return err
 	}
 	for {
 		if s.peek() != kString {
@@ -270,19 +263,8 @@ func (s *scanner) object(field func(key []byte) error) error {
 		if err := field(key); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return errSyntax
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return errSyntax
+		if more, err := s.next('}'); !more {
+			return err
 		}
 	}
 }
@@ -290,35 +272,52 @@ func (s *scanner) object(field func(key []byte) error) error {
 // array reads an array at the cursor, calling elem with each index while
 // the cursor is on the element; elem must read it.
 func (s *scanner) array(elem func(i int) error) error {
-	if s.depth++; s.depth > maxDepth {
-		return errSyntax
-	}
-	s.i++ // [
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		s.depth--
-		return nil
+	if more, err := s.enter(']'); !more {
+		return err
 	}
 	for n := 0; ; n++ {
 		if err := elem(n); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return errSyntax
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return errSyntax
+		if more, err := s.next(']'); !more {
+			return err
 		}
 	}
+}
+
+// enter steps into the object or array at the cursor, which close ends.
+// It reports whether a member follows: an empty one has been left already.
+func (s *scanner) enter(close byte) (bool, error) {
+	if s.depth++; s.depth > maxDepth {
+		return false, errSyntax
+	}
+	s.i++ // { or [
+	s.ws()
+	return !s.leave(close), nil
+}
+
+// next reads what follows a member or element: true when a comma says
+// another follows, false when close ended the container.
+func (s *scanner) next(close byte) (bool, error) {
+	s.ws()
+	switch {
+	case s.leave(close):
+		return false, nil
+	case s.i < len(s.b) && s.b[s.i] == ',':
+		s.i++
+		return true, nil
+	}
+	return false, errSyntax
+}
+
+// leave steps out of the container when the cursor is on its close.
+func (s *scanner) leave(close byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == close {
+		s.i++
+		s.depth--
+		return true
+	}
+	return false
 }
 
 // fields reads the object at the cursor as a record's fields: null reads as
