@@ -65,24 +65,16 @@ func newDeclared(t *schema.Table) *declared {
 	for _, c := range t.Children {
 		d.root.sub[c.Path] = &pathNode{col: -1, child: &declaredChild{def: c, root: compile(c.Columns)}}
 	}
-	// The stamps every record has are read by refFields.
+	// The stamps every record has are read by identity.
 	return d
 }
 
 // readRecord reads one record at the cursor into rec and row.
 func (d *declared) readRecord(s *scanner, text string, rec *clients.Record, row []any, parent string) *decode.FieldError {
-	var f refFields
+	var f identity
 	seen := make([]bool, len(row))
 	if fe := readObject(s, text, d.root, "", row, seen, func(key string) (bool, *decode.FieldError) {
-		switch key {
-		case "id":
-			return true, s.num(text, &f.id, "id")
-		case "updated_at":
-			return true, s.strField(text, &f.updatedAt, "updated_at")
-		case "created_at":
-			return true, s.strField(text, &f.createdAt, "created_at")
-		}
-		return false, nil
+		return f.read(s, text, key)
 	}); fe != nil {
 		return fe
 	}

@@ -15,16 +15,38 @@ import (
 // entryJSON holds a time entry's fields as read from the body: text cut
 // from the page's one string copy, "" when absent or null.
 type entryJSON struct {
-	id, updatedAt, createdAt, spentDate    string
-	hours                                  string
-	user, project, task, client, invoice   string // ref ids
-	notes                                  string
-	hasNotes                               bool // notes present and not null
-	approval                               string
-	hasApproval                            bool
-	extRef                                 []byte // external_reference as sent, nil when null
-	billable, isLocked, isClosed, isBilled bool
-	isRunning                              bool
+	identity
+	spentDate   string
+	hours       string
+	refs        [len(entryRefs)]string // the ids of entryRefs
+	notes       string
+	hasNotes    bool // notes present and not null
+	approval    string
+	hasApproval bool
+	extRef      []byte                // external_reference as sent, nil when null
+	flags       [len(entryFlags)]bool // entryFlags
+}
+
+// entryRefs are the {"id": …} objects an entry names, with the column of
+// each id; user and project are required.
+var entryRefs = [...]struct {
+	key, field string
+	required   bool
+	col        int
+}{
+	{"user", "user.id", true, teUser},
+	{"project", "project.id", true, teProject},
+	{"task", "task.id", false, teTask},
+	{"client", "client.id", false, teClient},
+	{"invoice", "invoice.id", false, teInvoice},
+}
+
+// entryFlags are an entry's booleans, with the column of each.
+var entryFlags = [...]struct {
+	key string
+	col int
+}{
+	{"billable", teBillable}, {"is_locked", teLocked}, {"is_closed", teClosed}, {"is_billed", teBilled}, {"is_running", teRunning},
 }
 
 var (
@@ -209,43 +231,31 @@ func (k *entrySink) records() []clients.Record {
 // leaves a field as it was and the first wrong-typed field is the error.
 func (e *entryJSON) read(s *scanner, text string) *decode.FieldError {
 	return s.fields("", func(key []byte) *decode.FieldError {
-		switch canon(key, entryKeys) {
-		case "id":
-			return s.num(text, &e.id, "id")
-		case "updated_at":
-			return s.strField(text, &e.updatedAt, "updated_at")
-		case "created_at":
-			return s.strField(text, &e.createdAt, "created_at")
+		k := canon(key, entryKeys)
+		if took, fe := e.identity.read(s, text, k); took {
+			return fe
+		}
+		switch k {
 		case "spent_date":
 			return s.strField(text, &e.spentDate, "spent_date")
 		case "hours":
 			return s.num(text, &e.hours, "hours")
 		case "notes":
 			return s.optStr(text, &e.notes, &e.hasNotes, "notes")
-		case "user":
-			return s.ref(text, &e.user, "user", "user.id")
-		case "project":
-			return s.ref(text, &e.project, "project", "project.id")
-		case "task":
-			return s.ref(text, &e.task, "task", "task.id")
-		case "client":
-			return s.ref(text, &e.client, "client", "client.id")
-		case "invoice":
-			return s.ref(text, &e.invoice, "invoice", "invoice.id")
 		case "approval_status":
 			return s.optStr(text, &e.approval, &e.hasApproval, "approval_status")
 		case "external_reference":
 			return s.rawObject(&e.extRef, "external_reference")
-		case "billable":
-			return s.boolean(&e.billable, "billable")
-		case "is_locked":
-			return s.boolean(&e.isLocked, "is_locked")
-		case "is_closed":
-			return s.boolean(&e.isClosed, "is_closed")
-		case "is_billed":
-			return s.boolean(&e.isBilled, "is_billed")
-		case "is_running":
-			return s.boolean(&e.isRunning, "is_running")
+		}
+		for i, r := range entryRefs {
+			if k == r.key {
+				return s.ref(text, &e.refs[i], r.key, r.field)
+			}
+		}
+		for i, f := range entryFlags {
+			if k == f.key {
+				return s.boolean(&e.flags[i], f.key)
+			}
 		}
 		return s.skipFE()
 	})
@@ -379,7 +389,7 @@ func (s *scanner) ref(text string, dst *string, field, idField string) *decode.F
 // row's values, as timeEntry does for the encoding/json path (kept in the
 // tests as the reference). row is the record's, linked by records.
 func (e *entryJSON) fill(row []any, rec *clients.Record, b *boxer) *decode.FieldError {
-	if fe := fillIdentity(rec, e.id, e.updatedAt, e.createdAt); fe != nil {
+	if fe := e.identity.fill(rec); fe != nil {
 		return fe
 	}
 	if e.spentDate == "" {
@@ -392,35 +402,26 @@ func (e *entryJSON) fill(row []any, rec *clients.Record, b *boxer) *decode.Field
 	if !validDecimal(e.hours) {
 		return decode.Field("hours", "missing or not a number")
 	}
-	user, fe := reqRef(e.user, "user.id")
-	if fe != nil {
-		return fe
-	}
-	project, fe := reqRef(e.project, "project.id")
-	if fe != nil {
-		return fe
-	}
-	task, fe := optRef(e.task, "task.id")
-	if fe != nil {
-		return fe
-	}
-	client, fe := optRef(e.client, "client.id")
-	if fe != nil {
-		return fe
-	}
-	invoice, fe := optRef(e.invoice, "invoice.id")
-	if fe != nil {
-		return fe
+	for i, r := range entryRefs {
+		ref := optRef
+		if r.required {
+			ref = reqRef
+		}
+		v, fe := ref(e.refs[i], r.field)
+		if fe != nil {
+			return fe
+		}
+		// A required id is never "": str boxes it as it is.
+		row[r.col] = b.str(v)
 	}
 	row[teSpentDate] = b.day(day)
 	row[teHours] = b.dec(e.hours)
 	if e.hasNotes {
 		row[teNotes] = e.notes
 	}
-	// user and project are required (never ""): str boxes them as they are.
-	row[teUser], row[teProject] = b.str(user), b.str(project)
-	row[teTask], row[teClient], row[teInvoice] = b.str(task), b.str(client), b.str(invoice)
-	row[teBillable], row[teLocked], row[teClosed], row[teBilled], row[teRunning] = e.billable, e.isLocked, e.isClosed, e.isBilled, e.isRunning
+	for i, f := range entryFlags {
+		row[f.col] = e.flags[i]
+	}
 	if e.hasApproval {
 		row[teApproval] = b.str(e.approval)
 	}

@@ -13,7 +13,7 @@ import (
 // refFields holds the fields of projects, clients, users and tasks as read
 // from the body ("" when absent or null).
 type refFields struct {
-	id, updatedAt, createdAt                         string
+	identity
 	name, code, currency, firstName, lastName, email string
 	client                                           string // project's client id
 	isActive, isBillable                             bool
@@ -38,13 +38,11 @@ var refResources = map[clients.Resource]refResource{
 func (f *refFields) read(s *scanner, text string, keys []string) *decode.FieldError {
 	var set bool // presence of a nullable text; null leaves ""
 	return s.fields("", func(key []byte) *decode.FieldError {
-		switch canon(key, keys) {
-		case "id":
-			return s.num(text, &f.id, "id")
-		case "updated_at":
-			return s.strField(text, &f.updatedAt, "updated_at")
-		case "created_at":
-			return s.strField(text, &f.createdAt, "created_at")
+		k := canon(key, keys)
+		if took, fe := f.identity.read(s, text, k); took {
+			return fe
+		}
+		switch k {
 		case "name":
 			return s.strField(text, &f.name, "name")
 		case "first_name":
@@ -68,32 +66,45 @@ func (f *refFields) read(s *scanner, text string, keys []string) *decode.FieldEr
 	})
 }
 
-// fill checks id and version, as for every resource.
-func (f *refFields) fill(rec *clients.Record) *decode.FieldError {
-	return fillIdentity(rec, f.id, f.updatedAt, f.createdAt)
+// identity holds what every Harvest record has, as read from the body
+// ("" when absent or null).
+type identity struct{ id, updatedAt, createdAt string }
+
+// read reads the value at the cursor when key is one of the identity's;
+// took says whether it was.
+func (d *identity) read(s *scanner, text, key string) (took bool, fe *decode.FieldError) {
+	switch key {
+	case "id":
+		return true, s.num(text, &d.id, "id")
+	case "updated_at":
+		return true, s.strField(text, &d.updatedAt, "updated_at")
+	case "created_at":
+		return true, s.strField(text, &d.createdAt, "created_at")
+	}
+	return false, nil
 }
 
-// fillIdentity sets a record's id, version (updated_at) and created_at
-// from their raw texts, checking the first two as every resource needs.
-func fillIdentity(rec *clients.Record, rawID, updatedAt, createdAt string) *decode.FieldError {
-	s, ok := id(rawID)
+// fill sets a record's id, version (updated_at) and created_at, checking
+// the first two as every resource needs.
+func (d *identity) fill(rec *clients.Record) *decode.FieldError {
+	s, ok := id(d.id)
 	if !ok {
-		if rawID == "" {
+		if d.id == "" {
 			return decode.Missing("id")
 		}
-		return decode.Field("id", fmt.Sprintf("want an integer id, got %q", rawID))
+		return decode.Field("id", fmt.Sprintf("want an integer id, got %q", d.id))
 	}
 	rec.ID = strings.Clone(s)
-	if updatedAt == "" {
+	if d.updatedAt == "" {
 		return decode.Missing("updated_at")
 	}
-	v, ok := parseStamp(updatedAt)
+	v, ok := parseStamp(d.updatedAt)
 	if !ok {
-		return decode.Field("updated_at", fmt.Sprintf("want RFC 3339, got %q", updatedAt))
+		return decode.Field("updated_at", fmt.Sprintf("want RFC 3339, got %q", d.updatedAt))
 	}
 	rec.Version = v
 	// Only for page walks: a stamp that does not parse is no error.
-	rec.CreatedAt, _ = parseStamp(createdAt)
+	rec.CreatedAt, _ = parseStamp(d.createdAt)
 	return nil
 }
 
