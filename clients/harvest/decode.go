@@ -91,15 +91,7 @@ func (c cutShort) Unwrap() error        { return c.error }
 
 // id validates a Harvest integer id and returns it as decimal text.
 func id(s string) (string, bool) {
-	if s == "" || len(s) > 19 {
-		return "", false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return "", false
-		}
-	}
-	return s, true
+	return s, decode.Digits(s)
 }
 
 // optRef returns the id of a nullable {"id":…} object, "" when null.

@@ -196,13 +196,8 @@ func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetche
 
 // id validates a Toggl integer id and returns it as decimal text.
 func id(s string) (string, bool) {
-	if s == "" || len(s) > 19 {
+	if !decode.Digits(s) {
 		return "", false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return "", false
-		}
 	}
 	if _, err := strconv.ParseInt(s, 10, 64); err != nil {
 		return "", false

@@ -84,6 +84,20 @@ func JSONKind(k string) string {
 	return k // string (json.Number is a string kind: a number)
 }
 
+// Digits reports whether s is what Harvest and Toggl send as an integer
+// id: 1 to 19 decimal digits (which may still overflow an int64).
+func Digits(s string) bool {
+	if s == "" || len(s) > 19 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // FirstByte is the first byte of b after JSON white space, 0 when none.
 func FirstByte(b []byte) byte {
 	for _, c := range b {
