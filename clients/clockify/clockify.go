@@ -258,10 +258,7 @@ type Client struct {
 var _ clients.Source = (*Client)(nil)
 
 func (p Params) withDefaults() Params {
-	p.BaseURL = strings.TrimRight(cmp.Or(p.BaseURL, DefaultBaseURL), "/")
-	if p.RateLimit == (httpx.RateLimit{}) {
-		p.RateLimit = DefaultRateLimit
-	}
+	p.BaseURL, p.RateLimit, p.Resources = defaults.Fill(p.BaseURL, p.RateLimit, p.Resources, Resources)
 	p.PageSize = cmp.Or(p.PageSize, DefaultPageSize)
 	p.FeedLimit = cmp.Or(p.FeedLimit, DefaultFeedLimit)
 	p.FeedWindow = cmp.Or(p.FeedWindow, DefaultFeedWindow)
@@ -272,52 +269,56 @@ func (p Params) withDefaults() Params {
 	p.MaxPages = cmp.Or(p.MaxPages, DefaultMaxPages)
 	p.FallbackDays = cmp.Or(p.FallbackDays, DefaultFallbackDays)
 	p.FeedRetry = cmp.Or(p.FeedRetry, DefaultFeedRetry)
-	if len(p.Resources) == 0 {
-		p.Resources = Resources
-	}
 	return p
+}
+
+// common is what p share with every kind's Params.
+func (p Params) common() provider.Common {
+	return provider.Common{Kind: "clockify", Name: p.Name, BaseURL: p.BaseURL, Token: p.Token, RateLimit: p.RateLimit, Resources: p.Resources, HTTP: p.HTTP,
+		Env: provider.Env{Contact: p.Contact, Version: p.Version, Logger: p.Logger, OnResponse: p.OnResponse, OnWait: p.OnWait}}
 }
 
 // Validate reports the first missing or invalid parameter, by its name.
 func (p Params) Validate() error {
 	p = p.withDefaults()
+	return p.common().Check(p.check)
+}
+
+// check checks what only Clockify's Params have.
+func (p Params) check() error {
 	switch {
-	case p.Name == "":
-		return errors.New("clockify: name is required")
 	case p.WorkspaceID == "":
-		return fmt.Errorf("clockify source %s: workspace_id is required", p.Name)
+		return errors.New("workspace_id is required")
 	case !validID(p.WorkspaceID):
-		return fmt.Errorf("clockify source %s: workspace_id %q is not a Clockify id", p.Name, p.WorkspaceID)
-	case p.Token == "":
-		return fmt.Errorf("clockify source %s: token is required", p.Name)
+		return fmt.Errorf("workspace_id %q is not a Clockify id", p.WorkspaceID)
 	case p.PageSize < 1 || p.PageSize > MaxPageSize:
-		return fmt.Errorf("clockify source %s: page_size %d out of 1..%d", p.Name, p.PageSize, MaxPageSize)
+		return fmt.Errorf("page_size %d out of 1..%d", p.PageSize, MaxPageSize)
 	case p.FeedLimit < 1:
-		return fmt.Errorf("clockify source %s: feed_limit %d must be ≥ 1", p.Name, p.FeedLimit)
+		return fmt.Errorf("feed_limit %d must be ≥ 1", p.FeedLimit)
 	case p.FeedWindow < time.Minute:
-		return fmt.Errorf("clockify source %s: feed_window %s must be at least 1m", p.Name, p.FeedWindow)
+		return fmt.Errorf("feed_window %s must be at least 1m", p.FeedWindow)
 	case p.DeletionWindow < 2*time.Second || p.DeletionSpan < 0:
-		return fmt.Errorf("clockify source %s: deletion_window %s must be at least 2s", p.Name, p.DeletionWindow)
+		return fmt.Errorf("deletion_window %s must be at least 2s", p.DeletionWindow)
 	case p.SafetyLag < 0:
-		return fmt.Errorf("clockify source %s: safety_lag %s must not be negative", p.Name, p.SafetyLag)
+		return fmt.Errorf("safety_lag %s must not be negative", p.SafetyLag)
 	case p.FirstSyncDays < 1:
-		return fmt.Errorf("clockify source %s: first_sync_days %d must be ≥ 1", p.Name, p.FirstSyncDays)
+		return fmt.Errorf("first_sync_days %d must be ≥ 1", p.FirstSyncDays)
 	case p.MaxPages < 1:
-		return fmt.Errorf("clockify source %s: max_pages %d must be ≥ 1", p.Name, p.MaxPages)
+		return fmt.Errorf("max_pages %d must be ≥ 1", p.MaxPages)
 	case p.FallbackDays < 1 || p.FeedRetry < 0:
-		return fmt.Errorf("clockify source %s: fallback_days %d must be ≥ 1", p.Name, p.FallbackDays)
+		return fmt.Errorf("fallback_days %d must be ≥ 1", p.FallbackDays)
 	}
 	if p.Overlap != 0 {
 		if err := CheckOverlap(p.Overlap, p.SafetyLag); err != nil {
-			return fmt.Errorf("clockify source %s: %w", p.Name, err)
+			return err
 		}
 	}
 	for i, id := range p.UserIDs {
 		if !validID(id) {
-			return fmt.Errorf("clockify source %s: user_ids[%d] %q is not a Clockify id", p.Name, i, id)
+			return fmt.Errorf("user_ids[%d] %q is not a Clockify id", i, id)
 		}
 	}
-	return provider.CheckParams("clockify", p.Name, p.RateLimit, p.BaseURL, p.Resources)
+	return nil
 }
 
 // CheckOverlap refuses a poller overlap shorter than the feed's safety lag.
@@ -341,17 +342,10 @@ func CheckOverlap(overlap, safetyLag time.Duration) error {
 // httpx.New(cfg) as Params.HTTP.
 func HTTPConfig(p Params) httpx.Config {
 	p = p.withDefaults()
-	return httpx.Config{
-		Source:            p.Name,
-		RateLimit:         p.RateLimit,
-		Version:           p.Version,
-		Contact:           p.Contact,
-		Headers:           http.Header{"X-Api-Key": {p.Token}},
-		DefaultRetryAfter: DefaultRetryAfter,
-		Logger:            p.Logger,
-		OnResponse:        p.OnResponse,
-		OnWait:            p.OnWait,
-	}
+	cfg := p.common().HTTPConfig()
+	cfg.Headers = http.Header{"X-Api-Key": {p.Token}}
+	cfg.DefaultRetryAfter = DefaultRetryAfter
+	return cfg
 }
 
 // New validates p and returns a Client.
@@ -360,11 +354,7 @@ func New(p Params) (*Client, error) {
 		return nil, err
 	}
 	p = p.withDefaults()
-	base, _ := url.Parse(p.BaseURL)
-	hc := p.HTTP
-	if hc == nil {
-		hc = httpx.New(HTTPConfig(p))
-	}
+	base, hc := p.common().Open(HTTPConfig(p))
 	return &Client{
 		name:         p.Name,
 		base:         base,

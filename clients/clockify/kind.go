@@ -1,8 +1,6 @@
 package clockify
 
 import (
-	"context"
-
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 )
@@ -12,15 +10,11 @@ var Resources = []clients.Resource{clients.Clients, clients.Users, clients.Proje
 
 func init() {
 	provider.MustRegister(provider.Kind{
-		Name:     "clockify",
-		Doc:      "Clockify API v1 (X-Api-Key and workspace id)",
-		Keys:     []provider.Key{provider.KeyBaseURL, provider.KeyWorkspaceID, provider.KeyUserIDs},
-		Required: []provider.Key{provider.KeyWorkspaceID, provider.KeyToken},
-		Defaults: provider.Defaults{
-			BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit,
-			// The change feed is experimental: a weekly safety reconcile.
-			ReconcileSchedule: "0 4 * * 0",
-		},
+		Name:      "clockify",
+		Doc:       "Clockify API v1 (X-Api-Key and workspace id)",
+		Keys:      []provider.Key{provider.KeyBaseURL, provider.KeyWorkspaceID, provider.KeyUserIDs},
+		Required:  []provider.Key{provider.KeyWorkspaceID, provider.KeyToken},
+		Defaults:  defaults,
 		Resources: Resources,
 		// Budgets per plan (budget.go).
 		Plans: Plans, DefaultPlan: DefaultPlan, PassCost: PassCost,
@@ -31,16 +25,26 @@ func init() {
 			}
 			return nil
 		},
-		New: func(_ context.Context, s provider.Settings, env provider.Env) (provider.Built, error) {
-			p := Params{
-				Name: s.Name, BaseURL: s.BaseURL, Token: s.Token, WorkspaceID: s.WorkspaceID,
-				UserIDs: s.UserIDs, Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit,
-				Resources: s.Resources, Overlap: s.Overlap,
-				Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
-			}
-			p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
-			c, err := New(p)
-			return provider.Built{Source: c}, err
-		},
+		New: provider.Constructor(paramsOf, New),
 	})
+}
+
+// defaults are the values of the keys a source leaves out.
+var defaults = provider.Defaults{
+	BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit,
+	// The change feed is experimental: a weekly safety reconcile.
+	ReconcileSchedule: DefaultReconcileSchedule,
+}
+
+// paramsOf turns a source's settings into Params, with its HTTP client
+// built from them (the per-request timeout is a setting Params lack).
+func paramsOf(s provider.Settings, env provider.Env) Params {
+	p := Params{
+		Name: s.Name, BaseURL: s.BaseURL, Token: s.Token, WorkspaceID: s.WorkspaceID,
+		UserIDs: s.UserIDs, Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit,
+		Resources: s.Resources, Overlap: s.Overlap,
+		Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
+	}
+	p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
+	return p
 }

@@ -85,33 +85,31 @@ type Client struct {
 var _ clients.Source = (*Client)(nil)
 
 func (p Params) withDefaults() Params {
-	p.BaseURL = strings.TrimRight(cmp.Or(p.BaseURL, DefaultBaseURL), "/")
-	if p.RateLimit == (httpx.RateLimit{}) {
-		p.RateLimit = DefaultRateLimit
-	}
+	p.BaseURL, p.RateLimit, p.Resources = defaults.Fill(p.BaseURL, p.RateLimit, p.Resources, Resources)
 	p.PerPage = cmp.Or(p.PerPage, MaxPerPage)
-	if len(p.Resources) == 0 {
-		p.Resources = Resources
-	}
 	return p
+}
+
+// common is what p share with every kind's Params.
+func (p Params) common() provider.Common {
+	return provider.Common{Kind: "harvest", Name: p.Name, BaseURL: p.BaseURL, Token: p.Token, RateLimit: p.RateLimit, Resources: p.Resources, HTTP: p.HTTP,
+		Env: provider.Env{Contact: p.Contact, Version: p.Version, Logger: p.Logger, OnResponse: p.OnResponse, OnWait: p.OnWait}}
 }
 
 // Validate reports the first missing or invalid parameter, by its name.
 func (p Params) Validate() error {
 	p = p.withDefaults()
-	switch {
-	case p.Name == "":
-		return errors.New("harvest: name is required")
-	case p.AccountID == "":
-		return fmt.Errorf("harvest source %s: account_id is required", p.Name)
-	case p.Token == "":
-		return fmt.Errorf("harvest source %s: token is required", p.Name)
-	case p.Contact == "" && p.HTTP == nil:
-		return fmt.Errorf("harvest source %s: a contact (email or URL) is required for the User-Agent Harvest asks for", p.Name)
-	case p.PerPage < 1 || p.PerPage > MaxPerPage:
-		return fmt.Errorf("harvest source %s: per_page %d out of 1..%d", p.Name, p.PerPage, MaxPerPage)
-	}
-	return provider.CheckParams("harvest", p.Name, p.RateLimit, p.BaseURL, p.Resources)
+	return p.common().Check(func() error {
+		switch {
+		case p.AccountID == "":
+			return errors.New("account_id is required")
+		case p.Contact == "" && p.HTTP == nil:
+			return errors.New("a contact (email or URL) is required for the User-Agent Harvest asks for")
+		case p.PerPage < 1 || p.PerPage > MaxPerPage:
+			return fmt.Errorf("per_page %d out of 1..%d", p.PerPage, MaxPerPage)
+		}
+		return nil
+	})
 }
 
 // HTTPConfig is the httpx configuration New uses: auth headers (secret),
@@ -119,17 +117,10 @@ func (p Params) Validate() error {
 // back-off) and pass httpx.New(cfg) as Params.HTTP.
 func HTTPConfig(p Params) httpx.Config {
 	p = p.withDefaults()
-	return httpx.Config{
-		Source:       p.Name,
-		RateLimit:    p.RateLimit,
-		Version:      p.Version,
-		Contact:      p.Contact,
-		Headers:      http.Header{"Authorization": {"Bearer " + p.Token}},
-		PlainHeaders: http.Header{"Harvest-Account-Id": {p.AccountID}},
-		Logger:       p.Logger,
-		OnResponse:   p.OnResponse,
-		OnWait:       p.OnWait,
-	}
+	cfg := p.common().HTTPConfig()
+	cfg.Headers = http.Header{"Authorization": {"Bearer " + p.Token}}
+	cfg.PlainHeaders = http.Header{"Harvest-Account-Id": {p.AccountID}}
+	return cfg
 }
 
 // New validates p and returns a Client.
@@ -138,11 +129,7 @@ func New(p Params) (*Client, error) {
 		return nil, err
 	}
 	p = p.withDefaults()
-	base, _ := url.Parse(p.BaseURL)
-	hc := p.HTTP
-	if hc == nil {
-		hc = httpx.New(HTTPConfig(p))
-	}
+	base, hc := p.common().Open(HTTPConfig(p))
 	return &Client{
 		name:        p.Name,
 		accountID:   p.AccountID,

@@ -1,8 +1,6 @@
 package harvest
 
 import (
-	"context"
-
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/schema"
@@ -27,15 +25,15 @@ func init() {
 		Doc:       "Harvest API v2 (Bearer token and account id)",
 		Keys:      []provider.Key{provider.KeyBaseURL, provider.KeyAccountID},
 		Required:  []provider.Key{provider.KeyAccountID, provider.KeyToken},
-		Defaults:  provider.Defaults{BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit},
+		Defaults:  defaults,
 		Resources: Resources,
 		PassCost:  PassCost,
-		New: func(_ context.Context, s provider.Settings, env provider.Env) (provider.Built, error) {
-			c, err := New(ParamsOf(s, env))
-			return provider.Built{Source: c}, err
-		},
+		New:       provider.Constructor(ParamsOf, New),
 	})
 }
+
+// defaults are the values of the keys a source leaves out.
+var defaults = provider.Defaults{BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit}
 
 // ParamsOf turns a source's settings into Params, with its HTTP client
 // built from them (the per-request timeout is a setting Params lack).

@@ -1,7 +1,6 @@
 package toggl
 
 import (
-	"context"
 	"strconv"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -13,16 +12,11 @@ var Resources = []clients.Resource{clients.Clients, clients.Users, clients.Proje
 
 func init() {
 	provider.MustRegister(provider.Kind{
-		Name:     "toggl",
-		Doc:      "Toggl Track API v9 (API token and workspace id)",
-		Keys:     []provider.Key{provider.KeyBaseURL, provider.KeyWorkspaceID, provider.KeyScope, provider.KeyTrailingDays},
-		Required: []provider.Key{provider.KeyWorkspaceID, provider.KeyToken},
-		Defaults: provider.Defaults{
-			BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit,
-			// Time entries report their deletions, but clients and users
-			// are listed without `since`: their deletions need a reconcile.
-			ReconcileSchedule: "30 3 * * *",
-		},
+		Name:      "toggl",
+		Doc:       "Toggl Track API v9 (API token and workspace id)",
+		Keys:      []provider.Key{provider.KeyBaseURL, provider.KeyWorkspaceID, provider.KeyScope, provider.KeyTrailingDays},
+		Required:  []provider.Key{provider.KeyWorkspaceID, provider.KeyToken},
+		Defaults:  defaults,
 		Resources: Resources,
 		// Budgets per plan (budget.go).
 		Plans: Plans, DefaultPlan: DefaultPlan, PassCost: PassCost,
@@ -32,17 +26,28 @@ func init() {
 			}
 			return checkScope(s)
 		},
-		New: func(_ context.Context, s provider.Settings, env provider.Env) (provider.Built, error) {
-			wid, _ := strconv.ParseInt(s.WorkspaceID, 10, 64)
-			p := Params{
-				Name: s.Name, BaseURL: s.BaseURL, Token: s.Token, WorkspaceID: wid,
-				Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit, Resources: s.Resources,
-				Quota: &Quota{}, Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
-				Scope: s.Scope, TrailingDays: s.TrailingDays,
-			}
-			p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
-			c, err := New(p)
-			return provider.Built{Source: c}, err
-		},
+		New: provider.Constructor(paramsOf, New),
 	})
+}
+
+// defaults are the values of the keys a source leaves out.
+var defaults = provider.Defaults{
+	BaseURL: DefaultBaseURL, RateLimit: DefaultRateLimit,
+	// Time entries report their deletions, but clients and users are
+	// listed without `since`: their deletions need a reconcile.
+	ReconcileSchedule: "30 3 * * *",
+}
+
+// paramsOf turns a source's settings into Params, with its HTTP client
+// built from them (the per-request timeout is a setting Params lack).
+func paramsOf(s provider.Settings, env provider.Env) Params {
+	wid, _ := strconv.ParseInt(s.WorkspaceID, 10, 64)
+	p := Params{
+		Name: s.Name, BaseURL: s.BaseURL, Token: s.Token, WorkspaceID: wid,
+		Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit, Resources: s.Resources,
+		Quota: &Quota{}, Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
+		Scope: s.Scope, TrailingDays: s.TrailingDays,
+	}
+	p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
+	return p
 }

@@ -363,13 +363,7 @@ type Client struct {
 var _ clients.Source = (*Client)(nil)
 
 func (p Params) withDefaults() Params {
-	p.BaseURL = strings.TrimRight(cmp.Or(p.BaseURL, DefaultBaseURL), "/")
-	if p.RateLimit == (httpx.RateLimit{}) {
-		p.RateLimit = DefaultRateLimit
-	}
-	if len(p.Resources) == 0 {
-		p.Resources = Resources
-	}
+	p.BaseURL, p.RateLimit, p.Resources = defaults.Fill(p.BaseURL, p.RateLimit, p.Resources, Resources)
 	p.QuotaWindow = cmp.Or(p.QuotaWindow, DefaultQuotaWindow)
 	p.Scope = cmp.Or(p.Scope, ScopeMe)
 	p.TrailingDays = cmp.Or(p.TrailingDays, DefaultTrailingDays)
@@ -377,24 +371,28 @@ func (p Params) withDefaults() Params {
 	return p
 }
 
+// common is what p share with every kind's Params.
+func (p Params) common() provider.Common {
+	return provider.Common{Kind: "toggl", Name: p.Name, BaseURL: p.BaseURL, Token: p.Token, RateLimit: p.RateLimit, Resources: p.Resources, HTTP: p.HTTP,
+		Env: provider.Env{Contact: p.Contact, Version: p.Version, Logger: p.Logger, OnResponse: p.OnResponse, OnWait: p.OnWait}}
+}
+
 // Validate reports the first missing or invalid parameter, by its name.
 func (p Params) Validate() error {
 	p = p.withDefaults()
-	switch {
-	case p.Name == "":
-		return errors.New("toggl: name is required")
-	case p.Token == "":
-		return fmt.Errorf("toggl source %s: token is required", p.Name)
-	case p.WorkspaceID <= 0:
-		return fmt.Errorf("toggl source %s: workspace_id is required (a positive integer: the number in https://track.toggl.com/<workspace_id>/…)", p.Name)
-	case p.QuotaWindow < 0:
-		return fmt.Errorf("toggl source %s: quota window must be positive", p.Name)
-	case p.Scope != ScopeMe && p.Scope != ScopeWorkspace:
-		return fmt.Errorf("toggl source %s: scope %q: want %s or %s", p.Name, p.Scope, ScopeMe, ScopeWorkspace)
-	case p.TrailingDays < 0 || p.TrailingDays > MaxReportDays:
-		return fmt.Errorf("toggl source %s: trailing_days %d: want 1 to %d", p.Name, p.TrailingDays, MaxReportDays)
-	}
-	return provider.CheckParams("toggl", p.Name, p.RateLimit, p.BaseURL, p.Resources)
+	return p.common().Check(func() error {
+		switch {
+		case p.WorkspaceID <= 0:
+			return errors.New("workspace_id is required (a positive integer: the number in https://track.toggl.com/<workspace_id>/…)")
+		case p.QuotaWindow < 0:
+			return errors.New("quota window must be positive")
+		case p.Scope != ScopeMe && p.Scope != ScopeWorkspace:
+			return fmt.Errorf("scope %q: want %s or %s", p.Scope, ScopeMe, ScopeWorkspace)
+		case p.TrailingDays < 0 || p.TrailingDays > MaxReportDays:
+			return fmt.Errorf("trailing_days %d: want 1 to %d", p.TrailingDays, MaxReportDays)
+		}
+		return nil
+	})
 }
 
 // HTTPConfig is the httpx configuration New uses: the Basic auth header
@@ -406,47 +404,41 @@ func HTTPConfig(p Params) httpx.Config {
 	q := p.Quota
 	window := p.QuotaWindow
 	log := p.Logger.With().Str("source", p.Name).Logger()
-	return httpx.Config{
-		Source:            p.Name,
-		RateLimit:         p.RateLimit,
-		Version:           p.Version,
-		Contact:           p.Contact,
-		DefaultRetryAfter: DefaultRetryAfter,
-		Headers: http.Header{"Authorization": {"Basic " +
-			base64.StdEncoding.EncodeToString([]byte(p.Token+":api_token"))}},
-		Logger: p.Logger,
-		QuotaWait: func(resp *http.Response) time.Duration {
-			var start time.Time
-			if q != nil {
-				start = q.windowStart()
-			}
-			now := time.Now()
-			d := quotaWait(resp.Header, start, window, now)
-			if q != nil {
-				q.set(now.Add(d))
-			}
-			ev := log.Warn().Dur("wait", d).Time("until", now.Add(d))
-			if v := resp.Header.Get(HeaderQuotaResetsIn); v != "" {
-				ev = ev.Str("resets_in", v).Str("remaining", resp.Header.Get(HeaderQuotaRemaining))
-			}
-			ev.Msg("Toggl API quota spent (402): waiting for the next quota window")
-			return d
-		},
-		OnResponse: func(status int, took time.Duration) {
-			if q != nil {
-				q.request(time.Now().Add(-took), window)
-			}
-			if q != nil && status != http.StatusPaymentRequired {
-				if until, ok := q.resumed(); ok {
-					log.Info().Time("waited_until", until).Msg("Toggl API quota window passed: source resumed")
-				}
-			}
-			if p.OnResponse != nil {
-				p.OnResponse(status, took)
-			}
-		},
-		OnWait: p.OnWait,
+	cfg := p.common().HTTPConfig()
+	cfg.DefaultRetryAfter = DefaultRetryAfter
+	cfg.Headers = http.Header{"Authorization": {"Basic " +
+		base64.StdEncoding.EncodeToString([]byte(p.Token+":api_token"))}}
+	cfg.QuotaWait = func(resp *http.Response) time.Duration {
+		var start time.Time
+		if q != nil {
+			start = q.windowStart()
+		}
+		now := time.Now()
+		d := quotaWait(resp.Header, start, window, now)
+		if q != nil {
+			q.set(now.Add(d))
+		}
+		ev := log.Warn().Dur("wait", d).Time("until", now.Add(d))
+		if v := resp.Header.Get(HeaderQuotaResetsIn); v != "" {
+			ev = ev.Str("resets_in", v).Str("remaining", resp.Header.Get(HeaderQuotaRemaining))
+		}
+		ev.Msg("Toggl API quota spent (402): waiting for the next quota window")
+		return d
 	}
+	cfg.OnResponse = func(status int, took time.Duration) {
+		if q != nil {
+			q.request(time.Now().Add(-took), window)
+		}
+		if q != nil && status != http.StatusPaymentRequired {
+			if until, ok := q.resumed(); ok {
+				log.Info().Time("waited_until", until).Msg("Toggl API quota window passed: source resumed")
+			}
+		}
+		if p.OnResponse != nil {
+			p.OnResponse(status, took)
+		}
+	}
+	return cfg
 }
 
 // Toggl's quota headers: the requests left in the current window and the
@@ -489,11 +481,7 @@ func New(p Params) (*Client, error) {
 	if p.Quota == nil {
 		p.Quota = &Quota{}
 	}
-	base, _ := url.Parse(p.BaseURL)
-	hc := p.HTTP
-	if hc == nil {
-		hc = httpx.New(HTTPConfig(p))
-	}
+	base, hc := p.common().Open(HTTPConfig(p))
 	return &Client{
 		name:      p.Name,
 		base:      base,
