@@ -230,11 +230,7 @@ func (k *entrySink) records() []clients.Record {
 // read reads one entry at the scanner's cursor. Like encoding/json, null
 // leaves a field as it was and the first wrong-typed field is the error.
 func (e *entryJSON) read(s *scanner, text string) *decode.FieldError {
-	return s.fields("", func(key []byte) *decode.FieldError {
-		k := canon(key, entryKeys)
-		if took, fe := e.identity.read(s, text, k); took {
-			return fe
-		}
+	return s.record(text, entryKeys, &e.identity, func(k string) *decode.FieldError {
 		switch k {
 		case "spent_date":
 			return s.strField(text, &e.spentDate, "spent_date")
@@ -300,12 +296,21 @@ func (s *scanner) num(text string, dst *string, field string) *decode.FieldError
 			return decode.Field(field, fmt.Sprintf("invalid number literal %q", v))
 		}
 		*dst = v
-	case kNull:
-		_, _, _ = s.literal()
 	default:
 		// encoding/json's words: a json.Number is of string kind.
-		return decode.Field(field, "want string, got "+k.String())
+		return s.other(k, field, "string")
 	}
+	return nil
+}
+
+// other ends a field reader on a value that is not of its kind: null
+// reads as nothing (the reader has cleared what null clears), anything
+// else is the field's error.
+func (s *scanner) other(k kind, field, want string) *decode.FieldError {
+	if k != kNull {
+		return decode.Field(field, "want "+want+", got "+k.String())
+	}
+	_, _, _ = s.literal()
 	return nil
 }
 
@@ -326,49 +331,46 @@ func (s *scanner) strField(text string, dst *string, field string) *decode.Field
 
 // rawObject keeps an object value as it was sent (nil for null).
 func (s *scanner) rawObject(dst *[]byte, field string) *decode.FieldError {
-	switch k := s.peek(); k {
-	case kObject:
-		lo := s.i
-		if s.skip() != nil {
-			return syntaxFE
+	k := s.peek()
+	if k != kObject {
+		if k == kNull {
+			*dst = nil
 		}
-		*dst = s.b[lo:s.i:s.i]
-	case kNull:
-		_, _, _ = s.literal()
-		*dst = nil
-	default:
-		return decode.Field(field, "want an object or null, got "+k.String())
+		return s.other(k, field, "an object or null")
 	}
+	lo := s.i
+	if s.skip() != nil {
+		return syntaxFE
+	}
+	*dst = s.b[lo:s.i:s.i]
 	return nil
 }
 
+// optStr reads a string into dst, set saying it was there: null clears
+// both.
 func (s *scanner) optStr(text string, dst *string, set *bool, field string) *decode.FieldError {
-	switch k := s.peek(); k {
-	case kString:
-		v, err := s.text(text)
-		if err != nil {
-			return syntaxFE
+	k := s.peek()
+	if k != kString {
+		if k == kNull {
+			*dst, *set = "", false
 		}
-		*dst, *set = v, true
-	case kNull:
-		_, _, _ = s.literal()
-		*dst, *set = "", false
-	default:
-		return decode.Field(field, "want string, got "+k.String())
+		return s.other(k, field, "string")
 	}
+	v, err := s.text(text)
+	if err != nil {
+		return syntaxFE
+	}
+	*dst, *set = v, true
 	return nil
 }
 
 func (s *scanner) boolean(dst *bool, field string) *decode.FieldError {
-	switch k := s.peek(); k {
-	case kBool:
-		_, v, _ := s.literal()
-		*dst = v
-	case kNull:
-		_, _, _ = s.literal()
-	default:
-		return decode.Field(field, "want boolean, got "+k.String())
+	k := s.peek()
+	if k != kBool {
+		return s.other(k, field, "boolean")
 	}
+	_, v, _ := s.literal()
+	*dst = v
 	return nil
 }
 

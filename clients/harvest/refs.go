@@ -37,11 +37,7 @@ var refResources = map[clients.Resource]refResource{
 
 func (f *refFields) read(s *scanner, text string, keys []string) *decode.FieldError {
 	var set bool // presence of a nullable text; null leaves ""
-	return s.fields("", func(key []byte) *decode.FieldError {
-		k := canon(key, keys)
-		if took, fe := f.identity.read(s, text, k); took {
-			return fe
-		}
+	return s.record(text, keys, &f.identity, func(k string) *decode.FieldError {
 		switch k {
 		case "name":
 			return s.strField(text, &f.name, "name")
@@ -82,6 +78,18 @@ func (d *identity) read(s *scanner, text, key string) (took bool, fe *decode.Fie
 		return true, s.strField(text, &d.createdAt, "created_at")
 	}
 	return false, nil
+}
+
+// record reads the object at the cursor as a record: its identity, and
+// its other keys (canonical among keys, "" for none) through read.
+func (s *scanner) record(text string, keys []string, d *identity, read func(key string) *decode.FieldError) *decode.FieldError {
+	return s.fields("", func(key []byte) *decode.FieldError {
+		k := canon(key, keys)
+		if took, fe := d.read(s, text, k); took {
+			return fe
+		}
+		return read(k)
+	})
 }
 
 // fill sets a record's id, version (updated_at) and created_at, checking
