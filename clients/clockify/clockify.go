@@ -458,7 +458,7 @@ func (l *lister) decodeEntries(ctx context.Context, decode func(ms *misses) erro
 		if _, err := l.users(ctx, true); err != nil {
 			return err
 		}
-		l.c.dec.refs.forget(l.c.dec.refs.zones, ms.users)
+		l.c.dec.refs.zones.forget(ms.users)
 		again = true
 	}
 	if len(ms.projects) > 0 && !l.projectsRead {
@@ -466,7 +466,7 @@ func (l *lister) decodeEntries(ctx context.Context, decode func(ms *misses) erro
 			return err
 		}
 		l.projectsRead = true
-		l.c.dec.refs.forget(l.c.dec.refs.clients, ms.projects)
+		l.c.dec.refs.clients.forget(ms.projects)
 		again = true
 	}
 	if again {

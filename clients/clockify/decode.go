@@ -131,7 +131,7 @@ func (d decoder) fill(r clients.Resource, raw []byte, rec *clients.Record, ms *m
 		if fe := j.fill(rec); fe != nil {
 			return fe
 		}
-		d.refs.setClient(rec.ID, schema.Projects.Text(*rec, "client_id"))
+		d.refs.clients.set(rec.ID, schema.Projects.Text(*rec, "client_id"))
 		return nil
 	case clients.Clients:
 		var j clientJSON
@@ -147,7 +147,7 @@ func (d decoder) fill(r clients.Resource, raw []byte, rec *clients.Record, ms *m
 		if fe := j.fill(rec); fe != nil {
 			return fe
 		}
-		d.refs.setZone(rec.ID, j.zone())
+		d.refs.zones.set(rec.ID, j.zone())
 		return nil
 	case clients.Tasks:
 		var j taskJSON
@@ -381,7 +381,7 @@ func fillEntry(raw []byte, rec *clients.Record, rf *refs, ms *misses) *decode.Fi
 			}
 		case project != "":
 			var ok bool
-			if client, ok = rf.client(project); !ok {
+			if client, ok = rf.clients.get(project); !ok {
 				ms.project(project)
 			}
 		}
@@ -428,7 +428,7 @@ func fillEntry(raw []byte, rec *clients.Record, rf *refs, ms *misses) *decode.Fi
 	var userZone string
 	if j.User != nil && j.User.Settings != nil && j.User.Settings.TimeZone != "" {
 		userZone = j.User.Settings.TimeZone
-	} else if z, ok := rf.zone(user); ok {
+	} else if z, ok := rf.zones.get(user); ok {
 		userZone = z
 	} else if ti.TimeZone == "" || loadZone(ti.TimeZone) == nil {
 		ms.user(user)

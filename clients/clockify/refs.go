@@ -19,87 +19,70 @@ import (
 // (UTC, no client), so it costs no further request until a listing shows
 // it. Safe for concurrent use.
 type refs struct {
-	mu      sync.Mutex
-	zones   map[string]string // user id → IANA zone ("": none)
-	clients map[string]string // project id → client id ("": none)
+	zones   idMap // user id → IANA zone ("": none)
+	clients idMap // project id → client id ("": none)
 }
 
-func newRefs() *refs { return &refs{zones: map[string]string{}, clients: map[string]string{}} }
-
-func (r *refs) zone(user string) (string, bool) {
-	if r == nil {
-		return "", false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	z, ok := r.zones[user]
-	return z, ok
+func newRefs() *refs {
+	return &refs{zones: idMap{m: map[string]string{}}, clients: idMap{m: map[string]string{}}}
 }
 
-func (r *refs) client(project string) (string, bool) {
-	if r == nil {
-		return "", false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.clients[project]
-	return c, ok
+// idMap maps ids to what entries need of them; "" is a value too: known
+// to have none. Safe for concurrent use.
+type idMap struct {
+	mu sync.Mutex
+	m  map[string]string
 }
 
-func (r *refs) setZone(user, zone string) {
-	if r == nil || user == "" {
+func (c *idMap) get(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[id]
+	return v, ok
+}
+
+// set records id's value; no id, nothing to record.
+func (c *idMap) set(id, v string) {
+	if id == "" {
 		return
 	}
-	r.mu.Lock()
-	r.zones[user] = zone
-	r.mu.Unlock()
-}
-
-func (r *refs) setClient(project, client string) {
-	if r == nil || project == "" {
-		return
-	}
-	r.mu.Lock()
-	r.clients[project] = client
-	r.mu.Unlock()
+	c.mu.Lock()
+	c.m[id] = v
+	c.mu.Unlock()
 }
 
 // forget marks ids a whole listing did not show as known-without-value.
-func (r *refs) forget(m map[string]string, ids map[string]bool) {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (c *idMap) forget(ids map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for id := range ids {
-		if _, ok := m[id]; !ok {
-			m[id] = ""
+		if _, ok := c.m[id]; !ok {
+			c.m[id] = ""
 		}
 	}
 }
 
 // misses collects, while a page is decoded, the users and projects the
-// refs did not know.
+// refs did not know (nil: nobody asks).
 type misses struct{ users, projects map[string]bool }
 
 func (m *misses) user(id string) {
-	if m == nil {
-		return
+	if m != nil {
+		note(&m.users, id)
 	}
-	if m.users == nil {
-		m.users = map[string]bool{}
-	}
-	m.users[id] = true
 }
 
 func (m *misses) project(id string) {
-	if m == nil {
-		return
+	if m != nil {
+		note(&m.projects, id)
 	}
-	if m.projects == nil {
-		m.projects = map[string]bool{}
+}
+
+func note(set *map[string]bool, id string) {
+	if *set == nil {
+		*set = map[string]bool{}
 	}
-	m.projects[id] = true
+	(*set)[id] = true
 }
 
 var zoneCache sync.Map // name → *time.Location (nil: not a zone)
