@@ -124,39 +124,54 @@ func (d decoder) fill(r clients.Resource, raw []byte, rec *clients.Record, ms *m
 	case clients.TimeEntries:
 		return fillEntry(raw, rec, d.refs, ms)
 	case clients.Projects:
-		var j projectJSON
-		if fe := decode.Unmarshal(raw, &j); fe != nil {
-			return fe
-		}
-		if fe := j.fill(rec); fe != nil {
+		if _, fe := fillRef[projectJSON](schema.Projects, raw, rec); fe != nil {
 			return fe
 		}
 		d.refs.clients.set(rec.ID, schema.Projects.Text(*rec, "client_id"))
 		return nil
 	case clients.Clients:
-		var j clientJSON
-		if fe := decode.Unmarshal(raw, &j); fe != nil {
-			return fe
-		}
-		return j.fill(rec)
+		_, fe := fillRef[clientJSON](schema.Clients, raw, rec)
+		return fe
 	case clients.Users:
-		var j userJSON
-		if fe := decode.Unmarshal(raw, &j); fe != nil {
-			return fe
-		}
-		if fe := j.fill(rec); fe != nil {
+		j, fe := fillRef[userJSON](schema.Users, raw, rec)
+		if fe != nil {
 			return fe
 		}
 		d.refs.zones.set(rec.ID, j.zone())
 		return nil
 	case clients.Tasks:
-		var j taskJSON
-		if fe := decode.Unmarshal(raw, &j); fe != nil {
-			return fe
-		}
-		return j.fill(rec)
+		_, fe := fillRef[taskJSON](schema.Tasks, raw, rec)
+		return fe
 	}
 	return decode.Field("", "unknown resource "+string(r))
+}
+
+// refJSON is the JSON of a project, client, user or task: its id and the
+// values of its table's columns.
+type refJSON interface {
+	values() (id *string, v schema.Values, fe *decode.FieldError)
+}
+
+// fillRef decodes raw as a J into rec: its id, then its row of t.
+func fillRef[J any, P interface {
+	*J
+	refJSON
+}](t *schema.Table, raw []byte, rec *clients.Record) (*J, *decode.FieldError) {
+	var j J
+	if fe := decode.Unmarshal(raw, &j); fe != nil {
+		return nil, fe
+	}
+	// The id is checked first: its error wins over the values'.
+	id, v, valuesFE := P(&j).values()
+	var fe *decode.FieldError
+	if rec.ID, fe = reqID(id, "id"); fe != nil {
+		return nil, fe
+	}
+	if valuesFE != nil {
+		return nil, valuesFE
+	}
+	rec.Row = t.Row(v)
+	return &j, nil
 }
 
 type changeJSON struct {
@@ -517,17 +532,9 @@ type projectJSON struct {
 	Billable bool    `json:"billable"`
 }
 
-func (j *projectJSON) fill(rec *clients.Record) *decode.FieldError {
-	var fe *decode.FieldError
-	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
-		return fe
-	}
+func (j *projectJSON) values() (*string, schema.Values, *decode.FieldError) {
 	client, fe := optID(j.ClientID, "clientId")
-	if fe != nil {
-		return fe
-	}
-	rec.Row = schema.Projects.Row(schema.Values{"name": j.Name, "client_id": client, "is_active": !j.Archived, "is_billable": j.Billable})
-	return nil
+	return j.ID, schema.Values{"name": j.Name, "client_id": client, "is_active": !j.Archived, "is_billable": j.Billable}, fe
 }
 
 type clientJSON struct {
@@ -537,17 +544,12 @@ type clientJSON struct {
 	Archived     bool    `json:"archived"`
 }
 
-func (j *clientJSON) fill(rec *clients.Record) *decode.FieldError {
-	var fe *decode.FieldError
-	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
-		return fe
-	}
+func (j *clientJSON) values() (*string, schema.Values, *decode.FieldError) {
 	v := schema.Values{"name": j.Name, "is_active": !j.Archived}
 	if j.CurrencyCode != nil {
 		v["currency"] = *j.CurrencyCode
 	}
-	rec.Row = schema.Clients.Row(v)
-	return nil
+	return j.ID, v, nil
 }
 
 type userJSON struct {
@@ -568,19 +570,14 @@ func (j *userJSON) zone() string {
 	return j.Settings.TimeZone
 }
 
-// fill puts Clockify's single name into FirstName: splitting a name into
-// first and last is not something to guess.
-func (j *userJSON) fill(rec *clients.Record) *decode.FieldError {
-	var fe *decode.FieldError
-	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
-		return fe
-	}
+// values puts Clockify's single name into first_name: splitting a name
+// into first and last is not something to guess.
+func (j *userJSON) values() (*string, schema.Values, *decode.FieldError) {
 	v := schema.Values{"first_name": j.Name, "is_active": j.Status == "ACTIVE"}
 	if j.Email != nil {
 		v["email"] = *j.Email
 	}
-	rec.Row = schema.Users.Row(v)
-	return nil
+	return j.ID, v, nil
 }
 
 type taskJSON struct {
@@ -589,13 +586,8 @@ type taskJSON struct {
 	Status string  `json:"status"`
 }
 
-func (j *taskJSON) fill(rec *clients.Record) *decode.FieldError {
-	var fe *decode.FieldError
-	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
-		return fe
-	}
-	rec.Row = schema.Tasks.Row(schema.Values{"name": j.Name, "is_active": j.Status == "ACTIVE"})
-	return nil
+func (j *taskJSON) values() (*string, schema.Values, *decode.FieldError) {
+	return j.ID, schema.Values{"name": j.Name, "is_active": j.Status == "ACTIVE"}, nil
 }
 
 func reqID(s *string, field string) (string, *decode.FieldError) {
