@@ -368,26 +368,14 @@ func fillEntry(raw []byte, rec *clients.Record, rf *refs, ms *misses) *decode.Fi
 	if fe := decode.Unmarshal(raw, &j); fe != nil {
 		return fe
 	}
+	ids := decode.IDs[*string]{Req: reqID, Opt: optID}
+	rec.ID = ids.Need(j.ID, "id")
+	user := ids.Need(j.UserID, "userId")
+	project, task, client := ids.May(j.ProjectID, "projectId"), ids.May(j.TaskID, "taskId"), ids.May(j.ClientID, "clientId")
+	if ids.Err != nil {
+		return ids.Err
+	}
 	var fe *decode.FieldError
-	if rec.ID, fe = reqID(j.ID, "id"); fe != nil {
-		return fe
-	}
-	user, fe := reqID(j.UserID, "userId")
-	if fe != nil {
-		return fe
-	}
-	project, fe := optID(j.ProjectID, "projectId")
-	if fe != nil {
-		return fe
-	}
-	task, fe := optID(j.TaskID, "taskId")
-	if fe != nil {
-		return fe
-	}
-	client, fe := optID(j.ClientID, "clientId")
-	if fe != nil {
-		return fe
-	}
 	if client == "" {
 		switch {
 		case j.Project != nil && j.Project.ClientID != nil:

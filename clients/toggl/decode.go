@@ -308,17 +308,10 @@ func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time, zone *
 		// from start until the source's clock.
 		secs = max(int64(clock.Sub(start)/time.Second), 0)
 	}
-	user, fe := reqID(j.UserID, "user_id")
-	if fe != nil {
-		return fe
-	}
-	project, fe := optID(j.ProjectID, "project_id")
-	if fe != nil {
-		return fe
-	}
-	task, fe := optID(j.TaskID, "task_id")
-	if fe != nil {
-		return fe
+	ids := decode.IDs[json.Number]{Req: reqID, Opt: optID}
+	user, project, task := ids.Need(j.UserID, "user_id"), ids.May(j.ProjectID, "project_id"), ids.May(j.TaskID, "task_id")
+	if ids.Err != nil {
+		return ids.Err
 	}
 	var ended any
 	if !running {

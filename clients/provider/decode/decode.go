@@ -84,6 +84,31 @@ func JSONKind(k string) string {
 	return k // string (json.Number is a string kind: a number)
 }
 
+// IDs checks the ids a record names, in order, with a provider's checks
+// of a required (Req) and an optional (Opt) id sent as a V. It keeps the
+// first error in Err and then checks no more, so that a decoder lists the
+// ids it needs and looks at Err once.
+type IDs[V any] struct {
+	Req, Opt func(v V, field string) (string, *FieldError)
+	Err      *FieldError
+}
+
+// Need returns the required id v of field ("" after an error).
+func (r *IDs[V]) Need(v V, field string) string { return r.check(r.Req, v, field) }
+
+// May returns the optional id v of field ("" when absent or after an
+// error).
+func (r *IDs[V]) May(v V, field string) string { return r.check(r.Opt, v, field) }
+
+func (r *IDs[V]) check(check func(V, string) (string, *FieldError), v V, field string) string {
+	if r.Err != nil {
+		return ""
+	}
+	id, fe := check(v, field)
+	r.Err = fe
+	return id
+}
+
 // Digits reports whether s is what Harvest and Toggl send as an integer
 // id: 1 to 19 decimal digits (which may still overflow an int64).
 func Digits(s string) bool {
