@@ -479,28 +479,29 @@ func (t *Tracker) touchReference() {
 		t.projects[i] = p
 		t.fake.PutProject(p)
 	case 1:
-		id := t.tasks[r.IntN(len(t.tasks))]
-		if v, ok := t.fake.Get(clients.Tasks, id); ok {
-			tk := v.(harvestfake.Task)
+		edit(t, clients.Tasks, t.tasks[r.IntN(len(t.tasks))], t.fake.PutTask, func(tk *harvestfake.Task) {
 			tk.Name += "*"
 			tk.UpdatedAt = now
-			t.fake.PutTask(tk)
-		}
+		})
 	case 2:
-		id := t.users[r.IntN(len(t.users))]
-		if v, ok := t.fake.Get(clients.Users, id); ok {
-			u := v.(harvestfake.User)
+		edit(t, clients.Users, t.users[r.IntN(len(t.users))], t.fake.PutUser, func(u *harvestfake.User) {
 			u.IsActive = !u.IsActive
 			u.UpdatedAt = now
-			t.fake.PutUser(u)
-		}
+		})
 	default:
-		id := t.clients[r.IntN(len(t.clients))]
-		if v, ok := t.fake.Get(clients.Clients, id); ok {
-			c := v.(harvestfake.Client)
+		edit(t, clients.Clients, t.clients[r.IntN(len(t.clients))], t.fake.PutClient, func(c *harvestfake.Client) {
 			c.Name += "."
 			c.UpdatedAt = now
-			t.fake.PutClient(c)
-		}
+		})
+	}
+}
+
+// edit changes the stored T of resource r called id with change, and
+// stores it again.
+func edit[T any](t *Tracker, r clients.Resource, id int64, put func(T), change func(*T)) {
+	if v, ok := t.fake.Get(r, id); ok {
+		x := v.(T)
+		change(&x)
+		put(x)
 	}
 }
