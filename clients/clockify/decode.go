@@ -533,11 +533,15 @@ type clientJSON struct {
 }
 
 func (j *clientJSON) values() (*string, schema.Values, *decode.FieldError) {
-	v := schema.Values{"name": j.Name, "is_active": !j.Archived}
-	if j.CurrencyCode != nil {
-		v["currency"] = *j.CurrencyCode
+	return j.ID, schema.Values{"name": j.Name, "currency": orNil(j.CurrencyCode), "is_active": !j.Archived}, nil
+}
+
+// orNil is *p, or nil (NULL) when the key was left out.
+func orNil(p *string) any {
+	if p == nil {
+		return nil
 	}
-	return j.ID, v, nil
+	return *p
 }
 
 type userJSON struct {
@@ -561,11 +565,7 @@ func (j *userJSON) zone() string {
 // values puts Clockify's single name into first_name: splitting a name
 // into first and last is not something to guess.
 func (j *userJSON) values() (*string, schema.Values, *decode.FieldError) {
-	v := schema.Values{"first_name": j.Name, "is_active": j.Status == "ACTIVE"}
-	if j.Email != nil {
-		v["email"] = *j.Email
-	}
-	return j.ID, v, nil
+	return j.ID, schema.Values{"first_name": j.Name, "email": orNil(j.Email), "is_active": j.Status == "ACTIVE"}, nil
 }
 
 type taskJSON struct {
