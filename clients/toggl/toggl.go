@@ -371,7 +371,7 @@ func (p Params) withDefaults() Params {
 	return p
 }
 
-// common is what p share with every kind's Params.
+// common is what p shares with every kind's Params.
 func (p Params) common() provider.Common {
 	return provider.Common{Kind: "toggl", Name: p.Name, BaseURL: p.BaseURL, Token: p.Token, RateLimit: p.RateLimit, Resources: p.Resources, HTTP: p.HTTP,
 		Env: provider.Env{Contact: p.Contact, Version: p.Version, Logger: p.Logger, OnResponse: p.OnResponse, OnWait: p.OnWait}}
