@@ -1,0 +1,124 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
+)
+
+func TestDefaultsFill(t *testing.T) {
+	d := provider.Defaults{BaseURL: "https://api.example.com/v2/", RateLimit: httpx.RateLimit{Requests: 100, Per: 15 * time.Second}}
+	all := []clients.Resource{clients.Users, clients.TimeEntries}
+	base, rl, rs := d.Fill("", httpx.RateLimit{}, nil, all)
+	if base != "https://api.example.com/v2" || rl != d.RateLimit || len(rs) != 2 {
+		t.Fatalf("left out: %q %v %v", base, rl, rs)
+	}
+	own := httpx.RateLimit{Requests: 1, Per: time.Second}
+	base, rl, rs = d.Fill("http://127.0.0.1:9/v2//", own, []clients.Resource{clients.Users}, all)
+	if base != "http://127.0.0.1:9/v2" || rl != own || len(rs) != 1 {
+		t.Fatalf("given: %q %v %v", base, rl, rs)
+	}
+}
+
+func TestCommonCheck(t *testing.T) {
+	good := provider.Common{
+		Kind: "acme", Name: "src", BaseURL: "https://api.example.com", Token: "t0ken",
+		RateLimit: httpx.RateLimit{Requests: 1, Per: time.Second}, Resources: []clients.Resource{clients.Users},
+	}
+	errOwn := errors.New("workspace_id is required")
+	for _, tc := range []struct {
+		name string
+		edit func(*provider.Common)
+		own  func() error
+		want string // "" for no error
+	}{
+		{"good", func(*provider.Common) {}, nil, ""},
+		{"good with own checks", func(*provider.Common) {}, func() error { return nil }, ""},
+		{"no name comes first", func(c *provider.Common) { c.Name, c.Token = "", "" }, func() error { return errOwn }, "acme: name is required"},
+		{"no token before own checks", func(c *provider.Common) { c.Token = "" }, func() error { return errOwn }, "acme source src: token is required"},
+		{"own checks before the shared ones", func(c *provider.Common) { c.RateLimit = httpx.RateLimit{} }, func() error { return errOwn }, "acme source src: workspace_id is required"},
+		{"rate limit", func(c *provider.Common) { c.RateLimit = httpx.RateLimit{Requests: 1} }, nil, "acme source src: rate_limit must have requests ≥ 1 and per > 0"},
+		{"API root", func(c *provider.Common) { c.BaseURL = "" }, nil, "acme source src: "},
+		{"resources", func(c *provider.Common) { c.Resources = []clients.Resource{"nope"} }, nil, "acme source src: resources: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good
+			tc.edit(&c)
+			err := c.Check(tc.own)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("error %v, want it to start with %q", err, tc.want)
+			}
+		})
+	}
+	c := good
+	if err := c.Check(func() error { return errOwn }); !errors.Is(err, errOwn) {
+		t.Fatalf("own error %v is not wrapped", err)
+	}
+}
+
+func TestCommonHTTPConfigAndOpen(t *testing.T) {
+	var responses, waits int
+	c := provider.Common{
+		Kind: "acme", Name: "src", BaseURL: "https://api.example.com/v1", Token: "t0ken",
+		RateLimit: httpx.RateLimit{Requests: 2, Per: time.Second},
+		Env: provider.Env{
+			Contact: "ops@example.com", Version: "1.2.3",
+			OnResponse: func(int, time.Duration) { responses++ },
+			OnWait:     func(string, time.Duration) { waits++ },
+		},
+	}
+	cfg := c.HTTPConfig()
+	if cfg.Source != "src" || cfg.RateLimit != c.RateLimit || cfg.Contact != c.Contact || cfg.Version != c.Version || cfg.Headers != nil {
+		t.Fatalf("config %+v", cfg)
+	}
+	cfg.OnResponse(http.StatusOK, 0)
+	cfg.OnWait("limiter", 0)
+	if responses != 1 || waits != 1 {
+		t.Fatalf("observers not passed on: %d responses, %d waits", responses, waits)
+	}
+
+	base, hc := c.Open(cfg)
+	if base.String() != "https://api.example.com/v1" || hc == nil {
+		t.Fatalf("open: %v %v", base, hc)
+	}
+	c.HTTP = httpx.New(httpx.Config{Source: "given"})
+	if _, got := c.Open(cfg); got != c.HTTP {
+		t.Fatal("a given HTTP client is not used as is")
+	}
+}
+
+type fakeSource struct{ name string }
+
+func (s *fakeSource) Name() string                  { return s.name }
+func (s *fakeSource) Resources() []clients.Resource { return nil }
+func (s *fakeSource) List(context.Context, clients.Resource, clients.Window, func(context.Context, clients.Page) error) error {
+	return nil
+}
+
+func TestConstructor(t *testing.T) {
+	params := func(s provider.Settings, env provider.Env) string { return s.Name + "/" + env.Contact }
+	newFn := provider.Constructor(params, func(p string) (*fakeSource, error) {
+		if p == "bad/" {
+			return nil, errors.New("bad params")
+		}
+		return &fakeSource{name: p}, nil
+	})
+	b, err := newFn(context.Background(), provider.Settings{Name: "src"}, provider.Env{Contact: "ops"})
+	if err != nil || b.Source.Name() != "src/ops" || b.Close != nil {
+		t.Fatalf("built %+v, %v", b, err)
+	}
+	b, err = newFn(context.Background(), provider.Settings{Name: "bad"}, provider.Env{})
+	if err == nil || b.Source != nil {
+		t.Fatalf("a failed constructor built %+v, %v", b, err)
+	}
+}
