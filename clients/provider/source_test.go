@@ -1,4 +1,4 @@
-package provider_test
+package provider
 
 import (
 	"context"
@@ -10,11 +10,10 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
-	"github.com/tidemarkhq/tidemark/clients/provider"
 )
 
 func TestDefaultsFill(t *testing.T) {
-	d := provider.Defaults{BaseURL: "https://api.example.com/v2/", RateLimit: httpx.RateLimit{Requests: 100, Per: 15 * time.Second}}
+	d := Defaults{BaseURL: "https://api.example.com/v2/", RateLimit: httpx.RateLimit{Requests: 100, Per: 15 * time.Second}}
 	all := []clients.Resource{clients.Users, clients.TimeEntries}
 	base, rl, rs := d.Fill("", httpx.RateLimit{}, nil, all)
 	if base != "https://api.example.com/v2" || rl != d.RateLimit || len(rs) != 2 {
@@ -28,25 +27,25 @@ func TestDefaultsFill(t *testing.T) {
 }
 
 func TestCommonCheck(t *testing.T) {
-	good := provider.Common{
+	good := Common{
 		Kind: "acme", Name: "src", BaseURL: "https://api.example.com", Token: "t0ken",
 		RateLimit: httpx.RateLimit{Requests: 1, Per: time.Second}, Resources: []clients.Resource{clients.Users},
 	}
 	errOwn := errors.New("workspace_id is required")
 	for _, tc := range []struct {
 		name string
-		edit func(*provider.Common)
+		edit func(*Common)
 		own  func() error
 		want string // "" for no error
 	}{
-		{"good", func(*provider.Common) {}, nil, ""},
-		{"good with own checks", func(*provider.Common) {}, func() error { return nil }, ""},
-		{"no name comes first", func(c *provider.Common) { c.Name, c.Token = "", "" }, func() error { return errOwn }, "acme: name is required"},
-		{"no token before own checks", func(c *provider.Common) { c.Token = "" }, func() error { return errOwn }, "acme source src: token is required"},
-		{"own checks before the shared ones", func(c *provider.Common) { c.RateLimit = httpx.RateLimit{} }, func() error { return errOwn }, "acme source src: workspace_id is required"},
-		{"rate limit", func(c *provider.Common) { c.RateLimit = httpx.RateLimit{Requests: 1} }, nil, "acme source src: rate_limit must have requests ≥ 1 and per > 0"},
-		{"API root", func(c *provider.Common) { c.BaseURL = "" }, nil, "acme source src: "},
-		{"resources", func(c *provider.Common) { c.Resources = []clients.Resource{"nope"} }, nil, "acme source src: resources: "},
+		{"good", func(*Common) {}, nil, ""},
+		{"good with own checks", func(*Common) {}, func() error { return nil }, ""},
+		{"no name comes first", func(c *Common) { c.Name, c.Token = "", "" }, func() error { return errOwn }, "acme: name is required"},
+		{"no token before own checks", func(c *Common) { c.Token = "" }, func() error { return errOwn }, "acme source src: token is required"},
+		{"own checks before the shared ones", func(c *Common) { c.RateLimit = httpx.RateLimit{} }, func() error { return errOwn }, "acme source src: workspace_id is required"},
+		{"rate limit", func(c *Common) { c.RateLimit = httpx.RateLimit{Requests: 1} }, nil, "acme source src: rate_limit must have requests ≥ 1 and per > 0"},
+		{"API root", func(c *Common) { c.BaseURL = "" }, nil, "acme source src: "},
+		{"resources", func(c *Common) { c.Resources = []clients.Resource{"nope"} }, nil, "acme source src: resources: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
@@ -68,10 +67,10 @@ func TestCommonCheck(t *testing.T) {
 
 func TestCommonHTTPConfigAndOpen(t *testing.T) {
 	var responses, waits int
-	c := provider.Common{
+	c := Common{
 		Kind: "acme", Name: "src", BaseURL: "https://api.example.com/v1", Token: "t0ken",
 		RateLimit: httpx.RateLimit{Requests: 2, Per: time.Second},
-		Env: provider.Env{
+		Env: Env{
 			Contact: "ops@example.com", Version: "1.2.3",
 			OnResponse: func(int, time.Duration) { responses++ },
 			OnWait:     func(string, time.Duration) { waits++ },
@@ -106,18 +105,18 @@ func (s *fakeSource) List(context.Context, clients.Resource, clients.Window, fun
 }
 
 func TestConstructor(t *testing.T) {
-	params := func(s provider.Settings, env provider.Env) string { return s.Name + "/" + env.Contact }
-	newFn := provider.Constructor(params, func(p string) (*fakeSource, error) {
+	params := func(s Settings, env Env) string { return s.Name + "/" + env.Contact }
+	newFn := Constructor(params, func(p string) (*fakeSource, error) {
 		if p == "bad/" {
 			return nil, errors.New("bad params")
 		}
 		return &fakeSource{name: p}, nil
 	})
-	b, err := newFn(context.Background(), provider.Settings{Name: "src"}, provider.Env{Contact: "ops"})
+	b, err := newFn(context.Background(), Settings{Name: "src"}, Env{Contact: "ops"})
 	if err != nil || b.Source.Name() != "src/ops" || b.Close != nil {
 		t.Fatalf("built %+v, %v", b, err)
 	}
-	b, err = newFn(context.Background(), provider.Settings{Name: "bad"}, provider.Env{})
+	b, err = newFn(context.Background(), Settings{Name: "bad"}, Env{})
 	if err == nil || b.Source != nil {
 		t.Fatalf("a failed constructor built %+v, %v", b, err)
 	}
