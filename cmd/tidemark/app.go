@@ -57,6 +57,36 @@ func (g *globals) logger() (zerolog.Logger, error) {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
+// appCommand completes c as a command that works on a config and its
+// database: --config, --database-url and --source, and a RunE that opens the
+// app, runs run with it and closes it. Checks that need no database go in
+// c.PreRunE, so that bad usage opens nothing.
+func appCommand(g *globals, f *appFlags, c *cobra.Command, run func(context.Context, *app) error) *cobra.Command {
+	f.register(c, true)
+	return withOpened(c, func(ctx context.Context) (*app, error) { return newApp(ctx, g, f) }, run)
+}
+
+// withOpened sets c's RunE: open what the command works on, run, close it.
+func withOpened[T interface{ Close() }](c *cobra.Command, open func(context.Context) (T, error), run func(context.Context, T) error) *cobra.Command {
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		v, err := open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer v.Close()
+		return run(cmd.Context(), v)
+	}
+	return c
+}
+
+// requireSource is the usage check of the commands that need --source.
+func requireSource(source string) error {
+	if source == "" {
+		return usagef("--source is required")
+	}
+	return nil
+}
+
 // newApp loads the config (required) and connects to the database.
 func newApp(ctx context.Context, g *globals, f *appFlags) (*app, error) {
 	if f.db.config == "" {

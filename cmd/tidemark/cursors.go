@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/user"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,16 +77,9 @@ func newRunJSON(r cursor.Run) runJSON {
 func newCursorsCmd(g *globals) *cobra.Command {
 	var f appFlags
 	var asJSON bool
-	c := &cobra.Command{
-		Use:   "cursors",
-		Short: "Show the cursor and last pass of every source and resource",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := newApp(cmd.Context(), g, &f)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			rows, err := cursorRows(cmd.Context(), a, f.source, time.Now())
+	c := appCommand(g, &f, &cobra.Command{Use: "cursors", Short: "Show the cursor and last pass of every source and resource"},
+		func(ctx context.Context, a *app) error {
+			rows, err := cursorRows(ctx, a, f.source, time.Now())
 			if err != nil {
 				return err
 			}
@@ -98,9 +89,7 @@ func newCursorsCmd(g *globals) *cobra.Command {
 			writeCursorTable(g.stdout, rows)
 			writeLastWebhooks(g.stdout, rows, time.Now())
 			return nil
-		},
-	}
-	f.register(c, true)
+		})
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (an array of objects)")
 	return c
 }
@@ -110,52 +99,44 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 }
 
 func writeCursorTable(w io.Writer, rows []cursorJSON) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tRESOURCE\tHIGH WATER\tLAG\tLAST RUN\tSTATUS\tAT\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tNEXT RUN\tOWNER")
-	for _, r := range rows {
-		hw, lag := "never", "-"
-		if r.HighWater != nil {
-			hw = r.HighWater.Format(time.RFC3339)
-			lag = (time.Duration(*r.LagSeconds) * time.Second).Round(time.Second).String()
-		}
-		at := "-"
-		if r.LastRunFinishedAt != nil {
-			at = r.LastRunFinishedAt.UTC().Format(time.RFC3339)
-		} else if r.LastRunStartedAt != nil {
-			at = r.LastRunStartedAt.Format(time.RFC3339)
-		}
-		next := "-"
-		if r.NextRunAt != nil {
-			next = r.NextRunAt.Format(time.RFC3339)
-		}
-		c := r.LastRunCounts
-		status := cmp.Or(r.LastRunStatus, "-")
-		if r.WaitingUntil != nil {
-			what := "quota"
-			if r.WaitingReason != "quota" {
-				what = "rate limit"
-			}
-			status = fmt.Sprintf("waiting for %s until %s", what, r.WaitingUntil.UTC().Format(time.RFC3339))
-		} else if r.BackoffUntil != nil {
-			status = fmt.Sprintf("%s, backing off until %s after %d failures", status, r.BackoffUntil.UTC().Format(time.RFC3339), r.Failures)
-		}
-		if r.ReconcileDueSince != nil {
-			status += ", reconcile due"
-		}
-		if r.ReadMode != "" && r.ReadMode != "feed" {
-			status += ", read by " + r.ReadMode
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
-			r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), status, at,
-			c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next, cmp.Or(r.Owner, "-"))
-	}
-	tw.Flush()
+	_ = printTable(w, "SOURCE\tRESOURCE\tHIGH WATER\tLAG\tLAST RUN\tSTATUS\tAT\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tNEXT RUN\tOWNER", rows, cursorCells)
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+func cursorCells(r cursorJSON) []any {
+	hw, lag := "never", "-"
+	if r.HighWater != nil {
+		hw = r.HighWater.Format(time.RFC3339)
+		lag = (time.Duration(*r.LagSeconds) * time.Second).Round(time.Second).String()
+	}
+	at := "-"
+	if r.LastRunFinishedAt != nil {
+		at = r.LastRunFinishedAt.UTC().Format(time.RFC3339)
+	} else if r.LastRunStartedAt != nil {
+		at = r.LastRunStartedAt.Format(time.RFC3339)
+	}
+	next := "-"
+	if r.NextRunAt != nil {
+		next = r.NextRunAt.Format(time.RFC3339)
+	}
+	c := r.LastRunCounts
+	status := cmp.Or(r.LastRunStatus, "-")
+	if r.WaitingUntil != nil {
+		what := "quota"
+		if r.WaitingReason != "quota" {
+			what = "rate limit"
+		}
+		status = fmt.Sprintf("waiting for %s until %s", what, r.WaitingUntil.UTC().Format(time.RFC3339))
+	} else if r.BackoffUntil != nil {
+		status = fmt.Sprintf("%s, backing off until %s after %d failures", status, r.BackoffUntil.UTC().Format(time.RFC3339), r.Failures)
+	}
+	if r.ReconcileDueSince != nil {
+		status += ", reconcile due"
+	}
+	if r.ReadMode != "" && r.ReadMode != "feed" {
+		status += ", read by " + r.ReadMode
+	}
+	return []any{r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), status, at,
+		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next, cmp.Or(r.Owner, "-")}
 }
 
 func actor() string {
@@ -208,44 +189,41 @@ func newCursorCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "cursor", Short: "Operator repair of a cursor: set or reset (recorded in sync_runs)"}
 	var sf appFlags
 	var resource, to string
+	var t time.Time
 	var yes bool
-	set := &cobra.Command{
+	set := appCommand(g, &sf, &cobra.Command{
 		Use:   "set",
 		Short: "Move a cursor to a time (even backward); the next pass starts there minus the overlap",
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if sf.source == "" || resource == "" || to == "" {
 				return usagef("--source, --resource and --to are required")
 			}
 			if _, err := schema.Parse(resource); err != nil {
 				return usagef("--resource: %v", err)
 			}
-			t, err := time.Parse(time.RFC3339, to)
-			if err != nil {
+			var err error
+			if t, err = time.Parse(time.RFC3339, to); err != nil {
 				return usagef("--to %q: want RFC 3339, e.g. 2026-01-31T00:00:00Z", to)
 			}
-			a, err := newApp(cmd.Context(), g, &sf)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			if err := confirm(g, yes, os.Stdin, fmt.Sprintf("set cursor %s/%s to %s", sf.source, resource, t.UTC().Format(time.RFC3339))); err != nil {
-				return err
-			}
-			held, release, err := lockPasses(cmd.Context(), a, sf.source)
-			if err != nil {
-				return err
-			}
-			defer release()
-			prev, err := cursor.New(a.Pool).Set(cmd.Context(), cursor.SetParams{Source: sf.source, Resource: resource, To: t,
-				Actor: actor(), Fence: fenceOf(held)})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> %s\n", sf.source, resource, fmtTime(prev.HighWater), fmtTime(t))
 			return nil
 		},
-	}
-	sf.register(set, true)
+	}, func(ctx context.Context, a *app) error {
+		if err := confirm(g, yes, os.Stdin, fmt.Sprintf("set cursor %s/%s to %s", sf.source, resource, t.UTC().Format(time.RFC3339))); err != nil {
+			return err
+		}
+		held, release, err := lockPasses(ctx, a, sf.source)
+		if err != nil {
+			return err
+		}
+		defer release()
+		prev, err := cursor.New(a.Pool).Set(ctx, cursor.SetParams{Source: sf.source, Resource: resource, To: t,
+			Actor: actor(), Fence: fenceOf(held)})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> %s\n", sf.source, resource, fmtTime(prev.HighWater), fmtTime(t))
+		return nil
+	})
 	set.Flags().StringVar(&resource, "resource", "", "resource")
 	set.Flags().StringVar(&to, "to", "", "new high water, RFC 3339")
 	set.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
@@ -253,46 +231,37 @@ func newCursorCmd(g *globals) *cobra.Command {
 	var rf appFlags
 	var rresource string
 	var ryes bool
-	reset := &cobra.Command{
-		Use:   "reset",
-		Short: "Forget a cursor: the next pass lists everything again",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if rf.source == "" {
-				return usagef("--source is required")
+	reset := appCommand(g, &rf, &cobra.Command{
+		Use:     "reset",
+		Short:   "Forget a cursor: the next pass lists everything again",
+		PreRunE: func(*cobra.Command, []string) error { return requireSource(rf.source) },
+	}, func(ctx context.Context, a *app) error {
+		sc, _ := a.Config.Source(rf.source)
+		rs := sc.Resources
+		if rresource != "" {
+			if _, err := schema.Parse(rresource); err != nil {
+				return usagef("--resource: %v", err)
 			}
-			a, err := newApp(cmd.Context(), g, &rf)
+			rs = []string{rresource}
+		}
+		if err := confirm(g, ryes, os.Stdin, fmt.Sprintf("reset cursors of %s: %s", rf.source, strings.Join(rs, ", "))); err != nil {
+			return err
+		}
+		held, release, err := lockPasses(ctx, a, rf.source)
+		if err != nil {
+			return err
+		}
+		defer release()
+		for _, r := range rs {
+			prev, err := cursor.New(a.Pool).Reset(ctx, cursor.ResetParams{Source: rf.source, Resource: r,
+				Actor: actor(), Fence: fenceOf(held)})
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			sc, _ := a.Config.Source(rf.source)
-			rs := sc.Resources
-			if rresource != "" {
-				if _, err := schema.Parse(rresource); err != nil {
-					return usagef("--resource: %v", err)
-				}
-				rs = []string{rresource}
-			}
-			if err := confirm(g, ryes, os.Stdin, fmt.Sprintf("reset cursors of %s: %s", rf.source, strings.Join(rs, ", "))); err != nil {
-				return err
-			}
-			held, release, err := lockPasses(cmd.Context(), a, rf.source)
-			if err != nil {
-				return err
-			}
-			defer release()
-			for _, r := range rs {
-				prev, err := cursor.New(a.Pool).Reset(cmd.Context(), cursor.ResetParams{Source: rf.source, Resource: r,
-					Actor: actor(), Fence: fenceOf(held)})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> never\n", rf.source, r, fmtTime(prev.HighWater))
-			}
-			return nil
-		},
-	}
-	rf.register(reset, true)
+			fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> never\n", rf.source, r, fmtTime(prev.HighWater))
+		}
+		return nil
+	})
 	reset.Flags().StringVar(&rresource, "resource", "", "only this resource (default: all of the source's)")
 	reset.Flags().BoolVar(&ryes, "yes", false, "do not ask for confirmation")
 	c.AddCommand(set, reset)
@@ -304,16 +273,9 @@ func newRunsCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	var limit int
 	var resource string
-	c := &cobra.Command{
-		Use:   "runs",
-		Short: "Show recent passes and operator changes, newest first",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := newApp(cmd.Context(), g, &f)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			runs, err := cursor.New(a.Pool).Runs(cmd.Context(), cursor.RunsParams{Source: f.source, Resource: resource, Limit: limit})
+	c := appCommand(g, &f, &cobra.Command{Use: "runs", Short: "Show recent passes and operator changes, newest first"},
+		func(ctx context.Context, a *app) error {
+			runs, err := cursor.New(a.Pool).Runs(ctx, cursor.RunsParams{Source: f.source, Resource: resource, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -324,31 +286,28 @@ func newRunsCmd(g *globals) *cobra.Command {
 				}
 				return writeJSON(g.stdout, out)
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "STARTED\tKIND\tSOURCE\tRESOURCE\tSTATUS\tTOOK\tPAGES\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tACTOR/ERROR")
-			for _, r := range runs {
-				took := "-"
-				if r.FinishedAt != nil {
-					took = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
-				}
-				note := r.Actor
-				if r.Error != "" {
-					note = strings.ReplaceAll(r.Error, "\n", "; ")
-					if len(note) > 120 {
-						note = note[:117] + "..."
-					}
-				}
-				c := r.Counts
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
-					r.StartedAt.UTC().Format(time.RFC3339), r.Kind, r.Source, r.Resource, r.Status, took, r.Pages,
-					c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, note)
-			}
-			return tw.Flush()
-		},
-	}
-	f.register(c, true)
+			return printTable(g.stdout, "STARTED\tKIND\tSOURCE\tRESOURCE\tSTATUS\tTOOK\tPAGES\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tACTOR/ERROR",
+				runs, runCells)
+		})
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().IntVar(&limit, "limit", 50, "how many runs")
 	c.Flags().StringVar(&resource, "resource", "", "only this resource")
 	return c
+}
+
+func runCells(r cursor.Run) []any {
+	took := "-"
+	if r.FinishedAt != nil {
+		took = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+	}
+	note := r.Actor
+	if r.Error != "" {
+		note = strings.ReplaceAll(r.Error, "\n", "; ")
+		if len(note) > 120 {
+			note = note[:117] + "..."
+		}
+	}
+	c := r.Counts
+	return []any{r.StartedAt.UTC().Format(time.RFC3339), r.Kind, r.Source, r.Resource, r.Status, took, r.Pages,
+		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, note}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,9 +54,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				return doctorAll(cmd.Context(), g, cfg, &db, source, reps, asJSON)
 			}
 			if asJSON {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(reps); err != nil {
+				if err := writeJSON(g.stdout, reps); err != nil {
 					return err
 				}
 			} else {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/tidemarkhq/tidemark/internal/config"
@@ -36,20 +38,46 @@ func (f *dbFlags) resolve(cfg *config.Config) (string, error) {
 	return u, nil
 }
 
+// databaseURL resolves the URL for a command whose --config is optional:
+// the config is loaded only when given.
+func (f *dbFlags) databaseURL() (string, error) {
+	var cfg *config.Config
+	if f.config != "" {
+		var err error
+		if cfg, err = config.Load(f.config); err != nil {
+			return "", err
+		}
+	}
+	return f.resolve(cfg)
+}
+
+// poolCommand completes c as a command that works on the database alone:
+// --database-url and --config (optional), and a RunE that connects, runs run
+// with the pool and closes it. Checks that need no database go in c.PreRunE.
+func (f *dbFlags) poolCommand(c *cobra.Command, run func(context.Context, *pgxpool.Pool) error) *cobra.Command {
+	f.register(c, true)
+	return withOpened(c, f.pool, run)
+}
+
+func (f *dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	u, err := f.databaseURL()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	return pool, nil
+}
+
 func newMigrateCmd(g *globals) *cobra.Command {
 	var f dbFlags
 	c := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the database schema (safe to run concurrently)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cfg *config.Config
-			if f.config != "" {
-				var err error
-				if cfg, err = config.Load(f.config); err != nil {
-					return err
-				}
-			}
-			u, err := f.resolve(cfg)
+			u, err := f.databaseURL()
 			if err != nil {
 				return err
 			}

@@ -34,42 +34,41 @@ func parseResources(rs []string) ([]clients.Resource, error) {
 func newSyncCmd(g *globals) *cobra.Command {
 	var f appFlags
 	var resources []string
-	c := &cobra.Command{
+	var rs []clients.Resource
+	c := appCommand(g, &f, &cobra.Command{
 		Use:   "sync",
 		Short: "Run one incremental pass of a source now",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.source == "" {
-				return usagef("--source is required")
-			}
-			rs, err := parseResources(resources)
-			if err != nil {
+		PreRunE: func(*cobra.Command, []string) error {
+			if err := requireSource(f.source); err != nil {
 				return err
 			}
-			a, p, err := openPoller(cmd.Context(), g, &f)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			// A daemon that owns the source polls it under the source's one
-			// rate budget; a second client here would spend a second one.
-			release, err := p.TakeOwnership(cmd.Context(), f.source)
-			if errors.Is(err, poller.ErrBusy) {
-				return fmt.Errorf("source %s is owned by a running daemon (or a backfill): it syncs on its schedule; see tidemark cursors", f.source)
-			}
-			if err != nil {
-				return err
-			}
-			defer release()
-			results, err := p.Incremental(cmd.Context(), f.source, rs...)
-			for _, r := range results {
-				fmt.Fprintf(g.stdout, "%s/%s: %d fetched, %d inserted, %d updated, %d unchanged, %d stale; high water %s\n",
-					r.Source, r.Resource, r.Counts.Fetched, r.Counts.Inserted, r.Counts.Updated,
-					r.Counts.Unchanged, r.Counts.Stale, fmtTime(r.HighWaterAfter))
-			}
+			var err error
+			rs, err = parseResources(resources)
 			return err
 		},
-	}
-	f.register(c, true)
+	}, func(ctx context.Context, a *app) error {
+		p, err := a.Poller(ctx, f.source)
+		if err != nil {
+			return err
+		}
+		// A daemon that owns the source polls it under the source's one
+		// rate budget; a second client here would spend a second one.
+		release, err := p.TakeOwnership(ctx, f.source)
+		if errors.Is(err, poller.ErrBusy) {
+			return fmt.Errorf("source %s is owned by a running daemon (or a backfill): it syncs on its schedule; see tidemark cursors", f.source)
+		}
+		if err != nil {
+			return err
+		}
+		defer release()
+		results, err := p.Incremental(ctx, f.source, rs...)
+		for _, r := range results {
+			fmt.Fprintf(g.stdout, "%s/%s: %d fetched, %d inserted, %d updated, %d unchanged, %d stale; high water %s\n",
+				r.Source, r.Resource, r.Counts.Fetched, r.Counts.Inserted, r.Counts.Updated,
+				r.Counts.Unchanged, r.Counts.Stale, fmtTime(r.HighWaterAfter))
+		}
+		return err
+	})
 	c.Flags().StringSliceVar(&resources, "resource", nil, "only these resources (repeatable)")
 	return c
 }
@@ -78,12 +77,14 @@ func newBackfillCmd(g *globals) *cobra.Command {
 	var f appFlags
 	var from, to, resource string
 	var windowDays int
-	c := &cobra.Command{
+	var bp poller.BackfillParams
+	var gate *termGate
+	c := appCommand(g, &f, &cobra.Command{
 		Use:   "backfill",
 		Short: "List a spent-date range window by window (resumable; never moves the cursor)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.source == "" {
-				return usagef("--source is required")
+		PreRunE: func(*cobra.Command, []string) error {
+			if err := requireSource(f.source); err != nil {
+				return err
 			}
 			fd, err := clients.ParseDate(from)
 			if err != nil {
@@ -100,63 +101,67 @@ func newBackfillCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return usagef("--resource: %v", err)
 			}
-			r := t.Name
-			gate := gateStderr(g) // log lines go above the bar, never into it
-			if gate != nil {
-				defer gate.Done()
-			}
-			a, p, err := openPoller(cmd.Context(), g, &f)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			bp := poller.BackfillParams{Source: f.source, Resource: r, From: fd, To: td, WindowDays: windowDays}
-			var bar *progressbar.ProgressBar
-			if gate != nil {
-				bp.Progress = func(pr poller.BackfillProgress) {
-					if bar == nil {
-						bar = progressbar.NewOptions(pr.WindowsTotal,
-							progressbar.OptionSetWriter(gate.Bar()),
-							progressbar.OptionSetDescription(fmt.Sprintf("%s/%s windows", f.source, r)),
-							progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
-							progressbar.OptionThrottle(200*time.Millisecond))
-					}
-					rate := float64(pr.Records) / max(pr.Elapsed.Seconds(), 0.001)
-					bar.Describe(fmt.Sprintf("%s/%s: %d records, %.0f records/s", f.source, r, pr.Records, rate))
-					_ = bar.Set(pr.WindowsDone)
-				}
-			}
-			// One owner per source, one rate budget (DESIGN.md, Scale-out):
-			// when a daemon owns the source, it runs the backfill and we
-			// follow; otherwise we run it here and own the source meanwhile.
-			release, err := p.TakeOwnership(cmd.Context(), f.source)
-			if errors.Is(err, poller.ErrBusy) {
-				return followQueued(cmd.Context(), g, a, p, bp)
-			}
-			if err != nil {
-				return err
-			}
-			defer release()
-			res, err := p.Backfill(cmd.Context(), bp)
-			if bar != nil {
-				_ = bar.Finish()
-				gate.Done()
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "backfill %s/%s %s..%s: %d fetched, %d inserted, %d updated, %d unchanged, %d stale in %s\n",
-				f.source, r, fd, td, res.Counts.Fetched, res.Counts.Inserted, res.Counts.Updated,
-				res.Counts.Unchanged, res.Counts.Stale, res.Took.Round(time.Millisecond))
+			bp = poller.BackfillParams{Source: f.source, Resource: t.Name, From: fd, To: td, WindowDays: windowDays}
+			gate = gateStderr(g) // before the app's logger: log lines go above the bar, never into it
 			return nil
 		},
-	}
-	f.register(c, true)
+	}, func(ctx context.Context, a *app) error {
+		if gate != nil {
+			defer gate.Done()
+		}
+		p, err := a.Poller(ctx, f.source)
+		if err != nil {
+			return err
+		}
+		var bar *progressbar.ProgressBar
+		if gate != nil {
+			bp.Progress = func(pr poller.BackfillProgress) {
+				if bar == nil {
+					bar = progressbar.NewOptions(pr.WindowsTotal,
+						progressbar.OptionSetWriter(gate.Bar()),
+						progressbar.OptionSetDescription(fmt.Sprintf("%s/%s windows", bp.Source, bp.Resource)),
+						progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
+						progressbar.OptionThrottle(200*time.Millisecond))
+				}
+				rate := float64(pr.Records) / max(pr.Elapsed.Seconds(), 0.001)
+				bar.Describe(fmt.Sprintf("%s/%s: %d records, %.0f records/s", bp.Source, bp.Resource, pr.Records, rate))
+				_ = bar.Set(pr.WindowsDone)
+			}
+		}
+		// One owner per source, one rate budget (DESIGN.md, Scale-out):
+		// when a daemon owns the source, it runs the backfill and we
+		// follow; otherwise we run it here and own the source meanwhile.
+		release, err := p.TakeOwnership(ctx, f.source)
+		if errors.Is(err, poller.ErrBusy) {
+			return followQueued(ctx, g, a, p, bp)
+		}
+		if err != nil {
+			return err
+		}
+		defer release()
+		res, err := p.Backfill(ctx, bp)
+		if bar != nil {
+			_ = bar.Finish()
+			gate.Done()
+		}
+		if err != nil {
+			return err
+		}
+		printBackfill(g, bp, res)
+		return nil
+	})
 	c.Flags().StringVar(&from, "from", "", "first spent date, YYYY-MM-DD (required)")
 	c.Flags().StringVar(&to, "to", "", "last spent date, YYYY-MM-DD, inclusive (required)")
 	c.Flags().StringVar(&resource, "resource", string(clients.TimeEntries), "resource to backfill")
 	c.Flags().IntVar(&windowDays, "window-days", 0, "days per window (default: the source's backfill.window_days)")
 	return c
+}
+
+// printBackfill prints the counts of a backfill run here.
+func printBackfill(g *globals, bp poller.BackfillParams, res poller.Result) {
+	fmt.Fprintf(g.stdout, "backfill %s/%s %s..%s: %d fetched, %d inserted, %d updated, %d unchanged, %d stale in %s\n",
+		bp.Source, bp.Resource, bp.From, bp.To, res.Counts.Fetched, res.Counts.Inserted, res.Counts.Updated,
+		res.Counts.Unchanged, res.Counts.Stale, res.Took.Round(time.Millisecond))
 }
 
 // followQueued queues a backfill for the daemon that owns the source and
@@ -213,9 +218,7 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "backfill %s/%s %s..%s: %d fetched, %d inserted, %d updated, %d unchanged, %d stale in %s\n",
-					bp.Source, bp.Resource, bp.From, bp.To, res.Counts.Fetched, res.Counts.Inserted, res.Counts.Updated,
-					res.Counts.Unchanged, res.Counts.Stale, res.Took.Round(time.Millisecond))
+				printBackfill(g, bp, res)
 				return nil
 			}
 		}
@@ -241,19 +244,4 @@ func fmtTime(t time.Time) string {
 		return "never"
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-// openPoller opens the app and the poller of f.source; the caller closes
-// the app.
-func openPoller(ctx context.Context, g *globals, f *appFlags) (*app, *poller.Poller, error) {
-	a, err := newApp(ctx, g, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := a.Poller(ctx, f.source)
-	if err != nil {
-		a.Close()
-		return nil, nil, err
-	}
-	return a, p, nil
 }

@@ -1,13 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,13 +49,14 @@ func sealer() (*webhooks.Sealer, error) {
 func newWebhooksRegisterCmd(g *globals) *cobra.Command {
 	var f appFlags
 	var callback string
-	c := &cobra.Command{
+	var seal *webhooks.Sealer
+	c := appCommand(g, &f, &cobra.Command{
 		Use:   "register",
 		Short: "Create (or check) the source's webhook subscription at the provider, for the resources mirrored",
 		Long: "Creates the provider's webhook subscription(s) for the source's resources, delivering to --url (this daemon's\n" +
 			"POST /webhooks/{source} as the provider reaches it), or checks the ones that exist. The signing secret is stored\n" +
 			"in the database encrypted with " + webhooks.KeyEnv + " (32 bytes, base64 or hex); the daemon needs the same key.",
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if f.source == "" {
 				return usagef("--source NAME is required")
 			}
@@ -64,35 +64,28 @@ func newWebhooksRegisterCmd(g *globals) *cobra.Command {
 			if callback == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return usagef("--url %q: want the http(s) URL the provider delivers to, e.g. https://tidemark.example.com/webhooks/%s", callback, f.source)
 			}
-			seal, err := sealer()
-			if err != nil {
-				return err
-			}
-			a, err := newApp(cmd.Context(), g, &f)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			s, _ := a.Config.Source(f.source)
-			if webhooks.DialectOf(s.Kind) == nil {
-				return usagef("source %s: kind %s sends no webhooks (Harvest has none: polling only)", s.Name, s.Kind)
-			}
-			regs, err := webhooks.Register(cmd.Context(), registerParams(a, s, callback, seal))
-			for _, r := range regs {
-				what := "checked"
-				if r.Created {
-					what = "created"
-				}
-				fmt.Fprintf(g.stdout, "%s subscription %s (%s) → %s", what, r.ID, strings.Join(r.Events, ", "), callback)
-				if r.Note != "" {
-					fmt.Fprintf(g.stdout, "; %s", r.Note)
-				}
-				fmt.Fprintln(g.stdout)
-			}
+			seal, err = sealer()
 			return err
 		},
-	}
-	f.register(c, true)
+	}, func(ctx context.Context, a *app) error {
+		s, _ := a.Config.Source(f.source)
+		if webhooks.DialectOf(s.Kind) == nil {
+			return usagef("source %s: kind %s sends no webhooks (Harvest has none: polling only)", s.Name, s.Kind)
+		}
+		regs, err := webhooks.Register(ctx, registerParams(a, s, callback, seal))
+		for _, r := range regs {
+			what := "checked"
+			if r.Created {
+				what = "created"
+			}
+			fmt.Fprintf(g.stdout, "%s subscription %s (%s) → %s", what, r.ID, strings.Join(r.Events, ", "), callback)
+			if r.Note != "" {
+				fmt.Fprintf(g.stdout, "; %s", r.Note)
+			}
+			fmt.Fprintln(g.stdout)
+		}
+		return err
+	})
 	c.Flags().StringVar(&callback, "url", "", "where the provider delivers: https://HOST/webhooks/SOURCE")
 	return c
 }
@@ -111,16 +104,9 @@ type subStatusJSON struct {
 func newWebhooksStatusCmd(g *globals) *cobra.Command {
 	var f appFlags
 	var asJSON, offline bool
-	c := &cobra.Command{
-		Use:   "status",
-		Short: "Show each webhook subscription, its last delivery and what the provider says of it",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := newApp(cmd.Context(), g, &f)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			subs, err := a.WebhookStore().Subscriptions(cmd.Context(), f.source)
+	c := appCommand(g, &f, &cobra.Command{Use: "status", Short: "Show each webhook subscription, its last delivery and what the provider says of it"},
+		func(ctx context.Context, a *app) error {
+			subs, err := a.WebhookStore().Subscriptions(ctx, f.source)
 			if err != nil {
 				return err
 			}
@@ -136,7 +122,7 @@ func newWebhooksStatusCmd(g *globals) *cobra.Command {
 						errs[sub.Source] = "not in the config"
 						continue
 					}
-					st, err := webhooks.States(cmd.Context(), registerParams(a, s, "", nil))
+					st, err := webhooks.States(ctx, registerParams(a, s, "", nil))
 					if err != nil {
 						errs[sub.Source] = "unreachable: " + err.Error()
 						continue
@@ -171,27 +157,20 @@ func newWebhooksStatusCmd(g *globals) *cobra.Command {
 					ValidatedAt: sub.ValidatedAt, LastDeliveryAt: sub.LastDeliveryAt, Deliveries: sub.Deliveries, Provider: p})
 			}
 			if asJSON {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
+				return writeJSON(g.stdout, out)
 			}
 			if len(out) == 0 {
 				fmt.Fprintln(g.stdout, "no webhook subscriptions (tidemark webhooks register --source NAME --url URL)")
 				return nil
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SOURCE\tSUBSCRIPTION\tEVENTS\tLAST DELIVERY\tDELIVERIES\tPROVIDER")
-			for _, s := range out {
+			return printTable(g.stdout, "SOURCE\tSUBSCRIPTION\tEVENTS\tLAST DELIVERY\tDELIVERIES\tPROVIDER", out, func(s subStatusJSON) []any {
 				last := "never"
 				if s.LastDeliveryAt != nil {
 					last = s.LastDeliveryAt.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.Source, s.Subscription, strings.Join(s.Events, ","), last, s.Deliveries, s.Provider)
-			}
-			return tw.Flush()
-		},
-	}
-	f.register(c, true)
+				return []any{s.Source, s.Subscription, strings.Join(s.Events, ","), last, s.Deliveries, s.Provider}
+			})
+		})
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().BoolVar(&offline, "offline", false, "do not ask the provider (no requests)")
 	return c
@@ -201,41 +180,27 @@ func newWebhooksConflictsCmd(g *globals) *cobra.Command {
 	var f appFlags
 	var asJSON bool
 	var limit int
-	c := &cobra.Command{
-		Use:   "conflicts",
-		Short: "List deliveries whose payload differed from the one stored under their key (never processed)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := newApp(cmd.Context(), g, &f)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			cs, err := a.WebhookStore().Conflicts(cmd.Context(), f.source, limit)
+	c := appCommand(g, &f, &cobra.Command{Use: "conflicts", Short: "List deliveries whose payload differed from the one stored under their key (never processed)"},
+		func(ctx context.Context, a *app) error {
+			cs, err := a.WebhookStore().Conflicts(ctx, f.source, limit)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
 				if cs == nil {
 					cs = []webhooks.ConflictRow{}
 				}
-				return enc.Encode(cs)
+				return writeJSON(g.stdout, cs)
 			}
 			if len(cs) == 0 {
 				fmt.Fprintln(g.stdout, "no webhook conflicts")
 				return nil
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSOURCE\tKEY\tSEEN\tSTORED PAYLOAD\tRECEIVED PAYLOAD")
-			for _, c := range cs {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\tsha256:%s…\tsha256:%s…\n", c.ID, c.Source, c.Key, c.SeenAt.UTC().Format(time.RFC3339),
-					hex.EncodeToString(c.StoredHash)[:12], hex.EncodeToString(c.ReceivedHash)[:12])
-			}
-			return tw.Flush()
-		},
-	}
-	f.register(c, true)
+			return printTable(g.stdout, "ID\tSOURCE\tKEY\tSEEN\tSTORED PAYLOAD\tRECEIVED PAYLOAD", cs, func(c webhooks.ConflictRow) []any {
+				return []any{c.ID, c.Source, c.Key, c.SeenAt.UTC().Format(time.RFC3339),
+					"sha256:" + hex.EncodeToString(c.StoredHash)[:12] + "…", "sha256:" + hex.EncodeToString(c.ReceivedHash)[:12] + "…"}
+			})
+		})
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().IntVar(&limit, "limit", 100, "at most this many, newest first")
 	return c
