@@ -25,6 +25,8 @@ type app struct {
 type appFlags struct {
 	db     dbFlags
 	source string
+	// sourceRequired makes appCommand refuse to run without --source.
+	sourceRequired bool
 }
 
 func (f *appFlags) register(c *cobra.Command, withSource bool) {
@@ -60,9 +62,21 @@ func (g *globals) logger() (zerolog.Logger, error) {
 // appCommand completes c as a command that works on a config and its
 // database: --config, --database-url and --source, and a RunE that opens the
 // app, runs run with it and closes it. Checks that need no database go in
-// c.PreRunE, so that bad usage opens nothing.
+// c.PreRunE (after the one of f.sourceRequired), so that bad usage opens
+// nothing.
 func appCommand(g *globals, f *appFlags, c *cobra.Command, run func(context.Context, *app) error) *cobra.Command {
 	f.register(c, true)
+	if check := c.PreRunE; f.sourceRequired {
+		c.PreRunE = func(cmd *cobra.Command, args []string) error {
+			if f.source == "" {
+				return usagef("--source is required")
+			}
+			if check == nil {
+				return nil
+			}
+			return check(cmd, args)
+		}
+	}
 	return withOpened(c, func(ctx context.Context) (*app, error) { return newApp(ctx, g, f) }, run)
 }
 
@@ -77,14 +91,6 @@ func withOpened[T interface{ Close() }](c *cobra.Command, open func(context.Cont
 		return run(cmd.Context(), v)
 	}
 	return c
-}
-
-// requireSource is the usage check of the commands that need --source.
-func requireSource(source string) error {
-	if source == "" {
-		return usagef("--source is required")
-	}
-	return nil
 }
 
 // newApp loads the config (required) and connects to the database.

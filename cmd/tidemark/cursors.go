@@ -228,14 +228,10 @@ func newCursorCmd(g *globals) *cobra.Command {
 	set.Flags().StringVar(&to, "to", "", "new high water, RFC 3339")
 	set.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 
-	var rf appFlags
+	rf := appFlags{sourceRequired: true}
 	var rresource string
 	var ryes bool
-	reset := appCommand(g, &rf, &cobra.Command{
-		Use:     "reset",
-		Short:   "Forget a cursor: the next pass lists everything again",
-		PreRunE: func(*cobra.Command, []string) error { return requireSource(rf.source) },
-	}, func(ctx context.Context, a *app) error {
+	reset := appCommand(g, &rf, &cobra.Command{Use: "reset", Short: "Forget a cursor: the next pass lists everything again"}, func(ctx context.Context, a *app) error {
 		sc, _ := a.Config.Source(rf.source)
 		rs := sc.Resources
 		if rresource != "" {

@@ -337,16 +337,7 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	ticking := make(chan struct{})
 	go func() {
 		defer close(ticking)
-		tk := time.NewTicker(clockifyTick)
-		defer tk.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tk.C:
-				clock.Advance(clockifyStep)
-			}
-		}
+		every(ctx, clockifyTick, func() { clock.Advance(clockifyStep) })
 	}()
 	t.Cleanup(func() { cancel(); <-ticking })
 	e.vars = append(e.vars, "CK_TOKEN="+ck.Token())
@@ -496,9 +487,7 @@ func TestE2EProvidersChurnConverges(t *testing.T) {
 		stop := fs.churn()
 		time.Sleep(5 * time.Second)
 		e.settleConverged(fs, stop)
-		if !d.running() {
-			t.Fatal("the daemon exited")
-		}
+		d.requireRunning(t)
 		noDuplicates(t, e.pool)
 	})
 }
@@ -520,9 +509,7 @@ func TestE2EProvidersKill9(t *testing.T) {
 		e.settleConverged(fs, stop)
 		s.check(t)
 		noDuplicates(t, e.pool)
-		if !d.running() {
-			t.Fatal("the daemon exited")
-		}
+		d.requireRunning(t)
 	})
 }
 
@@ -594,9 +581,7 @@ func TestE2EProvidersBackfillBesideDaemon(t *testing.T) {
 		if n != 2 {
 			t.Errorf("%d successful backfill runs recorded, want 2", n)
 		}
-		if !d.running() {
-			t.Fatal("the daemon exited")
-		}
+		d.requireRunning(t)
 	})
 }
 
@@ -651,9 +636,7 @@ func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
 	stop := runChurn(ch.Run)
 	time.Sleep(5 * time.Second)
 	e.settleConverged(fs, stop)
-	if !d.running() {
-		t.Fatal("the daemon exited")
-	}
+	d.requireRunning(t)
 	counts := ch.Counts()
 	t.Logf("churn: %+v", counts)
 	var users, tombstones int
@@ -692,9 +675,7 @@ const feedUnusable = "clockify change feed unusable"
 // that the users' zones dated the entries, and returns the daemon's log.
 func ckMirrorChecks(t *testing.T, e *env, d *proc) string {
 	t.Helper()
-	if !d.running() {
-		t.Fatal("the daemon exited")
-	}
+	d.requireRunning(t)
 	noDuplicates(t, e.pool)
 	var tombstones int
 	var zones []string
@@ -852,9 +833,7 @@ func TestE2EEventsKill9(t *testing.T) {
 	if !strings.Contains(out, "e2e") || !strings.Contains(out, "active") {
 		t.Fatalf("consumers: %q", out)
 	}
-	if !d.running() {
-		t.Fatal("the daemon exited")
-	}
+	d.requireRunning(t)
 }
 
 func countEvents(t *testing.T, e *env) int {
@@ -1041,9 +1020,7 @@ change_feed:
 			t.Errorf("/metrics lacks %s", m)
 		}
 	}
-	if !d.running() {
-		t.Fatal("the daemon exited")
-	}
+	d.requireRunning(t)
 }
 
 // Two `tidemark run` processes on one database share four sources, and

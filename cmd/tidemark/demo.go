@@ -21,7 +21,7 @@ import (
 )
 
 func newDemoCmd(g *globals) *cobra.Command {
-	var every time.Duration
+	var interval time.Duration
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the whole system on this machine: a simulated tracker, a real Postgres, the daemon",
@@ -31,23 +31,21 @@ PostgreSQL from the local server binaries, migrates it, and runs the daemon
 with configs/simulated.yaml. Every few seconds it prints the cursors, the row
 counts and a mirror-versus-source check. Ctrl-C stops it and removes the
 throwaway database.`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, sigs, stop := ownSignals(cmd.Context())
-			defer stop()
-			// The status printed every few seconds is what a newcomer should
-			// read; the daemon's info lines would bury it (--log-level info
-			// brings them back).
-			if !cmd.Flags().Changed("log-level") {
-				g.logLevel = "warn"
-			}
-			return runDemo(ctx, g, every, sigs)
-		},
 	}
-	c.Flags().DurationVar(&every, "every", 5*time.Second, "how often to print the status")
+	untilSignal(c, func(ctx context.Context, sigs <-chan os.Signal) error {
+		// The status printed every few seconds is what a newcomer should
+		// read; the daemon's info lines would bury it (--log-level info
+		// brings them back).
+		if !c.Flags().Changed("log-level") {
+			g.logLevel = "warn"
+		}
+		return runDemo(ctx, g, interval, sigs)
+	})
+	c.Flags().DurationVar(&interval, "every", 5*time.Second, "how often to print the status")
 	return c
 }
 
-func runDemo(ctx context.Context, g *globals, every time.Duration, sigs <-chan os.Signal) error {
+func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-chan os.Signal) error {
 	log, err := g.logger()
 	if err != nil {
 		return err
@@ -101,18 +99,7 @@ func runDemo(ctx context.Context, g *globals, every time.Duration, sigs <-chan o
 
 	screen := isTerminal(g.stdout)
 	return a.RunDaemon(ctx, listen, sigs, exitFailed, func(p *poller.Poller) {
-		go func() {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					printDemoStatus(ctx, g, a, screen)
-				}
-			}
-		}()
+		go every(ctx, interval, func() { printDemoStatus(ctx, g, a, screen) })
 	})
 }
 

@@ -267,6 +267,14 @@ func (p *proc) running() bool {
 	}
 }
 
+// requireRunning fails the test when the daemon has exited.
+func (p *proc) requireRunning(t testing.TB) {
+	t.Helper()
+	if !p.running() {
+		t.Fatal("the daemon exited")
+	}
+}
+
 // wait waits for the process to exit and returns its exit code (-1 when a
 // signal killed it); exited is false when it still runs after d.
 func (p *proc) wait(d time.Duration) (code int, exited bool) {
@@ -355,6 +363,14 @@ func (e *env) waitConverged(tr *simulated.Tracker, src string, within time.Durat
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// convergedAfterChurn waits for src to be in sync after the churn stopped,
+// and logs how long it took.
+func (e *env) convergedAfterChurn(tr *simulated.Tracker, src string) {
+	e.t.Helper()
+	took := e.waitConverged(tr, src, 30*time.Second, inSync)
+	e.t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
 }
 
 // ---- the regression sampler --------------------------------------------------
@@ -510,11 +526,8 @@ func TestE2EChurnConverges(t *testing.T) {
 	stop := churn(tr, 100*time.Millisecond, 5)
 	time.Sleep(6 * time.Second)
 	stop()
-	took := e.waitConverged(tr, "acme", 30*time.Second, inSync)
-	t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
-	if !d.running() {
-		t.Fatal("the daemon exited")
-	}
+	e.convergedAfterChurn(tr, "acme")
+	d.requireRunning(t)
 	noDuplicates(t, e.pool)
 
 	// The daemon owns the source: a manual sync would spend a second rate
@@ -540,8 +553,7 @@ func TestE2EKill9(t *testing.T) {
 	d := e.daemon(cfg)
 	time.Sleep(2 * time.Second)
 	stop()
-	took := e.waitConverged(tr, "acme", 30*time.Second, inSync)
-	t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
+	e.convergedAfterChurn(tr, "acme")
 	s.check(t)
 	noDuplicates(t, e.pool)
 
@@ -558,9 +570,7 @@ func TestE2EKill9(t *testing.T) {
 		t.Errorf("sync_runs: %d runs of killed processes still running", left)
 	}
 	t.Logf("sync_runs: %d runs abandoned by killed processes", abandoned)
-	if !d.running() {
-		t.Fatal("the daemon exited")
-	}
+	d.requireRunning(t)
 }
 
 // ---- 3. a source clock behind ours --------------------------------------------
@@ -650,9 +660,7 @@ func TestE2EBackfillBesideDaemon(t *testing.T) {
 	if n == 0 {
 		t.Error("no successful backfill run recorded")
 	}
-	if !d.running() {
-		t.Fatal("the daemon exited")
-	}
+	d.requireRunning(t)
 }
 
 // ---- 6. malformed pages ------------------------------------------------------
@@ -1071,9 +1079,7 @@ func TestE2EOutageAnd401(t *testing.T) {
 	stop()
 	took := e.waitConverged(good, "good", 45*time.Second, inSync)
 	t.Logf("%d requests answered 500; converged %s after the churn stopped", n500, took.Round(time.Millisecond))
-	if !d.running() {
-		t.Fatal("the daemon exited")
-	}
+	d.requireRunning(t)
 
 	// A back-off may end between two looks (the next tick then fails
 	// again and backs off longer): look until one look sees it all.

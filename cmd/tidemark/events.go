@@ -92,30 +92,37 @@ func newEventsTailCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func newEventsConsumersCmd(g *globals) *cobra.Command {
+// poolListCommand completes c as a command that lists rows from the
+// database: a table with header and cells, or with --json a JSON array.
+func poolListCommand[T any](g *globals, c *cobra.Command, list func(context.Context, *pgxpool.Pool) ([]T, error),
+	header string, cells func(T) []any) *cobra.Command {
 	var f dbFlags
 	var asJSON bool
-	c := f.poolCommand(&cobra.Command{Use: "consumers", Short: "List the consumers: position, pending events, position age, status"},
-		func(ctx context.Context, pool *pgxpool.Pool) error {
-			cs, err := events.Consumers(ctx, pool)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, cs)
-			}
-			return printTable(g.stdout, "CONSUMER\tPOSITION\tPENDING\tPOSITION_AGE\tSTATUS", cs, func(s events.ConsumerStatus) []any {
-				status := s.Status
-				if s.Behind {
-					status = "behind the retention horizon: resynchronize from the mirror tables, then `tidemark events reset --consumer " + s.Name + " --yes`"
-				} else if s.Note != "" {
-					status += ": " + s.Note
-				}
-				return []any{s.Name, s.Position, s.Pending, s.Age.Round(time.Second), status}
-			})
-		})
+	f.poolCommand(c, func(ctx context.Context, pool *pgxpool.Pool) error {
+		rows, err := list(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(g.stdout, rows)
+		}
+		return printTable(g.stdout, header, rows, cells)
+	})
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+func newEventsConsumersCmd(g *globals) *cobra.Command {
+	return poolListCommand(g, &cobra.Command{Use: "consumers", Short: "List the consumers: position, pending events, position age, status"},
+		events.Consumers, "CONSUMER\tPOSITION\tPENDING\tPOSITION_AGE\tSTATUS", func(s events.ConsumerStatus) []any {
+			status := s.Status
+			if s.Behind {
+				status = "behind the retention horizon: resynchronize from the mirror tables, then `tidemark events reset --consumer " + s.Name + " --yes`"
+			} else if s.Note != "" {
+				status += ": " + s.Note
+			}
+			return []any{s.Name, s.Position, s.Pending, s.Age.Round(time.Second), status}
+		})
 }
 
 func newEventsResetCmd(g *globals) *cobra.Command {
@@ -148,31 +155,23 @@ func newEventsResetCmd(g *globals) *cobra.Command {
 }
 
 func newEventsDeliveriesCmd(g *globals) *cobra.Command {
-	var f dbFlags
 	var name string
-	var all, asJSON bool
+	var all bool
 	var limit int
-	c := f.poolCommand(&cobra.Command{Use: "deliveries", Short: "List webhook deliveries: the dead letters (default) or all of them, newest first"},
-		func(ctx context.Context, pool *pgxpool.Pool) error {
-			ds, err := events.Deliveries(ctx, pool, events.DeliveriesParams{Consumer: name, DeadOnly: !all, Limit: limit})
-			if err != nil {
-				return err
+	list := func(ctx context.Context, pool *pgxpool.Pool) ([]events.Delivery, error) {
+		return events.Deliveries(ctx, pool, events.DeliveriesParams{Consumer: name, DeadOnly: !all, Limit: limit})
+	}
+	c := poolListCommand(g, &cobra.Command{Use: "deliveries", Short: "List webhook deliveries: the dead letters (default) or all of them, newest first"},
+		list, "JOB\tCONSUMER\tEVENT_ID\tSEQ\tSTATE\tATTEMPTS\tCREATED\tLAST_ERROR", func(d events.Delivery) []any {
+			state := d.State
+			if d.Dead() {
+				state += " (dead)"
 			}
-			if asJSON {
-				return writeJSON(g.stdout, ds)
-			}
-			return printTable(g.stdout, "JOB\tCONSUMER\tEVENT_ID\tSEQ\tSTATE\tATTEMPTS\tCREATED\tLAST_ERROR", ds, func(d events.Delivery) []any {
-				state := d.State
-				if d.Dead() {
-					state += " (dead)"
-				}
-				return []any{d.JobID, d.Consumer, d.EventID, d.Seq, state, d.Attempts, d.CreatedAt.UTC().Format(time.RFC3339), d.LastError}
-			})
+			return []any{d.JobID, d.Consumer, d.EventID, d.Seq, state, d.Attempts, d.CreatedAt.UTC().Format(time.RFC3339), d.LastError}
 		})
 	c.Flags().StringVar(&name, "consumer", "", "only this consumer")
 	c.Flags().BoolVar(&all, "all", false, "every delivery, not only the dead letters")
 	c.Flags().IntVar(&limit, "limit", 100, "how many")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"runtime"
 	"time"
 
@@ -66,12 +67,8 @@ func newSimulateCmd(g *globals) *cobra.Command {
 	var p simulated.Params
 	var every time.Duration
 	var perTick int
-	c := &cobra.Command{
-		Use:   "simulate",
-		Short: "Serve the simulated tracker (Harvest dialect) on an address, for a fleet to poll",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, sigs, stop := ownSignals(cmd.Context())
-			defer stop()
+	c := untilSignal(&cobra.Command{Use: "simulate", Short: "Serve the simulated tracker (Harvest dialect) on an address, for a fleet to poll"},
+		func(ctx context.Context, sigs <-chan os.Signal) error {
 			tr, err := simulated.New(p)
 			if err != nil {
 				return usageError{err}
@@ -94,8 +91,7 @@ func newSimulateCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "simulated tracker on http://%s/v2 (account_id %s, token %s)\n", l.Addr(), tr.AccountID(), tr.Token())
 			<-sigs
 			return nil
-		},
-	}
+		})
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve the tracker on")
 	c.Flags().Int64Var(&p.Seed, "seed", 42, "same seed, same agency")
 	c.Flags().IntVar(&p.Users, "users", 20, "users of the agency")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -12,13 +13,8 @@ import (
 func newRunCmd(g *globals) *cobra.Command {
 	var f appFlags
 	var listen string
-	c := &cobra.Command{
-		Use:   "run",
-		Short: "Run the daemon: scheduled passes for every source until SIGINT/SIGTERM",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, sigs, stop := ownSignals(cmd.Context())
-			defer stop()
-
+	c := untilSignal(&cobra.Command{Use: "run", Short: "Run the daemon: scheduled passes for every source until SIGINT/SIGTERM"},
+		func(ctx context.Context, sigs <-chan os.Signal) error {
 			a, err := newApp(ctx, g, &f)
 			if err != nil {
 				return err
@@ -28,11 +24,36 @@ func newRunCmd(g *globals) *cobra.Command {
 				listen = a.Config.Listen
 			}
 			return a.RunDaemon(ctx, listen, sigs, exitFailed, nil)
-		},
-	}
+		})
 	f.register(c, false)
 	c.Flags().StringVar(&listen, "listen", "", "serve /healthz, /readyz and /metrics on this address (default: the config's listen)")
 	return c
+}
+
+// untilSignal sets c's RunE for a command that runs until a signal and
+// handles the signals itself (ownSignals): run gets the detached context and
+// the signals.
+func untilSignal(c *cobra.Command, run func(ctx context.Context, sigs <-chan os.Signal) error) *cobra.Command {
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, sigs, stop := ownSignals(cmd.Context())
+		defer stop()
+		return run(ctx, sigs)
+	}
+	return c
+}
+
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }
 
 // ownSignals detaches ctx from the root's signal handling so that the

@@ -32,17 +32,13 @@ func parseResources(rs []string) ([]clients.Resource, error) {
 }
 
 func newSyncCmd(g *globals) *cobra.Command {
-	var f appFlags
+	f := appFlags{sourceRequired: true}
 	var resources []string
 	var rs []clients.Resource
 	c := appCommand(g, &f, &cobra.Command{
 		Use:   "sync",
 		Short: "Run one incremental pass of a source now",
-		PreRunE: func(*cobra.Command, []string) error {
-			if err := requireSource(f.source); err != nil {
-				return err
-			}
-			var err error
+		PreRunE: func(*cobra.Command, []string) (err error) {
 			rs, err = parseResources(resources)
 			return err
 		},
@@ -74,7 +70,7 @@ func newSyncCmd(g *globals) *cobra.Command {
 }
 
 func newBackfillCmd(g *globals) *cobra.Command {
-	var f appFlags
+	f := appFlags{sourceRequired: true}
 	var from, to, resource string
 	var windowDays int
 	var bp poller.BackfillParams
@@ -83,9 +79,6 @@ func newBackfillCmd(g *globals) *cobra.Command {
 		Use:   "backfill",
 		Short: "List a spent-date range window by window (resumable; never moves the cursor)",
 		PreRunE: func(*cobra.Command, []string) error {
-			if err := requireSource(f.source); err != nil {
-				return err
-			}
 			fd, err := clients.ParseDate(from)
 			if err != nil {
 				return usagef("--from: %v", err)
