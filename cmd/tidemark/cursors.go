@@ -186,16 +186,19 @@ func fenceOf(held *lease.Lease) func(context.Context, pgx.Tx) error {
 }
 
 func newCursorCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "cursor", Short: "Operator repair of a cursor: set or reset (recorded in sync_runs)"}
-	var sf appFlags
+	return group("cursor", "Operator repair of a cursor: set or reset (recorded in sync_runs)", newCursorSetCmd(g), newCursorResetCmd(g))
+}
+
+func newCursorSetCmd(g *globals) *cobra.Command {
+	var f appFlags
 	var resource, to string
 	var t time.Time
 	var yes bool
-	set := appCommand(g, &sf, &cobra.Command{
+	c := appCommand(g, &f, &cobra.Command{
 		Use:   "set",
 		Short: "Move a cursor to a time (even backward); the next pass starts there minus the overlap",
 		PreRunE: func(*cobra.Command, []string) error {
-			if sf.source == "" || resource == "" || to == "" {
+			if f.source == "" || resource == "" || to == "" {
 				return usagef("--source, --resource and --to are required")
 			}
 			if _, err := schema.Parse(resource); err != nil {
@@ -208,59 +211,61 @@ func newCursorCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}, func(ctx context.Context, a *app) error {
-		if err := confirm(g, yes, os.Stdin, fmt.Sprintf("set cursor %s/%s to %s", sf.source, resource, t.UTC().Format(time.RFC3339))); err != nil {
+		if err := confirm(g, yes, os.Stdin, fmt.Sprintf("set cursor %s/%s to %s", f.source, resource, t.UTC().Format(time.RFC3339))); err != nil {
 			return err
 		}
-		held, release, err := lockPasses(ctx, a, sf.source)
+		held, release, err := lockPasses(ctx, a, f.source)
 		if err != nil {
 			return err
 		}
 		defer release()
-		prev, err := cursor.New(a.Pool).Set(ctx, cursor.SetParams{Source: sf.source, Resource: resource, To: t,
+		prev, err := cursor.New(a.Pool).Set(ctx, cursor.SetParams{Source: f.source, Resource: resource, To: t,
 			Actor: actor(), Fence: fenceOf(held)})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> %s\n", sf.source, resource, fmtTime(prev.HighWater), fmtTime(t))
+		fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> %s\n", f.source, resource, fmtTime(prev.HighWater), fmtTime(t))
 		return nil
 	})
-	set.Flags().StringVar(&resource, "resource", "", "resource")
-	set.Flags().StringVar(&to, "to", "", "new high water, RFC 3339")
-	set.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	c.Flags().StringVar(&resource, "resource", "", "resource")
+	c.Flags().StringVar(&to, "to", "", "new high water, RFC 3339")
+	c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	return c
+}
 
-	rf := appFlags{sourceRequired: true}
-	var rresource string
-	var ryes bool
-	reset := appCommand(g, &rf, &cobra.Command{Use: "reset", Short: "Forget a cursor: the next pass lists everything again"}, func(ctx context.Context, a *app) error {
-		sc, _ := a.Config.Source(rf.source)
+func newCursorResetCmd(g *globals) *cobra.Command {
+	f := appFlags{sourceRequired: true}
+	var resource string
+	var yes bool
+	c := appCommand(g, &f, &cobra.Command{Use: "reset", Short: "Forget a cursor: the next pass lists everything again"}, func(ctx context.Context, a *app) error {
+		sc, _ := a.Config.Source(f.source)
 		rs := sc.Resources
-		if rresource != "" {
-			if _, err := schema.Parse(rresource); err != nil {
+		if resource != "" {
+			if _, err := schema.Parse(resource); err != nil {
 				return usagef("--resource: %v", err)
 			}
-			rs = []string{rresource}
+			rs = []string{resource}
 		}
-		if err := confirm(g, ryes, os.Stdin, fmt.Sprintf("reset cursors of %s: %s", rf.source, strings.Join(rs, ", "))); err != nil {
+		if err := confirm(g, yes, os.Stdin, fmt.Sprintf("reset cursors of %s: %s", f.source, strings.Join(rs, ", "))); err != nil {
 			return err
 		}
-		held, release, err := lockPasses(ctx, a, rf.source)
+		held, release, err := lockPasses(ctx, a, f.source)
 		if err != nil {
 			return err
 		}
 		defer release()
 		for _, r := range rs {
-			prev, err := cursor.New(a.Pool).Reset(ctx, cursor.ResetParams{Source: rf.source, Resource: r,
+			prev, err := cursor.New(a.Pool).Reset(ctx, cursor.ResetParams{Source: f.source, Resource: r,
 				Actor: actor(), Fence: fenceOf(held)})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> never\n", rf.source, r, fmtTime(prev.HighWater))
+			fmt.Fprintf(g.stdout, "cursor %s/%s: %s -> never\n", f.source, r, fmtTime(prev.HighWater))
 		}
 		return nil
 	})
-	reset.Flags().StringVar(&rresource, "resource", "", "only this resource (default: all of the source's)")
-	reset.Flags().BoolVar(&ryes, "yes", false, "do not ask for confirmation")
-	c.AddCommand(set, reset)
+	c.Flags().StringVar(&resource, "resource", "", "only this resource (default: all of the source's)")
+	c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return c
 }
 

@@ -792,8 +792,7 @@ func TestE2EClockifyFeedUnavailableChurnConverges(t *testing.T) {
 func TestE2EEventsKill9(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tr := newTracker(t, simulated.Params{Seed: 13})
-	cfg := e.writeConfig(source{name: "acme", tr: tr, reconcile: true, events: true})
+	tr, cfg := e.acme(simulated.Params{Seed: 13}, source{reconcile: true, events: true})
 	stop := churn(tr, 100*time.Millisecond, 5)
 	defer stop()
 	e.killDaemons(cfg, 4, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13)), 50*time.Millisecond, 751*time.Millisecond)

@@ -122,8 +122,7 @@ sources:
 func TestDoctorChecksEverything(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tr := newTracker(t, simulated.Params{Seed: 3})
-	cfg := e.writeConfig(source{name: "acme", tr: tr})
+	tr, cfg := e.acme(simulated.Params{Seed: 3}, source{})
 	out, errOut, code := e.cli("doctor", "--config", cfg)
 	out = flat(out)
 	if code != 0 || !strings.Contains(out, "all is well") {

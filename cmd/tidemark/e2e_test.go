@@ -139,6 +139,14 @@ type source struct {
 	events    bool // events: on (issue 13)
 }
 
+// acme starts a simulated tracker with p and writes a config whose one
+// source, "acme", polls it with s's options; it returns both.
+func (e *env) acme(p simulated.Params, s source) (*simulated.Tracker, string) {
+	e.t.Helper()
+	s.name, s.tr = "acme", newTracker(e.t, p)
+	return s.tr, e.writeConfig(s)
+}
+
 // writeConfig writes a config for srcs and returns its path. Tokens are
 // ${VAR} references; the variables are set on every process started.
 func (e *env) writeConfig(srcs ...source) string {
@@ -520,8 +528,7 @@ func noDuplicates(t *testing.T, pool *pgxpool.Pool) {
 func TestE2EChurnConverges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tr := newTracker(t, simulated.Params{Seed: 1})
-	cfg := e.writeConfig(source{name: "acme", tr: tr, reconcile: true})
+	tr, cfg := e.acme(simulated.Params{Seed: 1}, source{reconcile: true})
 	d := e.daemon(cfg)
 	stop := churn(tr, 100*time.Millisecond, 5)
 	time.Sleep(6 * time.Second)
@@ -543,8 +550,7 @@ func TestE2EChurnConverges(t *testing.T) {
 func TestE2EKill9(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tr := newTracker(t, simulated.Params{Seed: 2})
-	cfg := e.writeConfig(source{name: "acme", tr: tr, reconcile: true})
+	tr, cfg := e.acme(simulated.Params{Seed: 2}, source{reconcile: true})
 	s := startSampler(t, e.pool, "acme")
 	stop := churn(tr, 100*time.Millisecond, 5)
 	defer stop()
@@ -580,8 +586,7 @@ func TestE2ESourceClockBehind(t *testing.T) {
 	e := newEnv(t)
 	// The source's clock runs 5 minutes behind ours, more than the overlap:
 	// a cursor taken from our clock would skip every record written since.
-	tr := newTracker(t, simulated.Params{Seed: 3, Skew: -5 * time.Minute})
-	cfg := e.writeConfig(source{name: "acme", tr: tr, overlap: "2m"})
+	tr, cfg := e.acme(simulated.Params{Seed: 3, Skew: -5 * time.Minute}, source{overlap: "2m"})
 	e.daemon(cfg)
 	stop := churn(tr, 100*time.Millisecond, 5)
 	time.Sleep(5 * time.Second)
@@ -607,8 +612,7 @@ func TestE2ELateVisibleWrites(t *testing.T) {
 	// Writes become visible 3 s after their updated_at; the 10 s overlap
 	// covers that.
 	const delay = 3 * time.Second
-	tr := newTracker(t, simulated.Params{Seed: 4, VisibilityDelay: delay})
-	cfg := e.writeConfig(source{name: "acme", tr: tr, overlap: "10s", reconcile: true})
+	tr, cfg := e.acme(simulated.Params{Seed: 4, VisibilityDelay: delay}, source{overlap: "10s", reconcile: true})
 	e.daemon(cfg)
 	stop := churn(tr, 100*time.Millisecond, 5)
 	time.Sleep(5 * time.Second)
@@ -625,8 +629,7 @@ func TestE2ELateVisibleWrites(t *testing.T) {
 func TestE2EBackfillBesideDaemon(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tr := newTracker(t, simulated.Params{Seed: 5})
-	cfg := e.writeConfig(source{name: "acme", tr: tr, reconcile: true})
+	tr, cfg := e.acme(simulated.Params{Seed: 5}, source{reconcile: true})
 	s := startSampler(t, e.pool, "acme")
 	d := e.daemon(cfg)
 	stop := churn(tr, 100*time.Millisecond, 5)
@@ -691,8 +694,7 @@ func TestE2EMalformedPage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			tr := newTracker(t, simulated.Params{Seed: 6})
-			cfg := e.writeConfig(source{name: "acme", tr: tr})
+			tr, cfg := e.acme(simulated.Params{Seed: 6}, source{})
 			if out, errs, code := e.cli("sync", "--config", cfg, "--source", "acme"); code != 0 {
 				t.Fatalf("first sync exited %d\n%s%s", code, out, errs)
 			}
@@ -776,8 +778,7 @@ func rfc3339(t *testing.T, obj map[string]any, key string) time.Time {
 func TestE2ECLI(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tr := newTracker(t, simulated.Params{Seed: 7})
-	cfg := e.writeConfig(source{name: "acme", tr: tr})
+	tr, cfg := e.acme(simulated.Params{Seed: 7}, source{})
 	out, errs, code := e.cli("sync", "--config", cfg, "--source", "acme")
 	if code != 0 {
 		t.Fatalf("sync exited %d\n%s%s", code, out, errs)
@@ -935,8 +936,7 @@ func TestE2ECLI(t *testing.T) {
 func TestE2ERequestTimeout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tr := newTracker(t, simulated.Params{Seed: 8})
-	cfg := e.writeConfig(source{name: "acme", tr: tr, timeout: "300ms"})
+	tr, cfg := e.acme(simulated.Params{Seed: 8}, source{timeout: "300ms"})
 	tr.Server().SlowNext(100, 5*time.Second)
 	start := time.Now()
 	_, errs, code := e.cli("sync", "--config", cfg, "--source", "acme", "--resource", "clients")
@@ -971,8 +971,7 @@ func (e *env) waitLockWait(within time.Duration) {
 // edits the source so that the next pass blocks on its first page.
 func blockedDaemon(t *testing.T, seed int64) (*env, *proc, *simulated.Tracker, string, func()) {
 	e := newEnv(t)
-	tr := newTracker(t, simulated.Params{Seed: seed})
-	cfg := e.writeConfig(source{name: "acme", tr: tr})
+	tr, cfg := e.acme(simulated.Params{Seed: seed}, source{})
 	d := e.daemon(cfg)
 	e.waitConverged(tr, "acme", 20*time.Second, nothingLost)
 	ctx := context.Background()

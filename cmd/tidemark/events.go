@@ -17,13 +17,8 @@ import (
 
 // newEventsCmd is `tidemark events …`: the change feed (issue 13).
 func newEventsCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "events",
-		Short: "The change feed: tail it as a consumer, list consumers and webhook deliveries, redrive dead letters",
-	}
-	c.AddCommand(newEventsTailCmd(g), newEventsConsumersCmd(g), newEventsResetCmd(g),
-		newEventsDeliveriesCmd(g), newEventsRedriveCmd(g))
-	return c
+	return group("events", "The change feed: tail it as a consumer, list consumers and webhook deliveries, redrive dead letters",
+		newEventsTailCmd(g), newEventsConsumersCmd(g), newEventsResetCmd(g), newEventsDeliveriesCmd(g), newEventsRedriveCmd(g))
 }
 
 func requireConsumer(name string) error {

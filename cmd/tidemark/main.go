@@ -114,6 +114,13 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
+// group is a command that only holds subcommands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short}
+	c.AddCommand(subs...)
+	return c
+}
+
 // wrapArgs turns positional-argument errors into usage errors.
 func wrapArgs(a cobra.PositionalArgs) cobra.PositionalArgs {
 	if a == nil {

@@ -18,12 +18,8 @@ import (
 
 // newWebhooksCmd is `tidemark webhooks register|status|conflicts` (issue 14).
 func newWebhooksCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "webhooks",
-		Short: "Provider webhooks: register the subscriptions, show their state and the conflicts",
-	}
-	c.AddCommand(newWebhooksRegisterCmd(g), newWebhooksStatusCmd(g), newWebhooksConflictsCmd(g))
-	return c
+	return group("webhooks", "Provider webhooks: register the subscriptions, show their state and the conflicts",
+		newWebhooksRegisterCmd(g), newWebhooksStatusCmd(g), newWebhooksConflictsCmd(g))
 }
 
 func registerParams(a *app, s *config.Source, callback string, seal *webhooks.Sealer) webhooks.RegisterParams {
