@@ -766,11 +766,7 @@ func TestE2EClockifyFeedUnavailableChurnConverges(t *testing.T) {
 		t.Error("the fallback's reason does not name the 404")
 	}
 	// cursors, another process, shows how time entries are read now.
-	out, errs, code := e.cli("cursors", "--config", fs.cfg, "--json")
-	if code != 0 {
-		t.Fatalf("cursors exited %d\n%s", code, errs)
-	}
-	for _, c := range decodeJSON[[]map[string]any](t, out) {
+	for _, c := range cliJSON[[]map[string]any](t, e, "cursors", "--config", fs.cfg, "--json") {
 		mode, _ := c["read_mode"].(string)
 		if c["resource"] == "time_entries" && !strings.Contains(mode, "listing: the feed answers 404") {
 			t.Errorf("cursors --json read_mode %q, want the fallback with its reason", mode)
@@ -1032,17 +1028,10 @@ func TestE2EFleetSharesAndCursorsShowOwners(t *testing.T) {
 	cfg := e.writeConfig(source{name: "s1", tr: tr}, source{name: "s2", tr: tr}, source{name: "s3", tr: tr}, source{name: "s4", tr: tr})
 	a, b := e.daemon(cfg), e.daemon(cfg)
 	owners := func() map[string]string {
-		out, errOut, code := e.cli("cursors", "--config", cfg, "--json")
-		if code != 0 {
-			t.Fatalf("cursors: exit %d: %s", code, errOut)
-		}
-		var rows []struct {
+		rows := cliJSON[[]struct {
 			Source string `json:"source"`
 			Owner  string `json:"owner"`
-		}
-		if err := json.Unmarshal([]byte(out), &rows); err != nil {
-			t.Fatal(err)
-		}
+		}](t, e, "cursors", "--config", cfg, "--json")
 		m := map[string]string{}
 		for _, r := range rows {
 			m[r.Source] = r.Owner

@@ -753,6 +753,17 @@ func lastLine(s string) string {
 
 // ---- 7. the CLI's contracts ---------------------------------------------------
 
+// cliJSON runs a tidemark command that prints JSON, fails the test unless
+// it exits 0, and decodes what it printed.
+func cliJSON[T any](t *testing.T, e *env, args ...string) T {
+	t.Helper()
+	out, errs, code := e.cli(args...)
+	if code != 0 {
+		t.Fatalf("%s exited %d\n%s", strings.Join(args, " "), code, errs)
+	}
+	return decodeJSON[T](t, out)
+}
+
 func decodeJSON[T any](t *testing.T, s string) T {
 	t.Helper()
 	var v T
@@ -789,12 +800,8 @@ func TestE2ECLI(t *testing.T) {
 
 	cursorsJSON := func() map[string]map[string]any {
 		t.Helper()
-		out, errs, code := e.cli("cursors", "--config", cfg, "--json")
-		if code != 0 {
-			t.Fatalf("cursors --json exited %d\n%s", code, errs)
-		}
 		byRes := map[string]map[string]any{}
-		for _, c := range decodeJSON[[]map[string]any](t, out) {
+		for _, c := range cliJSON[[]map[string]any](t, e, "cursors", "--config", cfg, "--json") {
 			byRes[c["resource"].(string)] = c
 		}
 		return byRes
@@ -835,11 +842,7 @@ func TestE2ECLI(t *testing.T) {
 	})
 
 	t.Run("runs --json", func(t *testing.T) {
-		out, errs, code := e.cli("runs", "--config", cfg, "--json")
-		if code != 0 {
-			t.Fatalf("runs --json exited %d\n%s", code, errs)
-		}
-		runs := decodeJSON[[]map[string]any](t, out)
+		runs := cliJSON[[]map[string]any](t, e, "runs", "--config", cfg, "--json")
 		if len(runs) != len(harvest.Resources) {
 			t.Fatalf("%d runs, want %d", len(runs), len(harvest.Resources))
 		}
