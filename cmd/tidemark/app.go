@@ -66,7 +66,8 @@ func (g *globals) logger() (zerolog.Logger, error) {
 // nothing.
 func appCommand(g *globals, f *appFlags, c *cobra.Command, run func(context.Context, *app) error) *cobra.Command {
 	f.register(c, true)
-	if check := c.PreRunE; f.sourceRequired {
+	if f.sourceRequired {
+		check := c.PreRunE
 		c.PreRunE = func(cmd *cobra.Command, args []string) error {
 			if f.source == "" {
 				return usagef("--source is required")
