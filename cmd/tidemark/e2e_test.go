@@ -275,6 +275,15 @@ func (p *proc) running() bool {
 	}
 }
 
+// waitLog waits until the process's log holds s.
+func (p *proc) waitLog(t *testing.T, s string) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("%q in %s", s, p.log), func() bool {
+		b, _ := os.ReadFile(p.log)
+		return bytes.Contains(b, []byte(s))
+	})
+}
+
 // requireRunning fails the test when the daemon has exited.
 func (p *proc) requireRunning(t testing.TB) {
 	t.Helper()
@@ -634,7 +643,9 @@ func TestE2EBackfillBesideDaemon(t *testing.T) {
 	d := e.daemon(cfg)
 	stop := churn(tr, 100*time.Millisecond, 5)
 	defer stop()
-	time.Sleep(time.Second)
+	// The CLI must find the source owned (a fixed sleep lost the race to a
+	// slow daemon start on a loaded machine).
+	d.waitLog(t, "this daemon now owns the source")
 	today := clients.DateOf(tr.Now().UTC())
 	for range 2 {
 		out, errs, code := e.cli("backfill", "--config", cfg, "--source", "acme",
