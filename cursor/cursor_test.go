@@ -16,6 +16,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/upsert"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -868,7 +869,7 @@ func TestRunRoundTrip(t *testing.T) {
 		t.Fatalf("running backfill run: %+v", r2)
 	}
 
-	counts := cursor.Counts{Fetched: 100, Inserted: 40, Updated: 30, Unchanged: 20, Stale: 5, Ties: 3, Tombstoned: 2}
+	counts := cursor.Counts{Fetched: 100, Counts: upsert.Counts{Inserted: 40, Updated: 30, Unchanged: 20, Stale: 5, Ties: 3, Tombstoned: 2}}
 	tx := inTx(t, db)
 	err = cursor.FinishRun(ctx, tx, cursor.FinishRunParams{RunID: "r1", Status: cursor.StatusOK, Pages: 7, Counts: counts, HighWaterAfter: &hwAfter})
 	if err != nil {

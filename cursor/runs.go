@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/upsert"
 )
 
 // Kinds and statuses of sync_runs rows.
@@ -27,9 +28,17 @@ const (
 // AbandonedError is the error text AbandonRuns gives to runs left running.
 const AbandonedError = "abandoned (process ended)"
 
-// Counts are the outcomes of a pass, as upsert counts them.
+// Counts are the outcomes of a pass: the records fetched, and what upsert
+// made of them.
 type Counts struct {
-	Fetched, Inserted, Updated, Unchanged, Stale, Ties, Tombstoned int64
+	Fetched int64 `json:"fetched"`
+	upsert.Counts
+}
+
+// Add adds o to c.
+func (c *Counts) Add(o Counts) {
+	c.Fetched += o.Fetched
+	c.Counts.Add(o.Counts)
 }
 
 // Run is one row of sync_runs: a pass, or an operator's cursor change.
@@ -247,15 +256,14 @@ func (r *runRow) run() Run {
 		HighWaterBefore: utcPtr(r.hwBefore),
 		HighWaterAfter:  utcPtr(r.hwAfter),
 		Pages:           deref(r.pages),
-		Counts: Counts{
-			Fetched:    deref(r.fetched),
+		Counts: Counts{Fetched: deref(r.fetched), Counts: upsert.Counts{
 			Inserted:   deref(r.inserted),
 			Updated:    deref(r.updated),
 			Unchanged:  deref(r.unchanged),
 			Stale:      deref(r.stale),
 			Ties:       deref(r.ties),
 			Tombstoned: deref(r.tombstoned),
-		},
+		}},
 	}
 }
 

@@ -368,7 +368,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 		})
 		if l != nil {
 			res.Pages += l.pages
-			addCursorCounts(&total, l.counts)
+			total.Add(l.counts)
 		}
 		if err != nil {
 			runErr = fmt.Errorf("window %s..%s: %w", next, end, err)
@@ -422,16 +422,6 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 	p.metrics.Pass(s.Name(), string(bp.Resource), res.Kind, "ok", res.Took)
 	logCounts(log.Info(), res).Msg("backfill done")
 	return res, nil
-}
-
-func addCursorCounts(c *cursor.Counts, o cursor.Counts) {
-	c.Fetched += o.Fetched
-	c.Inserted += o.Inserted
-	c.Updated += o.Updated
-	c.Unchanged += o.Unchanged
-	c.Stale += o.Stale
-	c.Ties += o.Ties
-	c.Tombstoned += o.Tombstoned
 }
 
 // Reconcile finds deletions the source does not report: it re-lists a recent

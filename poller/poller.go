@@ -200,16 +200,6 @@ type listing struct {
 	seen       []string  // ids seen, when collecting (reconcile)
 }
 
-func addCounts(c *cursor.Counts, u upsert.Counts, fetched int) {
-	c.Fetched += int64(fetched)
-	c.Inserted += u.Inserted
-	c.Updated += u.Updated
-	c.Unchanged += u.Unchanged
-	c.Stale += u.Stale
-	c.Ties += u.Ties
-	c.Tombstoned += u.Tombstoned
-}
-
 // applyListing streams a listing into the database, each page in its own
 // transaction, committed as soon as the page is applied: no transaction stays
 // open across an HTTP request or a wait (DESIGN.md guarantee 10), so limiter
@@ -247,7 +237,7 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 		if err != nil {
 			return err
 		}
-		addCounts(&l.counts, uc, len(pg.Records))
+		l.counts.Add(cursor.Counts{Fetched: int64(len(pg.Records)), Counts: uc})
 		for i := range pg.Records {
 			if v := pg.Records[i].Version; v.After(l.maxVersion) {
 				l.maxVersion = v

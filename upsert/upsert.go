@@ -39,7 +39,14 @@ import (
 // (fetched later), judged against the version read just before the write.
 // Tombstoned counts deletion records written (part of Inserted or Updated);
 // the caller adds what TombstoneMissing returns.
-type Counts struct{ Inserted, Updated, Unchanged, Stale, Ties, Tombstoned int64 }
+type Counts struct {
+	Inserted   int64 `json:"inserted"`
+	Updated    int64 `json:"updated"`
+	Unchanged  int64 `json:"unchanged"`
+	Stale      int64 `json:"stale"`
+	Ties       int64 `json:"ties"`
+	Tombstoned int64 `json:"tombstoned"`
+}
 
 // Add adds o to c.
 func (c *Counts) Add(o Counts) {

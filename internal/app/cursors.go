@@ -51,16 +51,8 @@ type CursorRow struct {
 	LastWebhookAt *time.Time `json:"last_webhook_at,omitempty"`
 }
 
-// Counts is a run's counts with stable lower-case keys.
-type Counts struct {
-	Fetched    int64 `json:"fetched"`
-	Inserted   int64 `json:"inserted"`
-	Updated    int64 `json:"updated"`
-	Unchanged  int64 `json:"unchanged"`
-	Stale      int64 `json:"stale"`
-	Ties       int64 `json:"ties"`
-	Tombstoned int64 `json:"tombstoned"`
-}
+// Counts is a run's counts, with stable lower-case JSON keys.
+type Counts = cursor.Counts
 
 // CursorRows lists every configured (source, resource), then those the
 // database knows of sources no longer configured, with their cursor, last
@@ -133,7 +125,7 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 			started := r.StartedAt.UTC()
 			row.LastRunID, row.LastRunKind, row.LastRunStatus = r.RunID, r.Kind, r.Status
 			row.LastRunStartedAt, row.LastRunFinishedAt = &started, r.FinishedAt
-			row.LastRunError, row.LastRunCounts = r.Error, Counts(r.Counts)
+			row.LastRunError, row.LastRunCounts = r.Error, r.Counts
 		}
 		if sc != nil {
 			if sched, err := config.CronParser.Parse(sc.Schedule); err == nil {
