@@ -281,22 +281,15 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	return l, nil
 }
 
-// applyPage writes one page in a transaction of its own and commits it.
+// applyPage writes one page in a transaction of its own, which upsert opens
+// only when the page has something to write (a page of the overlap's
+// re-deliveries is one lookup).
 func (p *Poller) applyPage(ctx context.Context, s *Source, r clients.Resource, pg clients.Page) (upsert.Counts, error) {
-	source := s.Name()
 	c, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	tx, err := p.pool.Begin(c)
+	uc, err := upsert.Apply(c, p.pool, s.Name(), r, pg.Records, upsert.WithEvents(s.Events))
 	if err != nil {
-		return upsert.Counts{}, fmt.Errorf("begin page %d: %w", pg.Number, err)
-	}
-	defer tx.Rollback(ctx)
-	uc, err := upsert.Apply(c, tx, source, r, pg.Records, upsert.WithEvents(s.Events))
-	if err != nil {
-		return uc, fmt.Errorf("apply page %d of %s/%s: %w", pg.Number, source, r, err)
-	}
-	if err := tx.Commit(c); err != nil {
-		return uc, fmt.Errorf("commit page %d: %w", pg.Number, err)
+		return uc, fmt.Errorf("apply page %d of %s/%s: %w", pg.Number, s.Name(), r, err)
 	}
 	return uc, nil
 }

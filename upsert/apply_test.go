@@ -229,3 +229,37 @@ func countRows(t testing.TB, pool *pgxpool.Pool) int {
 	}
 	return n
 }
+
+// TestApplyOnAPool holds Apply handed a pool rather than a transaction: it
+// commits its own writes (and their events) before it returns, writes
+// nothing for a re-delivery, and leaves nothing of a page it refuses.
+func TestApplyOnAPool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.DB(t)
+	page := []clients.Record{entry(1, t0, t0, "a"), entry(2, t0, t0, "a")}
+	if c, err := Apply(ctx, pool, testSource, clients.TimeEntries, page, WithEvents(true)); err != nil || c.Inserted != 2 {
+		t.Fatalf("first delivery: %+v, %v", c, err)
+	}
+	before, ok := readRow(t, pool, "1")
+	if !ok {
+		t.Fatal("row 1 not committed")
+	}
+	if c, err := Apply(ctx, pool, testSource, clients.TimeEntries, page, WithEvents(true)); err != nil || c.Unchanged != 2 {
+		t.Fatalf("re-delivery: %+v, %v", c, err)
+	}
+	if after, _ := readRow(t, pool, "1"); after.Xmin != before.Xmin {
+		t.Errorf("re-delivery rewrote row 1 (xmin %d -> %d)", before.Xmin, after.Xmin)
+	}
+	newer := []clients.Record{entry(1, t0.Add(time.Second), t0.Add(time.Second), "b"), {ID: "3", Version: t0}}
+	if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, newer, WithEvents(true)); err == nil {
+		t.Fatal("a page with a record without raw was accepted")
+	}
+	if after, _ := readRow(t, pool, "1"); notes(entry(1, t0, t0, "a")) != *after.Notes {
+		t.Errorf("a refused page changed row 1: notes %q", *after.Notes)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("events = %d (%v), want the 2 of the first delivery", n, err)
+	}
+}

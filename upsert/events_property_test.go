@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,11 +85,17 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
+// directPages counts the pages applyEvents committed.
+var directPages atomic.Int64
+
 // applyEvents applies one page with events on and commits it, or rolls it
-// back after the write (a crash mid-page: nothing of it survives).
-func applyEvents(ctx context.Context, db interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, page []clients.Record, crash bool) (Counts, error) {
+// back after the write (a crash mid-page: nothing of it survives). A page
+// that commits goes through the pool itself every other time (Apply's own
+// transaction).
+func applyEvents(ctx context.Context, db DB, page []clients.Record, crash bool) (Counts, error) {
+	if !crash && directPages.Add(1)%2 == 0 {
+		return Apply(ctx, db, testSource, clients.TimeEntries, page, WithEvents(true))
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return Counts{}, err

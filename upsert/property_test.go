@@ -127,9 +127,12 @@ func deal(rt *rapid.T, recs []clients.Record, appliers, maxPage int) [][][]clien
 // applyConcurrently runs one goroutine per applier, each page in its own
 // transaction, while a sampler watches every row go only forward, and
 // returns the summed counts. With holdConn each applier keeps one
-// connection for all its pages.
+// connection for all its pages. Some appliers (drawn) hand Apply the pool
+// or connection itself, which then opens a transaction only for a page with
+// something to write; the others hand it a transaction of theirs.
 func applyConcurrently(rt *rapid.T, pool *pgxpool.Pool, work [][][]clients.Record, holdConn bool) Counts {
 	ctx := context.Background()
+	direct := rapid.SliceOfN(rapid.Bool(), len(work), len(work)).Draw(rt, "direct")
 	stop := make(chan struct{})
 	sampled := make(chan error, 1)
 	go func() { sampled <- sample(ctx, pool, stop) }()
@@ -138,9 +141,7 @@ func applyConcurrently(rt *rapid.T, pool *pgxpool.Pool, work [][][]clients.Recor
 	errs := make([]error, len(work))
 	for a := range work {
 		wg.Go(func() {
-			var db interface {
-				Begin(context.Context) (pgx.Tx, error)
-			} = pool
+			var db DB = pool
 			if holdConn {
 				conn, err := pool.Acquire(ctx)
 				if err != nil {
@@ -151,14 +152,20 @@ func applyConcurrently(rt *rapid.T, pool *pgxpool.Pool, work [][][]clients.Recor
 				db = conn
 			}
 			for _, page := range work[a] {
-				err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-					c, err := Apply(ctx, tx, testSource, clients.TimeEntries, page)
+				apply := func(db DB) error {
+					c, err := Apply(ctx, db, testSource, clients.TimeEntries, page)
 					if err == nil && c.Total() != int64(len(page)) {
 						err = fmt.Errorf("page of %d counted %+v", len(page), c)
 					}
 					counts[a].Add(c)
 					return err
-				})
+				}
+				var err error
+				if direct[a] {
+					err = apply(db)
+				} else {
+					err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return apply(tx) })
+				}
 				if err != nil {
 					errs[a] = err
 					return

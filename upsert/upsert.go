@@ -105,7 +105,9 @@ const maxRounds = 8
 // changes appends one event to the change feed in tx (package events); a
 // re-delivery appends nothing. With events on, make it the transaction's
 // last mirror write: the feed's append lock is held from there to commit.
-func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, recs []clients.Record, opts ...Option) (Counts, error) {
+//
+// db is a transaction of the caller's, or a pool (see DB).
+func Apply(ctx context.Context, db DB, source string, r clients.Resource, recs []clients.Record, opts ...Option) (Counts, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -135,7 +137,7 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 		}
 		looked = make(chan lookupResult, 1)
 		go func() {
-			have, err := lookup(ctx, tx, t, source, ids)
+			have, err := lookup(ctx, db, t, source, ids)
 			looked <- lookupResult{have, err}
 		}()
 	}
@@ -155,18 +157,8 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, r clients.Resource, re
 	items, c.Stale = dedupe(items)
 	copyNew := true
 	for attempt := 1; ; attempt++ {
-		w, wc, err := write(ctx, tx, t, source, items, have, copyNew, o.events)
+		wc, err := write(ctx, db, t, source, items, have, copyNew, o.events)
 		if err == nil {
-			// The lines of the parents written (a re-delivery writes none,
-			// and costs no statement), before the feed's append lock.
-			if err := syncChildren(ctx, tx, t, source, w.written); err != nil {
-				return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
-			}
-			if len(w.changes) > 0 {
-				if _, err := events.Append(ctx, tx, w.changes); err != nil {
-					return Counts{}, fmt.Errorf("apply %s/%s: %w", source, r, err)
-				}
-			}
 			c.Add(wc)
 			return c, nil
 		}
@@ -207,14 +199,15 @@ func hasCode(err error, code string) bool {
 	return ok && pgErr.Code == code
 }
 
-// write runs lookup-and-write rounds until every item is counted, and
-// returns its writer (the changes and ids written). All its
-// writes sit under one savepoint, opened at the first write: on an error
-// (such as a deadlock between concurrent appliers) they are undone and their
-// row locks released, and the caller's transaction stays usable.
-func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item, have map[string]stored, copyNew, withEvents bool) (*writer, Counts, error) {
+// write runs lookup-and-write rounds until every item is counted, then
+// writes the line items of the parents written and appends the changes to
+// the feed. All its writes sit under one savepoint (or, on a pool, one
+// transaction), opened at the first write: on an error (such as a deadlock
+// between concurrent appliers) they are undone and their row locks
+// released, and the caller's transaction stays usable.
+func write(ctx context.Context, db DB, t *table, source string, items []item, have map[string]stored, copyNew, withEvents bool) (Counts, error) {
 	var c Counts
-	w := &writer{tx: tx, copyNew: copyNew, events: withEvents, ids: len(t.children) > 0}
+	w := &writer{conn: db, copyNew: copyNew, events: withEvents, ids: len(t.children) > 0}
 	for round := 0; len(items) > 0; round++ {
 		var err error
 		if round == maxRounds {
@@ -226,26 +219,55 @@ func write(ctx context.Context, tx pgx.Tx, t *table, source string, items []item
 			c.Add(rc)
 		}
 		if err != nil {
-			if w.sp != nil {
-				if rbErr := w.sp.Rollback(ctx); rbErr != nil {
-					return nil, Counts{}, fmt.Errorf("%w (rollback to savepoint: %v)", err, rbErr)
-				}
-			}
-			return nil, Counts{}, err
+			return Counts{}, w.undo(ctx, err)
 		}
 	}
-	if w.sp != nil {
-		if err := w.sp.Commit(ctx); err != nil {
-			return nil, Counts{}, fmt.Errorf("release savepoint: %w", err)
+	if w.sp == nil {
+		return c, nil // nothing written
+	}
+	// The lines of the parents written (a re-delivery writes none, and
+	// costs no statement), before the feed's append lock.
+	if err := syncChildren(ctx, w.sp, t, source, w.written); err != nil {
+		return Counts{}, w.undo(ctx, err)
+	}
+	if len(w.changes) > 0 {
+		if _, err := events.Append(ctx, w.sp, w.changes); err != nil {
+			return Counts{}, w.undo(ctx, err)
 		}
 	}
-	return w, c, nil
+	if err := w.sp.Commit(ctx); err != nil {
+		return Counts{}, fmt.Errorf("release savepoint: %w", err)
+	}
+	return c, nil
 }
 
-// writer opens the savepoint of a write phase when it is first needed, so
-// that a page with nothing to write costs no round trip for it.
+// undo rolls the writes back after err.
+func (w *writer) undo(ctx context.Context, err error) error {
+	if w.sp != nil {
+		if rbErr := w.sp.Rollback(ctx); rbErr != nil {
+			return fmt.Errorf("%w (rollback to savepoint: %v)", err, rbErr)
+		}
+	}
+	return err
+}
+
+// DB is where Apply reads and writes: a transaction of the caller's (the
+// page's writes then sit in a savepoint of it and commit with it), or a pool
+// or connection (Apply then looks the page up outside any transaction, and
+// opens one only when the page has something to write, committing it before
+// it returns: a page of re-deliveries costs one statement, and its commit
+// flushes nothing).
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// writer opens the savepoint (on a pool, the transaction) of a write phase
+// when it is first needed, so that a page with nothing to write costs no
+// round trip for it.
 type writer struct {
-	tx, sp  pgx.Tx
+	conn    DB
+	sp      pgx.Tx
 	copyNew bool // new rows go in by COPY (else by INSERT … ON CONFLICT)
 	events  bool // collect the changes written, for the change feed
 	changes []events.Change
@@ -284,7 +306,7 @@ func WithEvents(on bool) Option { return func(o *options) { o.events = on } }
 
 func (w *writer) db(ctx context.Context) (pgx.Tx, error) {
 	if w.sp == nil {
-		sp, err := w.tx.Begin(ctx)
+		sp, err := w.conn.Begin(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("savepoint: %w", err)
 		}
@@ -427,9 +449,9 @@ type stored struct {
 // between lookup and write: they need another round.
 func applyRound(ctx context.Context, w *writer, t *table, source string, items []item, have map[string]stored) (Counts, []item, error) {
 	var c Counts
-	tx := w.tx
+	var db DB = w.conn
 	if w.sp != nil {
-		tx = w.sp
+		db = w.sp
 	}
 	if have == nil {
 		ids := make([]string, len(items))
@@ -437,7 +459,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			ids[i] = items[i].rec.ID
 		}
 		var err error
-		if have, err = lookup(ctx, tx, t, source, ids); err != nil {
+		if have, err = lookup(ctx, db, t, source, ids); err != nil {
 			return c, nil, err
 		}
 	}
@@ -611,8 +633,8 @@ func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*i
 // table alone: a transaction that touches any temporary table makes its
 // commit truncate every ON COMMIT DELETE ROWS table of the session (with its
 // TOAST index), which was half of an idle daemon's Postgres CPU.
-func lookup(ctx context.Context, tx pgx.Tx, t *table, source string, ids []string) (map[string]stored, error) {
-	rows, err := tx.Query(ctx, t.lookup, source, ids)
+func lookup(ctx context.Context, db DB, t *table, source string, ids []string) (map[string]stored, error) {
+	rows, err := db.Query(ctx, t.lookup, source, ids)
 	if err != nil {
 		return nil, fmt.Errorf("look up stored versions: %w", err)
 	}
