@@ -1048,31 +1048,51 @@ func TestWaits(t *testing.T) {
 	}
 }
 
-// StartIncremental reads the cursor and records the run in one statement:
-// no cursor, a cursor, a used run id.
-func TestStartIncremental(t *testing.T) {
+// RecordRuns writes whole incremental runs in one statement: a running
+// row, then its end over it; a running record arriving after the end
+// changes nothing; the times are the database's clock less their age.
+func TestRecordRuns(t *testing.T) {
 	ctx, db, s := setup(t)
-	hw, err := s.StartIncremental(ctx, "r1", "acme", "time_entries", 10*time.Minute)
-	if err != nil || !hw.IsZero() {
-		t.Fatalf("without a cursor: %v, %v; want zero, nil", hw, err)
-	}
-	if err := cursor.Advance(ctx, db, "acme", "time_entries", t0); err != nil {
+	started := time.Now().Add(-3 * time.Second)
+	since, hw := t0.Add(-10*time.Minute), t0
+	running := cursor.RunRecord{RunID: "r1", Source: "acme", Resource: "time_entries", Status: cursor.StatusRunning,
+		Started: started, WindowSince: &since, HighWaterBefore: &hw}
+	if err := cursor.RecordRuns(ctx, db, []cursor.RunRecord{running}); err != nil {
 		t.Fatal(err)
 	}
-	hw, err = s.StartIncremental(ctx, "r2", "acme", "time_entries", 10*time.Minute)
-	if err != nil || !hw.Equal(t0) || hw.Location() != time.UTC {
-		t.Fatalf("with a cursor at %s: %v, %v", t0, hw, err)
+	done := running
+	done.Status, done.Finished, done.Pages = cursor.StatusOK, started.Add(2*time.Second), 3
+	done.Counts = cursor.Counts{Fetched: 7, Counts: upsert.Counts{Unchanged: 7}}
+	idle := cursor.RunRecord{RunID: "r2", Source: "acme", Resource: "users", Status: cursor.StatusOK,
+		Started: started.Add(time.Second), Finished: started.Add(time.Second + time.Millisecond)}
+	if err := cursor.RecordRuns(ctx, db, []cursor.RunRecord{done, idle}); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := s.StartIncremental(ctx, "r2", "acme", "time_entries", time.Minute); !errors.Is(err, cursor.ErrRunExists) {
-		t.Fatalf("a used run id: %v, want ErrRunExists", err)
+	if err := cursor.RecordRuns(ctx, db, []cursor.RunRecord{running}); err != nil { // late
+		t.Fatal(err)
 	}
 	r2, r1 := twoRuns(t, s)
-	if r1.RunID != "r1" || r1.Kind != cursor.KindIncremental || r1.Status != cursor.StatusRunning ||
-		r1.WindowSince != nil || r1.HighWaterBefore != nil {
-		t.Fatalf("first run (no cursor): %+v", r1)
+	if r1.RunID != "r1" || r1.Kind != cursor.KindIncremental || r1.Status != cursor.StatusOK || r1.Pages != 3 ||
+		r1.Counts != done.Counts || !r1.WindowSince.Equal(since) || !r1.HighWaterBefore.Equal(hw) || r1.FinishedAt == nil {
+		t.Fatalf("r1 = %+v", r1)
 	}
-	if r2.WindowSince == nil || !r2.WindowSince.Equal(t0.Add(-10*time.Minute)) ||
-		r2.HighWaterBefore == nil || !r2.HighWaterBefore.Equal(t0) {
-		t.Fatalf("second run: %+v", r2)
+	if took := r1.FinishedAt.Sub(r1.StartedAt); took < 1900*time.Millisecond || took > 2100*time.Millisecond {
+		t.Errorf("r1 took %s in the database, want 2s", took)
+	}
+	if age := time.Since(r1.StartedAt); age < 3*time.Second || age > 10*time.Second {
+		t.Errorf("r1 started %s ago, want about 3s", age)
+	}
+	if r2.RunID != "r2" || r2.Status != cursor.StatusOK || r2.WindowSince != nil || r2.HighWaterBefore != nil {
+		t.Fatalf("r2 = %+v", r2)
+	}
+	for _, bad := range []cursor.RunRecord{
+		{RunID: "x", Source: "acme", Resource: "users", Status: "done", Started: started, Finished: started},
+		{RunID: "", Source: "acme", Resource: "users", Status: cursor.StatusOK, Started: started, Finished: started},
+		{RunID: "x", Source: "acme", Resource: "users", Status: cursor.StatusOK, Started: started},
+		{RunID: "x", Source: "acme", Resource: "users", Status: cursor.StatusRunning, Started: started, Finished: started},
+	} {
+		if err := cursor.RecordRuns(ctx, db, []cursor.RunRecord{bad}); err == nil {
+			t.Errorf("accepted %+v", bad)
+		}
 	}
 }

@@ -94,34 +94,6 @@ func (s *Store) StartRun(ctx context.Context, p StartRunParams) error {
 	return nil
 }
 
-// sqlStartIncremental is sqlStartRun of an incremental pass reading the
-// cursor in the same statement: window_since is the high water less the
-// overlap (NULL without one).
-const sqlStartIncremental = `
-WITH c AS (SELECT (SELECT high_water FROM cursors WHERE source = $2 AND resource = $3) AS hw)
-INSERT INTO sync_runs (run_id, source, resource, kind, status, started_at, window_since, high_water_before)
-SELECT $1, $2, $3, 'incremental', 'running', now(), c.hw - $4::interval, c.hw FROM c
-RETURNING high_water_before`
-
-// StartIncremental records the start of an incremental pass of (source,
-// resource) like StartRun, and returns the cursor's high water (zero when
-// there is none) in the same round trip: an idle pass makes few. The
-// window starts overlap before it.
-func (s *Store) StartIncremental(ctx context.Context, runID, source, resource string, overlap time.Duration) (time.Time, error) {
-	if runID == "" {
-		return time.Time{}, fmt.Errorf("start run of %s/%s: empty run id", source, resource)
-	}
-	var hw *time.Time
-	err := s.db.QueryRow(ctx, sqlStartIncremental, runID, source, resource, overlap).Scan(&hw)
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
-		return time.Time{}, fmt.Errorf("start run %s: %w", runID, ErrRunExists)
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("start run %s of %s/%s: %w", runID, source, resource, err)
-	}
-	return fromNullTime(hw), nil
-}
-
 // FinishRunParams are the inputs of FinishRun.
 type FinishRunParams struct {
 	RunID string

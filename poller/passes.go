@@ -63,6 +63,8 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 		return nil, err
 	}
 	defer held.Release()
+	runs := &runBatch{}
+	defer p.recordRuns(ctx, source, runs)
 	// A resource listed by date (time entries) whose listing turns out long
 	// (a first sync: besideAfter pages) goes on beside the steps after it,
 	// which never point at it, so that they spend the source's one budget
@@ -88,12 +90,12 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 			})
 			beside.Go(func() {
 				defer done()
-				out[i] = p.step(hooked, s, st, held)
+				out[i] = p.step(hooked, s, st, held, runs)
 			})
 			<-long
 			continue
 		}
-		out[i] = p.step(ctx, s, st, held)
+		out[i] = p.step(ctx, s, st, held, runs)
 	}
 	beside.Wait()
 	return out, nil
@@ -116,13 +118,16 @@ func pageHook(ctx context.Context) func(int) {
 	return fn
 }
 
-// step runs one pass of one resource.
-func (p *Poller) step(ctx context.Context, s *Source, st Step, held *lease.Lease) StepResult {
-	pass := p.incremental
+// step runs one pass of one resource; an idle incremental pass leaves its
+// run in runs.
+func (p *Poller) step(ctx context.Context, s *Source, st Step, held *lease.Lease, runs *runBatch) StepResult {
+	var res Result
+	var err error
 	if st.Kind == cursor.KindReconcile {
-		pass = p.reconcile
+		res, err = p.reconcile(ctx, s, st.Resource, held)
+	} else {
+		res, err = p.incremental(ctx, s, st.Resource, held, runs)
 	}
-	res, err := pass(ctx, s, st.Resource, held)
 	sr := StepResult{Step: st, Result: res, Err: err}
 	if errors.Is(err, clients.ErrUnsupported) {
 		// E.g. a token not allowed to list users: recorded in the run,
@@ -165,23 +170,27 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 	return results, errors.Join(errs...)
 }
 
-func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource, held *lease.Lease) (Result, error) {
+func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource, held *lease.Lease, runs *runBatch) (Result, error) {
 	start := time.Now()
 	res := Result{RunID: newRunID(), Source: s.Name(), Resource: r, Kind: cursor.KindIncremental}
 	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
 	ctx = log.WithContext(ctx)
 
-	// The cursor is read and the run recorded in one round trip.
-	hw0, err := p.store.StartIncremental(ctx, res.RunID, s.Name(), string(r), s.Overlap)
-	if err != nil {
-		return res, fmt.Errorf("%s/%s: record run start: %w", s.Name(), r, err)
+	cur, err := p.store.Load(ctx, s.Name(), string(r))
+	if err != nil && !errors.Is(err, cursor.ErrNotFound) {
+		return res, fmt.Errorf("%s/%s: read cursor: %w", s.Name(), r, err)
 	}
-	cur := cursor.Cursor{Source: s.Name(), Resource: string(r), HighWater: hw0}
 	res.HighWaterBefore = cur.HighWater
 	var w clients.Window
 	if !cur.HighWater.IsZero() {
 		w.UpdatedSince = cur.HighWater.Add(-s.Overlap)
 	}
+	// The run is written once, at its end (with the others of this source
+	// when it is idle); one that takes long shows as running meanwhile.
+	rec := cursor.RunRecord{RunID: res.RunID, Source: s.Name(), Resource: string(r), Started: start,
+		WindowSince: timePtr(w.UpdatedSince), HighWaterBefore: timePtr(cur.HighWater)}
+	shown := p.showRunning(ctx, log, rec)
+	defer shown()
 	log.Info().Time("since", w.UpdatedSince).Msg("incremental pass started")
 
 	l, err := p.applyListing(ctx, log, s, r, w, false, func(ctx context.Context, tx pgx.Tx, l *listing) error {
@@ -194,13 +203,20 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 		}
 		res.HighWaterAfter = cur.HighWater
 		finish := func(db cursor.DB) error {
-			return cursor.FinishRun(ctx, db, cursor.FinishRunParams{
-				RunID: res.RunID, Status: cursor.StatusOK, Pages: l.pages, Counts: l.counts,
-				HighWaterAfter: timePtr(res.HighWaterAfter),
-			})
+			shown()
+			rec.Status, rec.Finished, rec.Pages, rec.Counts = cursor.StatusOK, time.Now(), l.pages, l.counts
+			rec.HighWaterAfter = timePtr(res.HighWaterAfter)
+			if db == nil {
+				runs.add(rec) // the idle pass: no statement of its own
+				return nil
+			}
+			return cursor.RecordRuns(ctx, db, []cursor.RunRecord{rec})
 		}
 		if !hw.After(cur.HighWater) {
-			return finish(p.db(tx)) // the idle pass: one statement, no transaction
+			if tx == nil {
+				return finish(nil)
+			}
+			return finish(tx)
 		}
 		advance := func(tx pgx.Tx) error {
 			// The fence: a pass whose lease went (and may now be another
@@ -226,7 +242,10 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 	p.recordMode(ctx, log, s, r)
 	if err != nil {
 		err = fmt.Errorf("%s/%s: %w", s.Name(), r, err)
-		p.finishFailed(ctx, log, res.RunID, l, err)
+		shown()
+		rec.Status, rec.Finished, rec.Error = runStatus(err), time.Now(), err.Error()
+		rec.Pages, rec.Counts = res.Pages, res.Counts
+		p.recordFailed(ctx, log, rec)
 		p.metrics.Pass(s.Name(), string(r), res.Kind, "failed", res.Took)
 		return res, err
 	}

@@ -300,14 +300,27 @@ func (p *Poller) passLogger(source string, r clients.Resource, runID, kind strin
 	return p.log.With().Str("source", source).Str("resource", string(r)).Str("run_id", runID).Str("kind", kind).Logger()
 }
 
-// finish records a failed or cancelled run (a successful one is recorded in
-// the transaction of its last page).
-func (p *Poller) finishFailed(ctx context.Context, log zerolog.Logger, runID string, l *listing, err error) {
-	status := cursor.StatusFailed
+// runStatus is the status of a run that ended with err.
+func runStatus(err error) string {
 	if errors.Is(err, context.Canceled) {
-		status = cursor.StatusCancelled
+		return cursor.StatusCancelled
 	}
-	fp := cursor.FinishRunParams{RunID: runID, Status: status, Error: err.Error()}
+	return cursor.StatusFailed
+}
+
+// recordFailed writes a failed or cancelled incremental run.
+func (p *Poller) recordFailed(ctx context.Context, log zerolog.Logger, rec cursor.RunRecord) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := cursor.RecordRuns(c, p.pool, []cursor.RunRecord{rec}); err != nil {
+		log.Error().Err(err).Msg("could not record the end of the run")
+	}
+}
+
+// finishFailed records a failed or cancelled backfill or reconcile run (a
+// successful one is recorded in the transaction of its last page).
+func (p *Poller) finishFailed(ctx context.Context, log zerolog.Logger, runID string, l *listing, err error) {
+	fp := cursor.FinishRunParams{RunID: runID, Status: runStatus(err), Error: err.Error()}
 	if l != nil {
 		fp.Pages, fp.Counts = l.pages, l.counts
 	}
