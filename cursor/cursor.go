@@ -104,6 +104,27 @@ func (s *Store) Load(ctx context.Context, source, resource string) (Cursor, erro
 	return c, nil
 }
 
+const sqlHighWaters = `SELECT resource, high_water FROM cursors WHERE source = $1 AND high_water IS NOT NULL`
+
+// HighWaters returns the high water of each of source's resources that has
+// one, in one round trip: a source's passes read their cursors at once.
+func (s *Store) HighWaters(ctx context.Context, source string) (map[string]time.Time, error) {
+	rows, err := s.db.Query(ctx, sqlHighWaters, source)
+	if err != nil {
+		return nil, fmt.Errorf("load cursors of %s: %w", source, err)
+	}
+	hws := map[string]time.Time{}
+	var resource string
+	var hw time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&resource, &hw}, func() error {
+		hws[resource] = hw.UTC()
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("load cursors of %s: %w", source, err)
+	}
+	return hws, nil
+}
+
 func load(ctx context.Context, db DB, sql, source, resource string) (Cursor, error) {
 	c := Cursor{Source: source, Resource: resource}
 	var hw *time.Time

@@ -1096,3 +1096,27 @@ func TestRecordRuns(t *testing.T) {
 		}
 	}
 }
+
+// HighWaters reads every cursor of one source with a high water, and only
+// that source's.
+func TestHighWaters(t *testing.T) {
+	ctx, db, s := setup(t)
+	for _, c := range []struct {
+		source, resource string
+		hw               time.Time
+	}{{"acme", "users", t0}, {"acme", "time_entries", t0.Add(time.Hour)}, {"other", "users", t0.Add(2 * time.Hour)}} {
+		if err := cursor.Advance(ctx, db, c.source, c.resource, c.hw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hws, err := s.HighWaters(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hws) != 2 || !hws["users"].Equal(t0) || !hws["time_entries"].Equal(t0.Add(time.Hour)) || hws["users"].Location() != time.UTC {
+		t.Fatalf("high waters of acme: %v", hws)
+	}
+	if hws, err := s.HighWaters(ctx, "none"); err != nil || len(hws) != 0 {
+		t.Fatalf("high waters of a source without cursors: %v, %v", hws, err)
+	}
+}

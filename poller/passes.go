@@ -63,8 +63,13 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 		return nil, err
 	}
 	defer held.Release()
-	runs := &runBatch{}
-	defer p.recordRuns(ctx, source, runs)
+	// The cursors are read at once, and the idle runs written at once.
+	hws, err := p.store.HighWaters(ctx, source)
+	if err != nil {
+		return nil, err
+	}
+	sp := &sourcePass{held: held, highWaters: hws}
+	defer p.recordRuns(ctx, source, &sp.runs)
 	// A resource listed by date (time entries) whose listing turns out long
 	// (a first sync: besideAfter pages) goes on beside the steps after it,
 	// which never point at it, so that they spend the source's one budget
@@ -90,12 +95,12 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 			})
 			beside.Go(func() {
 				defer done()
-				out[i] = p.step(hooked, s, st, held, runs)
+				out[i] = p.step(hooked, s, st, sp)
 			})
 			<-long
 			continue
 		}
-		out[i] = p.step(ctx, s, st, held, runs)
+		out[i] = p.step(ctx, s, st, sp)
 	}
 	beside.Wait()
 	return out, nil
@@ -118,15 +123,23 @@ func pageHook(ctx context.Context) func(int) {
 	return fn
 }
 
-// step runs one pass of one resource; an idle incremental pass leaves its
-// run in runs.
-func (p *Poller) step(ctx context.Context, s *Source, st Step, held *lease.Lease, runs *runBatch) StepResult {
+// sourcePass is what the steps of one Steps call share: the source's pass
+// lease, its cursors as they were when the lease was taken, and the idle
+// runs to write when the steps are done.
+type sourcePass struct {
+	held       *lease.Lease
+	highWaters map[string]time.Time
+	runs       runBatch
+}
+
+// step runs one pass of one resource.
+func (p *Poller) step(ctx context.Context, s *Source, st Step, sp *sourcePass) StepResult {
 	var res Result
 	var err error
 	if st.Kind == cursor.KindReconcile {
-		res, err = p.reconcile(ctx, s, st.Resource, held)
+		res, err = p.reconcile(ctx, s, st.Resource, sp.held)
 	} else {
-		res, err = p.incremental(ctx, s, st.Resource, held, runs)
+		res, err = p.incremental(ctx, s, st.Resource, sp)
 	}
 	sr := StepResult{Step: st, Result: res, Err: err}
 	if errors.Is(err, clients.ErrUnsupported) {
@@ -170,16 +183,13 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 	return results, errors.Join(errs...)
 }
 
-func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource, held *lease.Lease, runs *runBatch) (Result, error) {
+func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource, sp *sourcePass) (Result, error) {
 	start := time.Now()
 	res := Result{RunID: newRunID(), Source: s.Name(), Resource: r, Kind: cursor.KindIncremental}
 	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
 	ctx = log.WithContext(ctx)
 
-	cur, err := p.store.Load(ctx, s.Name(), string(r))
-	if err != nil && !errors.Is(err, cursor.ErrNotFound) {
-		return res, fmt.Errorf("%s/%s: read cursor: %w", s.Name(), r, err)
-	}
+	cur := cursor.Cursor{Source: s.Name(), Resource: string(r), HighWater: sp.highWaters[string(r)]}
 	res.HighWaterBefore = cur.HighWater
 	var w clients.Window
 	if !cur.HighWater.IsZero() {
@@ -207,7 +217,7 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 			rec.Status, rec.Finished, rec.Pages, rec.Counts = cursor.StatusOK, time.Now(), l.pages, l.counts
 			rec.HighWaterAfter = timePtr(res.HighWaterAfter)
 			if db == nil {
-				runs.add(rec) // the idle pass: no statement of its own
+				sp.runs.add(rec) // the idle pass: no statement of its own
 				return nil
 			}
 			return cursor.RecordRuns(ctx, db, []cursor.RunRecord{rec})
@@ -221,7 +231,7 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 		advance := func(tx pgx.Tx) error {
 			// The fence: a pass whose lease went (and may now be another
 			// process's) must not move the cursor.
-			if err := held.Check(ctx, tx); err != nil {
+			if err := sp.held.Check(ctx, tx); err != nil {
 				return err
 			}
 			if err := cursor.Advance(ctx, tx, s.Name(), string(r), hw); err != nil {
