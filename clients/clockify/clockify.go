@@ -182,28 +182,14 @@ const (
 // Free workspaces get 30 requests an hour: configure {30, 1h} for those.
 var DefaultRateLimit = httpx.RateLimit{Requests: 10, Per: time.Second}
 
-// Params configures a Client.
+// Params configures a Client. Base.Token is the API key (X-Api-Key);
+// Base.BaseURL defaults to DefaultBaseURL (regional prefixes exist).
 type Params struct {
-	// Name is the source name (the `source` column, and errors).
-	Name string
-	// BaseURL defaults to DefaultBaseURL (regional prefixes exist).
-	BaseURL     string
+	provider.Base
 	WorkspaceID string
-	// Token is the API key (X-Api-Key); it is never logged or put in an
-	// error.
-	Token string
 	// UserIDs limits the per-user time-entry listings; empty means every
 	// user of the workspace (GET /workspaces/{ws}/users, once per listing).
 	UserIDs []string
-	// Contact and Version make the User-Agent.
-	Contact, Version string
-	// RateLimit defaults to DefaultRateLimit.
-	RateLimit httpx.RateLimit
-	// Resources defaults to every resource Clockify serves (Resources).
-	Resources []clients.Resource
-	// HTTP, when set, is used as is (build it from HTTPConfig to keep the
-	// auth header); otherwise one is built from these Params.
-	HTTP *httpx.Client
 	// PageSize (listings) defaults to DefaultPageSize, FeedLimit (change
 	// feed) to DefaultFeedLimit, FeedWindow to DefaultFeedWindow.
 	PageSize   int
@@ -225,10 +211,7 @@ type Params struct {
 	FeedRetry    time.Duration
 	// Overlap, when set, is the poller's overlap for this source: Validate
 	// refuses one shorter than SafetyLag (see CheckOverlap).
-	Overlap    time.Duration
-	Logger     zerolog.Logger
-	OnResponse func(status int, took time.Duration)
-	OnWait     func(reason string, d time.Duration)
+	Overlap time.Duration
 }
 
 // Client is a Clockify workspace as a clients.Source.
@@ -258,7 +241,7 @@ type Client struct {
 var _ clients.Source = (*Client)(nil)
 
 func (p Params) withDefaults() Params {
-	p.BaseURL, p.RateLimit, p.Resources = defaults.Fill(p.BaseURL, p.RateLimit, p.Resources, Resources)
+	p.Base = p.Fill(defaults, Resources)
 	p.PageSize = cmp.Or(p.PageSize, DefaultPageSize)
 	p.FeedLimit = cmp.Or(p.FeedLimit, DefaultFeedLimit)
 	p.FeedWindow = cmp.Or(p.FeedWindow, DefaultFeedWindow)
@@ -272,16 +255,10 @@ func (p Params) withDefaults() Params {
 	return p
 }
 
-// common is what p shares with every kind's Params.
-func (p Params) common() provider.Common {
-	return provider.Common{Kind: "clockify", Name: p.Name, BaseURL: p.BaseURL, Token: p.Token, RateLimit: p.RateLimit, Resources: p.Resources, HTTP: p.HTTP,
-		Env: provider.Env{Contact: p.Contact, Version: p.Version, Logger: p.Logger, OnResponse: p.OnResponse, OnWait: p.OnWait}}
-}
-
 // Validate reports the first missing or invalid parameter, by its name.
 func (p Params) Validate() error {
 	p = p.withDefaults()
-	return p.common().Check(p.check)
+	return p.Check("clockify", p.check)
 }
 
 // check checks what only Clockify's Params have.
@@ -342,7 +319,7 @@ func CheckOverlap(overlap, safetyLag time.Duration) error {
 // httpx.New(cfg) as Params.HTTP.
 func HTTPConfig(p Params) httpx.Config {
 	p = p.withDefaults()
-	cfg := p.common().HTTPConfig()
+	cfg := p.Base.HTTPConfig()
 	cfg.Headers = http.Header{"X-Api-Key": {p.Token}}
 	cfg.DefaultRetryAfter = DefaultRetryAfter
 	return cfg
@@ -354,7 +331,7 @@ func New(p Params) (*Client, error) {
 		return nil, err
 	}
 	p = p.withDefaults()
-	base, hc := p.common().Open(HTTPConfig(p))
+	base, hc := p.Open(HTTPConfig(p))
 	return &Client{
 		name:         p.Name,
 		base:         base,
@@ -373,7 +350,7 @@ func New(p Params) (*Client, error) {
 		resources:    slices.Clone(p.Resources),
 		http:         hc,
 		dec:          newDecoder(p.Name, hc),
-		log:          p.Logger.With().Str("source", p.Name).Logger(),
+		log:          p.Log(),
 	}, nil
 }
 

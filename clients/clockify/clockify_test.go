@@ -48,9 +48,10 @@ func newClient(t *testing.T, f *clockifytest.Server, mod func(*clockify.Params, 
 		opts = append(opts, mod)
 	}
 	return kind.Build(t, clockify.Params{
-		Name: "acme", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
-		RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
-		Logger:    zerolog.New(zerolog.NewTestWriter(t)),
+		Base: provider.Base{Name: "acme", BaseURL: f.URL(), Token: f.Token(),
+			RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
+			Env:       provider.Env{Logger: zerolog.New(zerolog.NewTestWriter(t))}},
+		WorkspaceID: f.WorkspaceID(),
 	}, opts...)
 }
 
@@ -450,7 +451,7 @@ func TestMalformedFeedPageNamesPageAndField(t *testing.T) {
 
 func TestParamsValidate(t *testing.T) {
 	t.Parallel()
-	sourcetest.WantValidation(t, clockify.New, clockify.Params{Name: "acme", WorkspaceID: "65f0aaaaaaaaaaaaaaaaaaaa", Token: "k"}, []sourcetest.Refusal[clockify.Params]{
+	sourcetest.WantValidation(t, clockify.New, clockify.Params{Base: provider.Base{Name: "acme", Token: "k"}, WorkspaceID: "65f0aaaaaaaaaaaaaaaaaaaa"}, []sourcetest.Refusal[clockify.Params]{
 		{Key: "workspace_id", Change: func(p *clockify.Params) { p.WorkspaceID = "" }},
 		{Key: "workspace_id", Change: func(p *clockify.Params) { p.WorkspaceID = "a/b" }},
 		{Key: "user_ids[0]", Change: func(p *clockify.Params) { p.UserIDs = []string{"x y"} }},
@@ -763,7 +764,7 @@ func TestListScope(t *testing.T) {
 
 func TestOverlapShorterThanSafetyLagIsRefused(t *testing.T) {
 	t.Parallel()
-	p := clockify.Params{Name: "acme", WorkspaceID: "65f0aaaaaaaaaaaaaaaaaaaa", Token: "k", Overlap: time.Minute}
+	p := clockify.Params{Base: provider.Base{Name: "acme", Token: "k"}, WorkspaceID: "65f0aaaaaaaaaaaaaaaaaaaa", Overlap: time.Minute}
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "overlap") {
 		t.Errorf("overlap 1m, lag 2m: %v", err)
 	}
@@ -928,10 +929,10 @@ func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.F
 		return clockifytest.New(clockifytest.Options{NoRateLimit: true, NoDeletionDelay: true, Clock: now})
 	}, func(f *clockifytest.Server, log zerolog.Logger) (clients.Source, error) {
 		return clockify.New(clockify.Params{
-			Name: "clockify-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
-			RateLimit: o.RateLimit, Resources: clockify.Resources, SafetyLag: time.Second,
+			Base: provider.Base{Name: "clockify-conf", BaseURL: f.URL(), Token: f.Token(),
+				RateLimit: o.RateLimit, Resources: clockify.Resources, Env: provider.Env{Logger: log}},
+			WorkspaceID: f.WorkspaceID(), SafetyLag: time.Second,
 			FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
-			Logger:        log,
 		})
 	})
 	return &conformanceFake{Server: f, Base: base}

@@ -39,12 +39,7 @@ var defaults = provider.Defaults{
 // paramsOf turns a source's settings into Params, with its HTTP client
 // built from them (the per-request timeout is a setting Params lack).
 func paramsOf(s provider.Settings, env provider.Env) Params {
-	p := Params{
-		Name: s.Name, BaseURL: s.BaseURL, Token: s.Token, WorkspaceID: s.WorkspaceID,
-		UserIDs: s.UserIDs, Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit,
-		Resources: s.Resources, Overlap: s.Overlap,
-		Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
-	}
+	p := Params{Base: provider.BaseOf(s, env), WorkspaceID: s.WorkspaceID, UserIDs: s.UserIDs, Overlap: s.Overlap}
 	p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
 	return p
 }

@@ -38,31 +38,14 @@ const (
 // DefaultRateLimit is Harvest's documented budget for the v2 API.
 var DefaultRateLimit = httpx.RateLimit{Requests: 100, Per: 15 * time.Second}
 
-// Params configures a Client.
+// Params configures a Client. Base.Token is the personal access token;
+// Base.Contact and Version make the User-Agent Harvest requires:
+// "tidemark/<version> (<contact>)".
 type Params struct {
-	// Name is the source name (the `source` column, and errors).
-	Name string
-	// BaseURL defaults to DefaultBaseURL.
-	BaseURL   string
+	provider.Base
 	AccountID string
-	// Token is the personal access token; it is never logged or put in an
-	// error.
-	Token string
-	// Contact and Version make the User-Agent Harvest requires:
-	// "tidemark/<version> (<contact>)".
-	Contact, Version string
-	// RateLimit defaults to DefaultRateLimit.
-	RateLimit httpx.RateLimit
-	// Resources defaults to every resource Harvest serves (Resources).
-	Resources []clients.Resource
-	// HTTP, when set, is used as is (build it from HTTPConfig to keep the
-	// auth headers); otherwise one is built from these Params.
-	HTTP *httpx.Client
 	// PerPage defaults to MaxPerPage.
-	PerPage    int
-	Logger     zerolog.Logger
-	OnResponse func(status int, took time.Duration)
-	OnWait     func(reason string, d time.Duration)
+	PerPage int
 }
 
 // Client is a Harvest account as a clients.Source.
@@ -85,21 +68,15 @@ type Client struct {
 var _ clients.Source = (*Client)(nil)
 
 func (p Params) withDefaults() Params {
-	p.BaseURL, p.RateLimit, p.Resources = defaults.Fill(p.BaseURL, p.RateLimit, p.Resources, Resources)
+	p.Base = p.Fill(defaults, Resources)
 	p.PerPage = cmp.Or(p.PerPage, MaxPerPage)
 	return p
-}
-
-// common is what p shares with every kind's Params.
-func (p Params) common() provider.Common {
-	return provider.Common{Kind: "harvest", Name: p.Name, BaseURL: p.BaseURL, Token: p.Token, RateLimit: p.RateLimit, Resources: p.Resources, HTTP: p.HTTP,
-		Env: provider.Env{Contact: p.Contact, Version: p.Version, Logger: p.Logger, OnResponse: p.OnResponse, OnWait: p.OnWait}}
 }
 
 // Validate reports the first missing or invalid parameter, by its name.
 func (p Params) Validate() error {
 	p = p.withDefaults()
-	return p.common().Check(func() error {
+	return p.Check("harvest", func() error {
 		switch {
 		case p.AccountID == "":
 			return errors.New("account_id is required")
@@ -117,7 +94,7 @@ func (p Params) Validate() error {
 // back-off) and pass httpx.New(cfg) as Params.HTTP.
 func HTTPConfig(p Params) httpx.Config {
 	p = p.withDefaults()
-	cfg := p.common().HTTPConfig()
+	cfg := p.Base.HTTPConfig()
 	cfg.Headers = http.Header{"Authorization": {"Bearer " + p.Token}}
 	cfg.PlainHeaders = http.Header{"Harvest-Account-Id": {p.AccountID}}
 	return cfg
@@ -129,7 +106,7 @@ func New(p Params) (*Client, error) {
 		return nil, err
 	}
 	p = p.withDefaults()
-	base, hc := p.common().Open(HTTPConfig(p))
+	base, hc := p.Open(HTTPConfig(p))
 	return &Client{
 		name:        p.Name,
 		accountID:   p.AccountID,
@@ -139,7 +116,7 @@ func New(p Params) (*Client, error) {
 		http:        hc,
 		dec:         newDecoder(p.Name, hc),
 		listedUnder: map[clients.Resource]map[string]time.Time{},
-		log:         p.Logger.With().Str("source", p.Name).Logger(),
+		log:         p.Log(),
 	}, nil
 }
 

@@ -96,10 +96,11 @@ var kind = sourcetest.Kind[harvest.Params, *harvest.Client]{
 func newClient(t *testing.T, f *harvestfake.Server, opts ...opt) *harvest.Client {
 	t.Helper()
 	return kind.Build(t, harvest.Params{
-		Name: "acme", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
-		Contact: "ops@example.com", Version: "test", PerPage: 10,
-		RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
-		Logger:    zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel),
+		Base: provider.Base{Name: "acme", BaseURL: f.URL(), Token: f.Token(),
+			RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
+			Env: provider.Env{Contact: "ops@example.com", Version: "test",
+				Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)}},
+		AccountID: f.AccountID(), PerPage: 10,
 	}, opts...)
 }
 
@@ -383,7 +384,7 @@ func TestNextLinkToAnotherHostIsRejected(t *testing.T) {
 		fmt.Fprintf(w, `{"users":[],"links":{"next":%q}}`, other.URL+"/v2/users?page=2")
 	}))
 	defer srv.Close()
-	c, err := harvest.New(harvest.Params{Name: "acme", BaseURL: srv.URL + "/v2", AccountID: "1", Token: "secret-token", Contact: "x"})
+	c, err := harvest.New(harvest.Params{Base: provider.Base{Name: "acme", BaseURL: srv.URL + "/v2", Token: "secret-token", Env: provider.Env{Contact: "x"}}, AccountID: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +403,7 @@ func TestRawIsExactBytesAndDecimalsExact(t *testing.T) {
 		fmt.Fprintf(w, `{"time_entries":[ %s ],"links":{"next":null}}`, rec)
 	}))
 	defer srv.Close()
-	c, err := harvest.New(harvest.Params{Name: "acme", BaseURL: srv.URL, AccountID: "1", Token: "t0ken", Contact: "x"})
+	c, err := harvest.New(harvest.Params{Base: provider.Base{Name: "acme", BaseURL: srv.URL, Token: "t0ken", Env: provider.Env{Contact: "x"}}, AccountID: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +424,7 @@ func TestRawIsExactBytesAndDecimalsExact(t *testing.T) {
 
 func TestParamsValidate(t *testing.T) {
 	t.Parallel()
-	sourcetest.WantValidation(t, harvest.New, harvest.Params{Name: "acme", AccountID: "1", Token: "t", Contact: "c"}, []sourcetest.Refusal[harvest.Params]{
+	sourcetest.WantValidation(t, harvest.New, harvest.Params{Base: provider.Base{Name: "acme", Token: "t", Env: provider.Env{Contact: "c"}}, AccountID: "1"}, []sourcetest.Refusal[harvest.Params]{
 		{Key: "account_id", Change: func(p *harvest.Params) { p.AccountID = "" }},
 		{Key: "contact", Change: func(p *harvest.Params) { p.Contact = "" }},
 		{Key: "per_page", Change: func(p *harvest.Params) { p.PerPage = 2001 }},
@@ -703,8 +704,9 @@ func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.F
 		return harvestfake.New(harvestfake.Options{NoRateLimit: true, Clock: now})
 	}, func(f *harvestfake.Server, log zerolog.Logger) (clients.Source, error) {
 		return harvest.New(harvest.Params{
-			Name: "harvest-conf", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
-			Contact: "ops@example.com", RateLimit: o.RateLimit, Resources: conformanceResources, Logger: log,
+			Base: provider.Base{Name: "harvest-conf", BaseURL: f.URL(), Token: f.Token(), RateLimit: o.RateLimit,
+				Resources: conformanceResources, Env: provider.Env{Contact: "ops@example.com", Logger: log}},
+			AccountID: f.AccountID(),
 		})
 	})
 	return &conformanceFake{Server: f, Base: base}
@@ -779,8 +781,11 @@ func newAccountEnv(t *testing.T, rs ...clients.Resource) *accountEnv {
 	t.Helper()
 	clk := conformance.NewClock()
 	f := newFake(t, harvestfake.Options{NoRateLimit: true, Clock: clk.Now})
-	c, err := harvest.New(harvest.Params{Name: "acme", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
-		Contact: "ops@example.com", Resources: rs, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	c, err := harvest.New(harvest.Params{
+		Base: provider.Base{Name: "acme", BaseURL: f.URL(), Token: f.Token(), Resources: rs,
+			Env: provider.Env{Contact: "ops@example.com", Logger: zerolog.New(zerolog.NewTestWriter(t))}},
+		AccountID: f.AccountID(),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -960,8 +965,11 @@ func BenchmarkList(b *testing.B) {
 	f := harvestfake.New(harvestfake.Options{NoRateLimit: true})
 	b.Cleanup(f.Close)
 	seed(f, 20_000)
-	p := harvest.Params{Name: "acme", BaseURL: f.URL(), AccountID: f.AccountID(), Token: f.Token(),
-		Contact: "ops@example.com", Version: "bench", Logger: zerolog.Nop()}
+	p := harvest.Params{
+		Base: provider.Base{Name: "acme", BaseURL: f.URL(), Token: f.Token(),
+			Env: provider.Env{Contact: "ops@example.com", Version: "bench", Logger: zerolog.Nop()}},
+		AccountID: f.AccountID(),
+	}
 	cfg := harvest.HTTPConfig(p)
 	cfg.RateLimit = httpx.RateLimit{}
 	p.HTTP = httpx.New(cfg)

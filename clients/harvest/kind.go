@@ -38,11 +38,7 @@ var defaults = provider.Defaults{BaseURL: DefaultBaseURL, RateLimit: DefaultRate
 // ParamsOf turns a source's settings into Params, with its HTTP client
 // built from them (the per-request timeout is a setting Params lack).
 func ParamsOf(s provider.Settings, env provider.Env) Params {
-	p := Params{
-		Name: s.Name, BaseURL: s.BaseURL, AccountID: s.AccountID, Token: s.Token,
-		Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit, Resources: s.Resources,
-		Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
-	}
+	p := Params{Base: provider.BaseOf(s, env), AccountID: s.AccountID}
 	p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
 	return p
 }

@@ -8,51 +8,68 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
-// Common is what every kind's Params have and treat alike: each kind's
-// Params give theirs (a common method), so that the checks, the HTTP
-// configuration and the start of New are written once, here.
-type Common struct {
-	// Kind names the kind in errors: "<kind> source <name>: …".
-	Kind                 string
-	Name, BaseURL, Token string
-	RateLimit            httpx.RateLimit
-	Resources            []clients.Resource
-	// HTTP, when set, is the source's HTTP client, used as is.
+// Base is what every kind's Params have and treat alike. Each kind's
+// Params embed it (harvest.Params{Base: provider.Base{Name: "acme", …},
+// AccountID: "1"}), so that the fields, their defaults, the checks, the
+// HTTP configuration and the start of New are written once, here.
+type Base struct {
+	// Name is the source name (the `source` column, and errors).
+	Name string
+	// BaseURL defaults to the kind's Defaults.BaseURL.
+	BaseURL string
+	// Token is the kind's API credential; it is never logged or put in an
+	// error.
+	Token string
+	// RateLimit defaults to the kind's Defaults.RateLimit.
+	RateLimit httpx.RateLimit
+	// Resources defaults to every resource the kind serves.
+	Resources []clients.Resource
+	// HTTP, when set, is the source's HTTP client, used as is (build it
+	// from the kind's HTTPConfig to keep its auth headers); otherwise one
+	// is built from the Params.
 	HTTP *httpx.Client
 	// Env holds the User-Agent's contact and version, the logger and the
 	// observers of the HTTP client.
 	Env
 }
 
-// Fill returns the API root (without a trailing "/"), the rate limit and
-// the resources of a kind's Params, each the kind's default when left out
-// (all: every resource the kind serves).
-func (d Defaults) Fill(baseURL string, rl httpx.RateLimit, rs, all []clients.Resource) (string, httpx.RateLimit, []clients.Resource) {
-	baseURL = strings.TrimRight(cmp.Or(baseURL, d.BaseURL), "/")
-	if rl == (httpx.RateLimit{}) {
-		rl = d.RateLimit
+// BaseOf is the Base of a configured source: its settings and what the
+// process gives it.
+func BaseOf(s Settings, env Env) Base {
+	return Base{Name: s.Name, BaseURL: s.BaseURL, Token: s.Token, RateLimit: s.RateLimit, Resources: s.Resources, Env: env}
+}
+
+// Fill returns b with the API root (without a trailing "/"), the rate
+// limit and the resources each the kind's default when left out (all:
+// every resource the kind serves).
+func (b Base) Fill(d Defaults, all []clients.Resource) Base {
+	b.BaseURL = strings.TrimRight(cmp.Or(b.BaseURL, d.BaseURL), "/")
+	if b.RateLimit == (httpx.RateLimit{}) {
+		b.RateLimit = d.RateLimit
 	}
-	if len(rs) == 0 {
-		rs = all
+	if len(b.Resources) == 0 {
+		b.Resources = all
 	}
-	return baseURL, rl, rs
+	return b
 }
 
 // Check validates a kind's Params, their defaults applied, in this order:
 // the source name (every later error names it), the token, the kind's own
 // checks (own, nil for none), then the rate limit, the API root and the
 // resources. Every error but the first reads "<kind> source <name>: …".
-func (c Common) Check(own func() error) error {
-	if c.Name == "" {
-		return errors.New(c.Kind + ": name is required")
+func (b Base) Check(kind string, own func() error) error {
+	if b.Name == "" {
+		return errors.New(kind + ": name is required")
 	}
-	fail := func(err error) error { return fmt.Errorf("%s source %s: %w", c.Kind, c.Name, err) }
-	if c.Token == "" {
+	fail := func(err error) error { return fmt.Errorf("%s source %s: %w", kind, b.Name, err) }
+	if b.Token == "" {
 		return fail(errors.New("token is required"))
 	}
 	if own != nil {
@@ -60,13 +77,13 @@ func (c Common) Check(own func() error) error {
 			return fail(err)
 		}
 	}
-	if c.RateLimit.Requests < 1 || c.RateLimit.Per <= 0 {
+	if b.RateLimit.Requests < 1 || b.RateLimit.Per <= 0 {
 		return fail(errors.New("rate_limit must have requests ≥ 1 and per > 0"))
 	}
-	if err := httpx.CheckBaseURL(c.BaseURL); err != nil {
+	if err := httpx.CheckBaseURL(b.BaseURL); err != nil {
 		return fail(err)
 	}
-	if err := schema.Check(c.Resources); err != nil {
+	if err := schema.Check(b.Resources); err != nil {
 		return fail(fmt.Errorf("resources: %w", err))
 	}
 	return nil
@@ -75,28 +92,31 @@ func (c Common) Check(own func() error) error {
 // HTTPConfig is the part of a source's httpx configuration every kind
 // fills alike: the source name, rate limit, User-Agent, logger and
 // observers. The kind adds its auth headers and waits.
-func (c Common) HTTPConfig() httpx.Config {
+func (b Base) HTTPConfig() httpx.Config {
 	return httpx.Config{
-		Source:     c.Name,
-		RateLimit:  c.RateLimit,
-		Version:    c.Version,
-		Contact:    c.Contact,
-		Logger:     c.Logger,
-		OnResponse: c.OnResponse,
-		OnWait:     c.OnWait,
+		Source:     b.Name,
+		RateLimit:  b.RateLimit,
+		Version:    b.Version,
+		Contact:    b.Contact,
+		Logger:     b.Logger,
+		OnResponse: b.OnResponse,
+		OnWait:     b.OnWait,
 	}
 }
 
 // Open is where every kind's New starts, once its Params were checked (by
 // Check) and given their defaults: it parses the API root and returns the
-// HTTP client, c.HTTP when set, else one built from cfg.
-func (c Common) Open(cfg httpx.Config) (*url.URL, *httpx.Client) {
-	base, _ := url.Parse(c.BaseURL) // Check has parsed it
-	if c.HTTP != nil {
-		return base, c.HTTP
+// HTTP client, b.HTTP when set, else one built from cfg.
+func (b Base) Open(cfg httpx.Config) (*url.URL, *httpx.Client) {
+	base, _ := url.Parse(b.BaseURL) // Check has parsed it
+	if b.HTTP != nil {
+		return base, b.HTTP
 	}
 	return base, httpx.New(cfg)
 }
+
+// Log is the source's logger: Logger with the source's name.
+func (b Base) Log() zerolog.Logger { return b.Logger.With().Str("source", b.Name).Logger() }
 
 // Constructor adapts a kind's New to Kind.New: params makes the kind's
 // Params from a source's settings (see HTTPClient), newClient builds the

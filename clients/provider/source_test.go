@@ -12,45 +12,56 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 )
 
-func TestDefaultsFill(t *testing.T) {
+func TestBaseFill(t *testing.T) {
 	d := Defaults{BaseURL: "https://api.example.com/v2/", RateLimit: httpx.RateLimit{Requests: 100, Per: 15 * time.Second}}
 	all := []clients.Resource{clients.Users, clients.TimeEntries}
-	base, rl, rs := d.Fill("", httpx.RateLimit{}, nil, all)
-	if base != "https://api.example.com/v2" || rl != d.RateLimit || len(rs) != 2 {
-		t.Fatalf("left out: %q %v %v", base, rl, rs)
+	b := Base{}.Fill(d, all)
+	if b.BaseURL != "https://api.example.com/v2" || b.RateLimit != d.RateLimit || len(b.Resources) != 2 {
+		t.Fatalf("left out: %+v", b)
 	}
 	own := httpx.RateLimit{Requests: 1, Per: time.Second}
-	base, rl, rs = d.Fill("http://127.0.0.1:9/v2//", own, []clients.Resource{clients.Users}, all)
-	if base != "http://127.0.0.1:9/v2" || rl != own || len(rs) != 1 {
-		t.Fatalf("given: %q %v %v", base, rl, rs)
+	b = Base{BaseURL: "http://127.0.0.1:9/v2//", RateLimit: own, Resources: []clients.Resource{clients.Users}}.Fill(d, all)
+	if b.BaseURL != "http://127.0.0.1:9/v2" || b.RateLimit != own || len(b.Resources) != 1 {
+		t.Fatalf("given: %+v", b)
 	}
 }
 
-func TestCommonCheck(t *testing.T) {
-	good := Common{
-		Kind: "acme", Name: "src", BaseURL: "https://api.example.com", Token: "t0ken",
+func TestBaseOf(t *testing.T) {
+	s := Settings{Name: "src", BaseURL: "https://api.example.com", Token: "t0ken", AccountID: "1",
+		RateLimit: httpx.RateLimit{Requests: 1, Per: time.Second}, Resources: []clients.Resource{clients.Users}}
+	env := Env{Contact: "ops@example.com", Version: "1.2.3"}
+	b := BaseOf(s, env)
+	if b.Name != s.Name || b.BaseURL != s.BaseURL || b.Token != s.Token || b.RateLimit != s.RateLimit ||
+		len(b.Resources) != 1 || b.Contact != env.Contact || b.Version != env.Version || b.HTTP != nil {
+		t.Fatalf("BaseOf = %+v", b)
+	}
+}
+
+func TestBaseCheck(t *testing.T) {
+	good := Base{
+		Name: "src", BaseURL: "https://api.example.com", Token: "t0ken",
 		RateLimit: httpx.RateLimit{Requests: 1, Per: time.Second}, Resources: []clients.Resource{clients.Users},
 	}
 	errOwn := errors.New("workspace_id is required")
 	for _, tc := range []struct {
 		name string
-		edit func(*Common)
+		edit func(*Base)
 		own  func() error
 		want string // "" for no error
 	}{
-		{"good", func(*Common) {}, nil, ""},
-		{"good with own checks", func(*Common) {}, func() error { return nil }, ""},
-		{"no name comes first", func(c *Common) { c.Name, c.Token = "", "" }, func() error { return errOwn }, "acme: name is required"},
-		{"no token before own checks", func(c *Common) { c.Token = "" }, func() error { return errOwn }, "acme source src: token is required"},
-		{"own checks before the shared ones", func(c *Common) { c.RateLimit = httpx.RateLimit{} }, func() error { return errOwn }, "acme source src: workspace_id is required"},
-		{"rate limit", func(c *Common) { c.RateLimit = httpx.RateLimit{Requests: 1} }, nil, "acme source src: rate_limit must have requests ≥ 1 and per > 0"},
-		{"API root", func(c *Common) { c.BaseURL = "" }, nil, "acme source src: "},
-		{"resources", func(c *Common) { c.Resources = []clients.Resource{"nope"} }, nil, "acme source src: resources: "},
+		{"good", func(*Base) {}, nil, ""},
+		{"good with own checks", func(*Base) {}, func() error { return nil }, ""},
+		{"no name comes first", func(c *Base) { c.Name, c.Token = "", "" }, func() error { return errOwn }, "acme: name is required"},
+		{"no token before own checks", func(c *Base) { c.Token = "" }, func() error { return errOwn }, "acme source src: token is required"},
+		{"own checks before the shared ones", func(c *Base) { c.RateLimit = httpx.RateLimit{} }, func() error { return errOwn }, "acme source src: workspace_id is required"},
+		{"rate limit", func(c *Base) { c.RateLimit = httpx.RateLimit{Requests: 1} }, nil, "acme source src: rate_limit must have requests ≥ 1 and per > 0"},
+		{"API root", func(c *Base) { c.BaseURL = "" }, nil, "acme source src: "},
+		{"resources", func(c *Base) { c.Resources = []clients.Resource{"nope"} }, nil, "acme source src: resources: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
 			tc.edit(&c)
-			err := c.Check(tc.own)
+			err := c.Check("acme", tc.own)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("unexpected error %v", err)
@@ -60,15 +71,15 @@ func TestCommonCheck(t *testing.T) {
 		})
 	}
 	c := good
-	if err := c.Check(func() error { return errOwn }); !errors.Is(err, errOwn) {
+	if err := c.Check("acme", func() error { return errOwn }); !errors.Is(err, errOwn) {
 		t.Fatalf("own error %v is not wrapped", err)
 	}
 }
 
-func TestCommonHTTPConfigAndOpen(t *testing.T) {
+func TestBaseHTTPConfigAndOpen(t *testing.T) {
 	var responses, waits int
-	c := Common{
-		Kind: "acme", Name: "src", BaseURL: "https://api.example.com/v1", Token: "t0ken",
+	c := Base{
+		Name: "src", BaseURL: "https://api.example.com/v1", Token: "t0ken",
 		RateLimit: httpx.RateLimit{Requests: 2, Per: time.Second},
 		Env: Env{
 			Contact: "ops@example.com", Version: "1.2.3",

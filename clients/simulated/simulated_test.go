@@ -13,6 +13,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
 	"github.com/tidemarkhq/tidemark/schema"
 )
@@ -32,9 +33,11 @@ func newTracker(t testing.TB, p simulated.Params) *simulated.Tracker {
 func client(t *testing.T, tr *simulated.Tracker) *harvest.Client {
 	t.Helper()
 	c, err := harvest.New(harvest.Params{
-		Name: "demo", BaseURL: tr.URL(), AccountID: tr.AccountID(), Token: tr.Token(),
-		Contact: "test@example.com", RateLimit: httpx.RateLimit{Requests: 10000, Per: time.Second},
-		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
+		Base: provider.Base{Name: "demo", BaseURL: tr.URL(), Token: tr.Token(),
+			RateLimit: httpx.RateLimit{Requests: 10000, Per: time.Second},
+			Env: provider.Env{Contact: "test@example.com",
+				Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)}},
+		AccountID: tr.AccountID(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/toggl"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/schema"
@@ -24,7 +25,7 @@ func ExampleNew() {
 	stop := start.Add(90 * time.Minute)
 	f.PutTimeEntry(toggltest.TimeEntry{ID: 42, UserID: 7, ProjectID: 8, Start: start, Stop: &stop, Duration: 5400})
 
-	c, err := toggl.New(toggl.Params{Name: "agency", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID()})
+	c, err := toggl.New(toggl.Params{Base: provider.Base{Name: "agency", BaseURL: f.URL(), Token: f.Token()}, WorkspaceID: f.WorkspaceID()})
 	if err != nil {
 		panic(err)
 	}

@@ -42,12 +42,7 @@ var defaults = provider.Defaults{
 // built from them (the per-request timeout is a setting Params lack).
 func paramsOf(s provider.Settings, env provider.Env) Params {
 	wid, _ := strconv.ParseInt(s.WorkspaceID, 10, 64)
-	p := Params{
-		Name: s.Name, BaseURL: s.BaseURL, Token: s.Token, WorkspaceID: wid,
-		Contact: env.Contact, Version: env.Version, RateLimit: s.RateLimit, Resources: s.Resources,
-		Quota: &Quota{}, Logger: env.Logger, OnResponse: env.OnResponse, OnWait: env.OnWait,
-		Scope: s.Scope, TrailingDays: s.TrailingDays,
-	}
+	p := Params{Base: provider.BaseOf(s, env), WorkspaceID: wid, Quota: &Quota{}, Scope: s.Scope, TrailingDays: s.TrailingDays}
 	p.HTTP = provider.HTTPClient(HTTPConfig(p), s)
 	return p
 }

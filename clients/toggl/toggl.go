@@ -234,22 +234,13 @@ func (e *SinceTooOldError) Error() string {
 // Is matches ErrSinceTooOld.
 func (e *SinceTooOldError) Is(target error) bool { return target == ErrSinceTooOld }
 
-// Params configures a Client.
+// Params configures a Client. Base.Token is the API token, sent as Basic
+// <token>:api_token; Base.Contact defaults to DefaultContact. Base.HTTP,
+// when set, is used as is: build it from HTTPConfig to keep the auth header
+// and quota hooks.
 type Params struct {
-	// Name is the source name (the `source` column, and errors).
-	Name string
-	// BaseURL defaults to DefaultBaseURL.
-	BaseURL string
-	// Token is the API token, sent as Basic <token>:api_token; it is never
-	// logged or put in an error.
-	Token       string
+	provider.Base
 	WorkspaceID int64
-	// Contact and Version make the User-Agent.
-	Contact, Version string
-	// RateLimit defaults to DefaultRateLimit.
-	RateLimit httpx.RateLimit
-	// Resources defaults to every resource Toggl serves (Resources).
-	Resources []clients.Resource
 	// Scope is whose time entries are mirrored: ScopeMe (default, the
 	// token owner's, /me/time_entries) or ScopeWorkspace (every user's,
 	// the Reports API v3 detailed search).
@@ -266,12 +257,6 @@ type Params struct {
 	// HTTPConfig(p) with the same Quota so that QuotaWaitUntil sees them;
 	// New creates one when nil.
 	Quota *Quota
-	// HTTP, when set, is used as is (build it from HTTPConfig to keep the
-	// auth header and quota hooks); otherwise one is built from Params.
-	HTTP       *httpx.Client
-	Logger     zerolog.Logger
-	OnResponse func(status int, took time.Duration)
-	OnWait     func(reason string, d time.Duration)
 }
 
 // Quota tracks a source's hourly quota window and its 402 wait. The zero
@@ -363,7 +348,7 @@ type Client struct {
 var _ clients.Source = (*Client)(nil)
 
 func (p Params) withDefaults() Params {
-	p.BaseURL, p.RateLimit, p.Resources = defaults.Fill(p.BaseURL, p.RateLimit, p.Resources, Resources)
+	p.Base = p.Fill(defaults, Resources)
 	p.QuotaWindow = cmp.Or(p.QuotaWindow, DefaultQuotaWindow)
 	p.Scope = cmp.Or(p.Scope, ScopeMe)
 	p.TrailingDays = cmp.Or(p.TrailingDays, DefaultTrailingDays)
@@ -371,16 +356,10 @@ func (p Params) withDefaults() Params {
 	return p
 }
 
-// common is what p shares with every kind's Params.
-func (p Params) common() provider.Common {
-	return provider.Common{Kind: "toggl", Name: p.Name, BaseURL: p.BaseURL, Token: p.Token, RateLimit: p.RateLimit, Resources: p.Resources, HTTP: p.HTTP,
-		Env: provider.Env{Contact: p.Contact, Version: p.Version, Logger: p.Logger, OnResponse: p.OnResponse, OnWait: p.OnWait}}
-}
-
 // Validate reports the first missing or invalid parameter, by its name.
 func (p Params) Validate() error {
 	p = p.withDefaults()
-	return p.common().Check(func() error {
+	return p.Check("toggl", func() error {
 		switch {
 		case p.WorkspaceID <= 0:
 			return errors.New("workspace_id is required (a positive integer: the number in https://track.toggl.com/<workspace_id>/…)")
@@ -403,8 +382,8 @@ func HTTPConfig(p Params) httpx.Config {
 	p = p.withDefaults()
 	q := p.Quota
 	window := p.QuotaWindow
-	log := p.Logger.With().Str("source", p.Name).Logger()
-	cfg := p.common().HTTPConfig()
+	log := p.Log()
+	cfg := p.Base.HTTPConfig()
 	cfg.DefaultRetryAfter = DefaultRetryAfter
 	cfg.Headers = http.Header{"Authorization": {"Basic " +
 		base64.StdEncoding.EncodeToString([]byte(p.Token+":api_token"))}}
@@ -481,7 +460,7 @@ func New(p Params) (*Client, error) {
 	if p.Quota == nil {
 		p.Quota = &Quota{}
 	}
-	base, hc := p.common().Open(HTTPConfig(p))
+	base, hc := p.Open(HTTPConfig(p))
 	return &Client{
 		name:      p.Name,
 		base:      base,
@@ -489,7 +468,7 @@ func New(p Params) (*Client, error) {
 		resources: slices.Clone(p.Resources),
 		http:      hc,
 		dec:       newDecoder(p.Name, hc),
-		log:       p.Logger.With().Str("source", p.Name).Logger(),
+		log:       p.Log(),
 		quota:     p.Quota,
 		scope:     p.Scope,
 		trailing:  p.TrailingDays,

@@ -46,9 +46,10 @@ func newClient(t *testing.T, f *toggltest.Server, logs *sourcetest.SyncBuffer, o
 		w = zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), logs)
 	}
 	return kind.Build(t, toggl.Params{
-		Name: "tg", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
-		Version: "test", RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
-		Logger: zerolog.New(w).Level(zerolog.DebugLevel), Quota: &toggl.Quota{},
+		Base: provider.Base{Name: "tg", BaseURL: f.URL(), Token: f.Token(),
+			RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
+			Env:       provider.Env{Version: "test", Logger: zerolog.New(w).Level(zerolog.DebugLevel)}},
+		WorkspaceID: f.WorkspaceID(), Quota: &toggl.Quota{},
 	}, opts...)
 }
 
@@ -431,7 +432,7 @@ func TestRetriesAndLimits(t *testing.T) {
 
 func TestParamsValidate(t *testing.T) {
 	t.Parallel()
-	c := sourcetest.WantValidation(t, toggl.New, toggl.Params{Name: "tg", Token: "t", WorkspaceID: 1}, []sourcetest.Refusal[toggl.Params]{
+	c := sourcetest.WantValidation(t, toggl.New, toggl.Params{Base: provider.Base{Name: "tg", Token: "t"}, WorkspaceID: 1}, []sourcetest.Refusal[toggl.Params]{
 		{Key: "workspace_id", Change: func(p *toggl.Params) { p.WorkspaceID = 0 }},
 		{Key: "rate_limit", Change: func(p *toggl.Params) { p.RateLimit = httpx.RateLimit{Requests: -1, Per: time.Second} }},
 	})
@@ -472,8 +473,9 @@ func (harness) New(t *testing.T, o conformance.Options) conformance.Fake {
 		return toggltest.New(toggltest.Options{Clock: now})
 	}, func(f *toggltest.Server, log zerolog.Logger) (clients.Source, error) {
 		return toggl.New(toggl.Params{
-			Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(), WorkspaceID: f.WorkspaceID(),
-			RateLimit: o.RateLimit, Resources: toggl.Resources, Logger: log,
+			Base: provider.Base{Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(),
+				RateLimit: o.RateLimit, Resources: toggl.Resources, Env: provider.Env{Logger: log}},
+			WorkspaceID: f.WorkspaceID(),
 		})
 	})
 	return &fake{Server: f, Base: base}
@@ -777,9 +779,11 @@ func TestV8ShapedEntryTakesTheOwnerAndPid(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := kind.Build(t, toggl.Params{
-		Name: "tg", BaseURL: srv.URL + "/api/v9", Token: "secret-token", WorkspaceID: 777, Version: "test",
-		RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second}, Logger: zerolog.New(zerolog.NewTestWriter(t)),
-		Quota: &toggl.Quota{},
+		Base: provider.Base{Name: "tg", BaseURL: srv.URL + "/api/v9", Token: "secret-token",
+			RateLimit: httpx.RateLimit{Requests: 1000, Per: time.Second},
+			Env:       provider.Env{Version: "test", Logger: zerolog.New(zerolog.NewTestWriter(t))}},
+		WorkspaceID: 777,
+		Quota:       &toggl.Quota{},
 	})
 	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
@@ -138,8 +139,9 @@ func runScenario(args []string) error {
 // Unlimited (lifted) unless limited: then Harvest's 100 per 15 s.
 func harvestSource(a scenarioArgs, name string, log zerolog.Logger) (*harvest.Client, error) {
 	p := harvest.Params{
-		Name: name, BaseURL: a.sim.URL, AccountID: a.sim.AccountID, Token: a.sim.Token,
-		Contact: "bench@tidemark.invalid", Version: "bench", Logger: log,
+		Base: provider.Base{Name: name, BaseURL: a.sim.URL, Token: a.sim.Token,
+			Env: provider.Env{Contact: "bench@tidemark.invalid", Version: "bench", Logger: log}},
+		AccountID: a.sim.AccountID,
 	}
 	hc := harvest.HTTPConfig(p)
 	if !a.limited {
