@@ -900,47 +900,42 @@ func TestPerUserListingBeyondMaxPagesIsCapped(t *testing.T) {
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func TestConformance(t *testing.T) { conformance.Run(t, conformanceHarness{}) }
-
-type conformanceHarness struct{}
-
 // The change feed (time entries only) reports deletions. Projects,
 // clients, users and tasks are listed whole, every pass, with no stamp of
 // their own: a listing's clock versions them and a deleted one only
 // vanishes, so reconcile finds it.
-func (conformanceHarness) Capabilities() conformance.Capabilities {
-	c := conformance.Capabilities{
+//
+// The fake runs without its deletion delay and the client with a
+// one-second SafetyLag: the suite's clock moves seconds at a time. The
+// delay and the lag together are tested above.
+func TestConformance(t *testing.T) {
+	caps := conformance.Capabilities{
 		Deletions:    map[clients.Resource]conformance.Deletion{clients.TimeEntries: conformance.Reported},
 		ListingClock: map[clients.Resource]bool{},
 		ListedWhole:  map[clients.Resource]bool{},
 	}
 	for _, r := range []clients.Resource{clients.Projects, clients.Clients, clients.Users, clients.Tasks} {
-		c.Deletions[r] = conformance.Reconciled
-		c.ListingClock[r], c.ListedWhole[r] = true, true
+		caps.Deletions[r] = conformance.Reconciled
+		caps.ListingClock[r], caps.ListedWhole[r] = true, true
 	}
-	return c
-}
-
-// New runs the fake without its deletion delay and the client with a
-// one-second SafetyLag: the suite's clock moves seconds at a time. The
-// delay and the lag together are tested in clockify_test.go.
-func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.Fake {
-	f, base := conformance.Start(t, func(now func() time.Time) *clockifytest.Server {
-		return clockifytest.New(clockifytest.Options{NoRateLimit: true, NoDeletionDelay: true, Clock: now})
-	}, func(f *clockifytest.Server, log zerolog.Logger) (clients.Source, error) {
-		return clockify.New(clockify.Params{
-			Base: provider.Base{Name: "clockify-conf", BaseURL: f.URL(), Token: f.Token(),
-				RateLimit: o.RateLimit, Resources: clockify.Resources, Env: provider.Env{Logger: log}},
-			WorkspaceID: f.WorkspaceID(), SafetyLag: time.Second,
-			FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
-		})
+	conformance.Run(t, conformance.Provider[*clockifytest.Server]{
+		Caps: caps,
+		Fake: func(now func() time.Time) *clockifytest.Server {
+			return clockifytest.New(clockifytest.Options{NoRateLimit: true, NoDeletionDelay: true, Clock: now})
+		},
+		Source: func(f *clockifytest.Server, o conformance.Options, log zerolog.Logger) (clients.Source, error) {
+			return clockify.New(clockify.Params{
+				Base: provider.Base{Name: "clockify-conf", BaseURL: f.URL(), Token: f.Token(),
+					RateLimit: o.RateLimit, Resources: clockify.Resources, Env: provider.Env{Logger: log}},
+				WorkspaceID: f.WorkspaceID(), SafetyLag: time.Second,
+				FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
+			})
+		},
+		Put: conformancePut,
+		Delete: func(f *clockifytest.Server, r clients.Resource, id int64) {
+			f.Delete(r, strconv.FormatInt(id, 10))
+		},
 	})
-	return &conformanceFake{Server: f, Base: base}
-}
-
-type conformanceFake struct {
-	*clockifytest.Server // Requests, Versions
-	conformance.Base
 }
 
 // Ids the suite's records point at.
@@ -949,14 +944,13 @@ const (
 	projectID = "65f0dddddddddddddddddddd"
 )
 
-// Put stores content where the mirror's content column reads it: an
-// entry's description, a name, or a user's name (first_name). A task gets
-// a project to be listed under.
-func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
+// conformancePut stores content where the mirror's content column reads
+// it: an entry's description, a name, or a user's name (first_name). A
+// task gets a project to be listed under.
+func conformancePut(f *clockifytest.Server, now time.Time, r clients.Resource, id int64, content string) {
 	sid := strconv.FormatInt(id, 10)
 	switch r {
 	case clients.TimeEntries:
-		now := f.Clock.Now()
 		f.PutTimeEntry(clockifytest.TimeEntry{
 			ID: sid, UserID: userID, ProjectID: projectID, Description: &content, Start: now.Add(-90 * time.Minute), End: &now,
 		})
@@ -974,14 +968,6 @@ func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
 	default:
 		panic("clockify conformance: no record for " + string(r))
 	}
-}
-
-func (f *conformanceFake) Delete(r clients.Resource, id int64) {
-	f.Server.Delete(r, strconv.FormatInt(id, 10))
-}
-
-func (f *conformanceFake) Malform(r clients.Resource, m conformance.Malformation) {
-	f.MalformResource(r, m)
 }
 
 // requireAll fails for every id of want that got lacks: a live entry

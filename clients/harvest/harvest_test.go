@@ -666,25 +666,35 @@ func TestBodyCutShortIsRequestedAgain(t *testing.T) {
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func TestConformance(t *testing.T) { conformance.Run(t, conformanceHarness{}) }
-
-type conformanceHarness struct{}
-
 // Harvest hides every deletion from updated_since: reconcile finds them.
-func (conformanceHarness) Capabilities() conformance.Capabilities {
-	c := conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{},
+func TestConformance(t *testing.T) {
+	caps := conformance.Capabilities{Deletions: map[clients.Resource]conformance.Deletion{},
 		ListedWhole: map[clients.Resource]bool{}, ListedUnderParents: map[clients.Resource]bool{}}
 	for _, r := range conformanceResources {
-		c.Deletions[r] = conformance.Reconciled
-		t, _ := schema.Lookup(r)
-		if t.NoSince {
-			c.ListedWhole[r] = true
+		caps.Deletions[r] = conformance.Reconciled
+		def, _ := schema.Lookup(r)
+		if def.NoSince {
+			caps.ListedWhole[r] = true
 		}
-		if t.Parent != "" {
-			c.ListedUnderParents[r] = true
+		if def.Parent != "" {
+			caps.ListedUnderParents[r] = true
 		}
 	}
-	return c
+	conformance.Run(t, conformance.Provider[*harvestfake.Server]{
+		Caps: caps,
+		Fake: func(now func() time.Time) *harvestfake.Server {
+			return harvestfake.New(harvestfake.Options{NoRateLimit: true, Clock: now})
+		},
+		Source: func(f *harvestfake.Server, o conformance.Options, log zerolog.Logger) (clients.Source, error) {
+			return harvest.New(harvest.Params{
+				Base: provider.Base{Name: "harvest-conf", BaseURL: f.URL(), Token: f.Token(), RateLimit: o.RateLimit,
+					Resources: conformanceResources, Env: provider.Env{Contact: "ops@example.com", Logger: log}},
+				AccountID: f.AccountID(),
+			})
+		},
+		Put:    conformancePut,
+		Delete: func(f *harvestfake.Server, r clients.Resource, id int64) { f.Delete(r, id) },
+	})
 }
 
 // conformanceResources are every resource Harvest serves but the company,
@@ -699,31 +709,13 @@ var conformanceResources = func() []clients.Resource {
 	return out
 }()
 
-func (conformanceHarness) New(t *testing.T, o conformance.Options) conformance.Fake {
-	f, base := conformance.Start(t, func(now func() time.Time) *harvestfake.Server {
-		return harvestfake.New(harvestfake.Options{NoRateLimit: true, Clock: now})
-	}, func(f *harvestfake.Server, log zerolog.Logger) (clients.Source, error) {
-		return harvest.New(harvest.Params{
-			Base: provider.Base{Name: "harvest-conf", BaseURL: f.URL(), Token: f.Token(), RateLimit: o.RateLimit,
-				Resources: conformanceResources, Env: provider.Env{Contact: "ops@example.com", Logger: log}},
-			AccountID: f.AccountID(),
-		})
-	})
-	return &conformanceFake{Server: f, Base: base}
-}
-
-type conformanceFake struct {
-	*harvestfake.Server // Requests, Versions
-	conformance.Base
-}
-
-// Put stores content where the mirror's content column reads it: notes,
-// name, or a user's first_name.
-func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
+// conformancePut stores content where the mirror's content column reads
+// it: notes, name, or a user's first_name.
+func conformancePut(f *harvestfake.Server, now time.Time, r clients.Resource, id int64, content string) {
 	switch r {
 	case clients.TimeEntries:
 		f.PutTimeEntry(harvestfake.TimeEntry{
-			ID: id, SpentDate: clients.DateOf(f.Clock.Now()), Hours: "1.5", Notes: &content, UserID: 7, ProjectID: 8,
+			ID: id, SpentDate: clients.DateOf(now), Hours: "1.5", Notes: &content, UserID: 7, ProjectID: 8,
 		})
 	case clients.Projects:
 		f.PutProject(harvestfake.Project{ID: id, ClientID: 9, Name: content, IsActive: true})
@@ -741,10 +733,10 @@ func (f *conformanceFake) Put(r clients.Resource, id int64, content string) {
 		if def.Parent != "" {
 			// Each record under its own parent, created first.
 			if _, ok := f.Get(def.Parent, id); !ok {
-				f.Put(def.Parent, id, "parent")
+				conformancePut(f, now, def.Parent, id, "parent")
 			}
 		}
-		f.PutDoc(r, sampleDoc(def, id, conformance.ContentValue(r, content), clients.DateOf(f.Clock.Now())))
+		f.PutDoc(r, sampleDoc(def, id, conformance.ContentValue(r, content), clients.DateOf(now)))
 	}
 }
 
@@ -760,12 +752,6 @@ func sampleDoc(def *schema.Table, id int64, content string, day clients.Date) ha
 		d.Parent = id
 	}
 	return d
-}
-
-func (f *conformanceFake) Delete(r clients.Resource, id int64) { f.Server.Delete(r, id) }
-
-func (f *conformanceFake) Malform(r clients.Resource, m conformance.Malformation) {
-	f.MalformResource(r, m)
 }
 
 // accountEnv is a fake, a source serving rs and a poller over a fresh

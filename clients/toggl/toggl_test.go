@@ -446,53 +446,42 @@ func TestParamsValidate(t *testing.T) {
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func TestConformance(t *testing.T) { conformance.Run(t, harness{}) }
-
-type harness struct{}
-
 // Listings with `since` include deleted records (server_deleted_at): time
 // entries, projects and tasks. Clients and users are listed whole, without
 // `since`, and leave deleted records out: reconcile finds those. Workspace
 // users carry no `at`: the listing's clock versions them.
-func (harness) Capabilities() conformance.Capabilities {
-	return conformance.Capabilities{
-		Deletions: map[clients.Resource]conformance.Deletion{
-			clients.TimeEntries: conformance.Reported,
-			clients.Projects:    conformance.Reported,
-			clients.Tasks:       conformance.Reported,
-			clients.Clients:     conformance.Reconciled,
-			clients.Users:       conformance.Reconciled,
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Provider[*toggltest.Server]{
+		Caps: conformance.Capabilities{
+			Deletions: map[clients.Resource]conformance.Deletion{
+				clients.TimeEntries: conformance.Reported,
+				clients.Projects:    conformance.Reported,
+				clients.Tasks:       conformance.Reported,
+				clients.Clients:     conformance.Reconciled,
+				clients.Users:       conformance.Reconciled,
+			},
+			ListingClock: map[clients.Resource]bool{clients.Users: true},
+			ListedWhole:  map[clients.Resource]bool{clients.Clients: true, clients.Users: true},
 		},
-		ListingClock: map[clients.Resource]bool{clients.Users: true},
-		ListedWhole:  map[clients.Resource]bool{clients.Clients: true, clients.Users: true},
-	}
-}
-
-func (harness) New(t *testing.T, o conformance.Options) conformance.Fake {
-	f, base := conformance.Start(t, func(now func() time.Time) *toggltest.Server {
-		return toggltest.New(toggltest.Options{Clock: now})
-	}, func(f *toggltest.Server, log zerolog.Logger) (clients.Source, error) {
-		return toggl.New(toggl.Params{
-			Base: provider.Base{Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(),
-				RateLimit: o.RateLimit, Resources: toggl.Resources, Env: provider.Env{Logger: log}},
-			WorkspaceID: f.WorkspaceID(),
-		})
+		Fake: func(now func() time.Time) *toggltest.Server { return toggltest.New(toggltest.Options{Clock: now}) },
+		Source: func(f *toggltest.Server, o conformance.Options, log zerolog.Logger) (clients.Source, error) {
+			return toggl.New(toggl.Params{
+				Base: provider.Base{Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(),
+					RateLimit: o.RateLimit, Resources: toggl.Resources, Env: provider.Env{Logger: log}},
+				WorkspaceID: f.WorkspaceID(),
+			})
+		},
+		Put:    conformancePut,
+		Delete: func(f *toggltest.Server, r clients.Resource, id int64) { f.Delete(r, id) },
 	})
-	return &fake{Server: f, Base: base}
 }
 
-type fake struct {
-	*toggltest.Server // Requests, Versions
-	conformance.Base
-}
-
-// Put stores content where the mirror's content column reads it: an
-// entry's description, a name, or a user's fullname (first_name up to the
-// first space).
-func (f *fake) Put(r clients.Resource, id int64, content string) {
+// conformancePut stores content where the mirror's content column reads
+// it: an entry's description, a name, or a user's fullname (first_name up
+// to the first space).
+func conformancePut(f *toggltest.Server, now time.Time, r clients.Resource, id int64, content string) {
 	switch r {
 	case clients.TimeEntries:
-		now := f.Clock.Now()
 		f.PutTimeEntry(toggltest.TimeEntry{
 			ID: id, UserID: 7, ProjectID: 8, Description: &content,
 			Start: now.Add(-time.Hour), Stop: &now, Duration: 3600,
@@ -509,10 +498,6 @@ func (f *fake) Put(r clients.Resource, id int64, content string) {
 		panic("toggl conformance: no record for " + string(r))
 	}
 }
-
-func (f *fake) Delete(r clients.Resource, id int64) { f.Server.Delete(r, id) }
-
-func (f *fake) Malform(r clients.Resource, m conformance.Malformation) { f.MalformResource(r, m) }
 
 // Projects and tasks page by number over a live list: one deleted on page 1
 // while the client is between pages shifts the rest up, and the first of

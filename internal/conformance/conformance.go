@@ -9,11 +9,11 @@
 // page and changes nothing; and, once per provider, the rate limit holds
 // in every window.
 //
-// A provider's test package implements Harness and calls Run, with a
-// TestMain that calls pgtest.Main:
+// A provider's test package declares its Harness (a Provider over its fake
+// server) and calls Run, with a TestMain that calls pgtest.Main:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
-//	func TestConformance(t *testing.T) { conformance.Run(t, harness{}) }
+//	func TestConformance(t *testing.T) { conformance.Run(t, conformance.Provider[*toggltest.Server]{…}) }
 //
 // Subtests are named resource/check (TimeEntries is time_entries:
 // time_entries/NewerVersionWins, projects/MalformedPage/HTML_page, …).
@@ -131,7 +131,7 @@ type Options struct {
 	RateLimit httpx.RateLimit
 }
 
-// Harness is implemented by each provider's test.
+// Harness is what Run asks of a provider (Provider is one).
 type Harness interface {
 	// New starts a fresh fake (closed by t.Cleanup) whose clock is close to
 	// ours and only moves with Tick, and returns it with a source pointing
