@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -585,5 +586,60 @@ func TestDaemonSurvivesPostgresRestart(t *testing.T) {
 	assertConverged(t, pool, src)
 	if !strings.Contains(logs.String(), "pass failed") {
 		t.Log("no pass failed while the server was down (it restarted between ticks)")
+	}
+}
+
+// TestRunsWrittenOnceAtTheirEnd holds how incremental runs are recorded: an
+// idle pass's run appears only when it is done, as ok, with its counts; a
+// pass that lasts shows as running meanwhile, and its end completes that
+// same row.
+func TestRunsWrittenOnceAtTheirEnd(t *testing.T) {
+	t.Parallel()
+	src, p, pool := syncedToday(t, "a", "b")
+	runs := func() map[string]string {
+		t.Helper()
+		rows, err := pool.Query(context.Background(), `SELECT run_id, status FROM sync_runs`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (kv [2]string, err error) {
+			err = r.Scan(&kv[0], &kv[1])
+			return kv, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, kv := range m {
+			out[kv[0]] = kv[1]
+		}
+		return out
+	}
+	res := incremental(t, p) // idle: the overlap re-delivers both entries
+	if got := runs()[res[0].RunID]; got != "ok" || res[0].Counts.Unchanged != 2 {
+		t.Fatalf("idle run %s: status %q, counts %+v", res[0].RunID, got, res[0].Counts)
+	}
+
+	release := make(chan struct{})
+	var once sync.Once
+	src.onPage = func(clients.Window, int) { once.Do(func() { <-release }) }
+	done := make(chan []poller.Result)
+	go func() { done <- incremental(t, p) }()
+	var running string
+	waitFor(t, 10*time.Second, func() bool {
+		for id, st := range runs() {
+			if st == "running" {
+				running = id
+			}
+		}
+		return running != ""
+	}, "the lasting pass to show as running")
+	close(release)
+	res = <-done
+	if res[0].RunID != running {
+		t.Fatalf("the running row is %s, the pass was %s", running, res[0].RunID)
+	}
+	if got := runs(); got[running] != "ok" || len(got) != 3 {
+		t.Fatalf("after the lasting pass: %v", got)
 	}
 }
