@@ -56,6 +56,8 @@ type Config struct {
 	ChangeFeed ChangeFeed `yaml:"change_feed"`
 	// Webhooks configures provider webhook intake (issue 14; webhooks.go).
 	Webhooks Webhooks `yaml:"webhooks"`
+	// Runs bounds the sync_runs history (issue 15; runs.go).
+	Runs Runs `yaml:"runs"`
 
 	// Path is the file the config was read from (for messages).
 	Path string `yaml:"-"`
@@ -480,6 +482,9 @@ func (c *Config) validate(root *yaml.Node) error {
 		if s.Timeout == 0 {
 			s.Timeout = Duration(DefaultRequestTimeout)
 		}
+	}
+	if err := c.validateRuns(fail); err != nil {
+		return err
 	}
 	return c.validateChangeFeed(fail)
 }
