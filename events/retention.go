@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/internal/periodic"
 )
 
 // DefaultRetention is how long events are kept when not configured.
@@ -73,38 +74,22 @@ type Pruner struct {
 	Every     time.Duration // default 10 min
 	Log       zerolog.Logger
 
-	mu   sync.Mutex
-	stop context.CancelFunc
-	done chan struct{}
+	loop periodic.Loop
 }
 
 // Start runs the pruner until Stop.
 func (p *Pruner) Start(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	p.mu.Lock()
-	p.stop, p.done = cancel, make(chan struct{})
-	p.mu.Unlock()
-	go func() {
-		defer close(p.done)
-		t := time.NewTicker(cmpOr(p.Every, 10*time.Minute))
-		defer t.Stop()
-		for {
-			n, err := Prune(ctx, p.Pool, p.Retention)
-			switch {
-			case errors.Is(err, context.Canceled):
-			case err != nil:
-				p.Log.Error().Err(err).Msg("event retention failed")
-			case n > 0:
-				p.Log.Info().Int64("deleted", n).Dur("retention", p.Retention).Msg("expired events deleted")
-			}
-			p.warnLagging(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+	p.loop.Start(ctx, cmpOr(p.Every, 10*time.Minute), func(ctx context.Context) {
+		n, err := Prune(ctx, p.Pool, p.Retention)
+		switch {
+		case errors.Is(err, context.Canceled):
+		case err != nil:
+			p.Log.Error().Err(err).Msg("event retention failed")
+		case n > 0:
+			p.Log.Info().Int64("deleted", n).Dur("retention", p.Retention).Msg("expired events deleted")
 		}
-	}()
+		p.warnLagging(ctx)
+	})
 }
 
 // warnLagging logs, at each tick, the consumers whose oldest unacknowledged
@@ -124,19 +109,7 @@ func (p *Pruner) warnLagging(ctx context.Context) {
 }
 
 // Stop stops the pruner and waits for it.
-func (p *Pruner) Stop(ctx context.Context) {
-	p.mu.Lock()
-	stop, done := p.stop, p.done
-	p.mu.Unlock()
-	if stop == nil {
-		return
-	}
-	stop()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+func (p *Pruner) Stop(ctx context.Context) { p.loop.Stop(ctx) }
 
 func cmpOr(d, def time.Duration) time.Duration {
 	if d > 0 {
