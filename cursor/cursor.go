@@ -6,8 +6,9 @@
 // It promises that the cursor only moves forward, except through an explicit
 // operator command (Set, Reset) that is recorded in sync_runs with its actor.
 // Writes that must commit with the data they describe (Advance, FinishRun,
-// BackfillProgress) take the caller's transaction. It knows nothing of HTTP,
-// and callers decide on its own errors (ErrNotFound, ErrBackward with
+// RecordRuns, BackfillProgress) take the caller's transaction; the
+// history's retention (PruneRuns) deletes in short transactions of its own.
+// It knows nothing of HTTP, and callers decide on its own errors (ErrNotFound, ErrBackward with
 // *BackwardError, ErrRunExists), never on pgx's: pgx.ErrNoRows never escapes.
 // Other database failures are wrapped (%w) with the operation that failed,
 // so that context.Canceled stays visible to errors.Is.
