@@ -643,3 +643,4 @@ func TestRunsWrittenOnceAtTheirEnd(t *testing.T) {
 		t.Fatalf("after the lasting pass: %v", got)
 	}
 }
+

@@ -46,25 +46,18 @@ func (p *Poller) recordRuns(ctx context.Context, source string, b *runBatch) {
 const runVisibleAfter = 2 * time.Second
 
 // showRunning writes rec as running if the pass is still going after
-// runVisibleAfter. The function it returns stops that, waiting for a write
-// in flight, so that the caller's own record comes after it.
+// runVisibleAfter. The function it returns stops that. It does not wait for
+// a write already in flight: the caller may hold a pool connection (its
+// last transaction) that the write needs, and a running record that lands
+// after the run's end changes nothing (RecordRuns).
 func (p *Poller) showRunning(ctx context.Context, log zerolog.Logger, rec cursor.RunRecord) (stop func()) {
 	rec.Status = cursor.StatusRunning
-	done := make(chan struct{})
 	t := time.AfterFunc(runVisibleAfter, func() {
-		defer close(done)
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 		defer cancel()
 		if err := cursor.RecordRuns(c, p.pool, []cursor.RunRecord{rec}); err != nil {
 			log.Warn().Err(err).Msg("could not record the run as running")
 		}
 	})
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			if !t.Stop() {
-				<-done
-			}
-		})
-	}
+	return func() { t.Stop() }
 }
