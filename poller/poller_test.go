@@ -643,4 +643,3 @@ func TestRunsWrittenOnceAtTheirEnd(t *testing.T) {
 		t.Fatalf("after the lasting pass: %v", got)
 	}
 }
-
