@@ -49,6 +49,9 @@ type Daemon struct {
 	mu    sync.Mutex
 	state map[string]*sourceState
 	fleet *fleet // nil: not a fleet member (takes every source it can)
+	// ownership, when set, is told of each source this daemon takes and
+	// gives up (fleet.go, OnOwnership).
+	ownership func(source string, owned bool)
 }
 
 type sourceState struct {
@@ -79,6 +82,9 @@ func (st *sourceState) pass(r clients.Resource, kind string) *passState {
 	k := Step{Resource: r, Kind: kind}
 	ps, ok := st.passes[k]
 	if !ok {
+		if st.passes == nil {
+			st.passes = map[Step]*passState{}
+		}
 		ps = &passState{}
 		st.passes[k] = ps
 	}
@@ -106,7 +112,7 @@ func NewDaemon(p *Poller, parser cron.Parser, scheds []Schedule) (*Daemon, error
 		if _, err := p.source(s.Source); err != nil {
 			return nil, err
 		}
-		d.state[s.Source] = &sourceState{passes: map[Step]*passState{}}
+		d.state[s.Source] = &sourceState{}
 		if err := d.schedule(s.Source, s.Incremental, cursor.KindIncremental); err != nil {
 			return nil, fmt.Errorf("source %s: schedule %q: %w", s.Source, s.Incremental, err)
 		}
@@ -142,7 +148,7 @@ func (d *Daemon) Start(ctx context.Context, runNow bool) {
 				// are: a thousand first passes at once were the daemon's
 				// peak of memory, while a few start at once.
 				delay := st.splay * time.Duration(min(len(d.state), startSpread)) / startSpread
-				go d.splayed(delay, d.job(name, cursor.KindIncremental))()
+				go d.incremental(name, delay)()
 			}
 		}
 	}
@@ -181,9 +187,10 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 		// follow each other closely would never be handed over.
 		if d.assignedElsewhere(st) && d.fleet.members != nil && st.owner != nil && !st.backfilling {
 			h := st.owner
-			st.owner, st.owned, st.loaded = nil, false, false
+			st.disown()
 			d.mu.Unlock()
 			h.Release()
+			d.owning(source, false)
 			log.Info().Msg("source assigned to another fleet member; handed over")
 			return false
 		}
@@ -200,28 +207,30 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 	d.mu.Unlock()
 	held, err := d.p.leaser.TryAcquire(d.ctx, ownerLease(source)) // held for the daemon's life, or until handed over
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	st := d.state[source]
+	was := st.owned
 	switch {
 	case err == nil:
-		first := !st.owned
 		st.owned, st.owner = true, held
-		if first {
+		if !was {
 			log.Info().Msg("this daemon now owns the source")
 			d.adopt(source, log)
 		}
-		return true
 	case errors.Is(err, ErrBusy):
-		if st.owned {
+		if was {
 			log.Warn().Msg("lost the source to another replica")
 		}
-		st.owned, st.owner = false, nil
+		st.disown()
 		log.Info().Msg("source owned by another replica or a local backfill; skipping this tick")
 	default:
-		st.owned, st.owner = false, nil
+		st.disown()
 		log.Error().Err(err).Msg("could not take the source's ownership lease")
 	}
-	return false
+	d.mu.Unlock()
+	if now := err == nil; now != was {
+		d.owning(source, now)
+	}
+	return err == nil
 }
 
 func ownerLease(source string) string { return "owner:" + source }
@@ -347,11 +356,29 @@ func (d *Daemon) schedule(source, spec, kind string) error {
 	}
 	next := sched.Next(time.Now().UTC())
 	splay := splayOf(source, sched.Next(next).Sub(next)/10)
+	run := d.splayed(splay, d.job(source, kind))
 	if kind == cursor.KindIncremental {
 		d.state[source].splay = splay
+		run = d.incremental(source, splay)
 	}
-	d.cron.Schedule(sched, cron.FuncJob(d.splayed(splay, d.job(source, kind))))
+	d.cron.Schedule(sched, cron.FuncJob(run))
 	return nil
+}
+
+// incremental returns an incremental tick of source, delayed by splay
+// unless the tick is none of this daemon's business (skipsTick). A
+// reconcile tick always runs: it records the due reconcile for whichever
+// replica owns the source.
+func (d *Daemon) incremental(source string, splay time.Duration) func() {
+	run := d.splayed(splay, d.job(source, cursor.KindIncremental))
+	return func() {
+		d.mu.Lock()
+		skip := d.skipsTick(d.state[source])
+		d.mu.Unlock()
+		if !skip {
+			run()
+		}
+	}
 }
 
 // splayed returns run delayed by splay (cut short when the daemon stops).
@@ -396,7 +423,9 @@ func (d *Daemon) runJob(source, kind string) {
 		d.mu.Unlock()
 		return
 	}
-	if kind == cursor.KindReconcile {
+	if kind == cursor.KindReconcile && (st.owned || st.loaded) {
+		// Elsewhere the due reconcile is only recorded (persistDue), and
+		// read back (load) if this daemon takes the source.
 		d.markDue(source, st)
 	}
 	if st.running {

@@ -94,7 +94,7 @@ func (d *Daemon) rebalance() {
 		switch {
 		case !mine && st.owner != nil && !st.running && !st.backfilling:
 			give, giveNames = append(give, st.owner), append(giveNames, name)
-			st.owner, st.owned, st.loaded = nil, false, false
+			st.disown()
 			st.running = true // no pass starts while the lease goes
 		case mine && st.owner == nil && !st.running:
 			take = append(take, name)
@@ -104,6 +104,7 @@ func (d *Daemon) rebalance() {
 	d.mu.Unlock()
 	for i, h := range give {
 		h.Release()
+		d.owning(giveNames[i], false)
 		d.log.Info().Str("source", giveNames[i]).Msg("source assigned to another fleet member; handed over")
 	}
 	for _, name := range take {
@@ -114,6 +115,37 @@ func (d *Daemon) rebalance() {
 		d.state[name].running = false
 	}
 	d.mu.Unlock()
+}
+
+// OnOwnership sets fn to be told of each source this daemon takes (owned
+// true, before its first pass here) and gives up (false: handed over, lost
+// to another replica, its lease unreachable), so that a replica keeps what
+// a source costs (its client, its metric series) only while it owns it. fn
+// runs between that source's passes, never two at once for one source;
+// call before Start.
+func (d *Daemon) OnOwnership(fn func(source string, owned bool)) { d.ownership = fn }
+
+func (d *Daemon) owning(source string, owned bool) {
+	if d.ownership != nil {
+		d.ownership(source, owned)
+	}
+}
+
+// disown forgets what the daemon held of a source it no longer owns: the
+// lease and the passes' back-offs and due reconciles (pass_state keeps
+// those; the next owner, this daemon again too, reads them back); d.mu is
+// held.
+func (st *sourceState) disown() {
+	st.owner, st.owned, st.loaded, st.passes = nil, false, false, nil
+}
+
+// skipsTick reports whether a tick of the source is none of this daemon's
+// business: the fleet gives the source to another member and this daemon
+// holds no lease on it. Such a tick ends at once instead of waiting for its
+// splay on a goroutine of its own, so that a replica's ticks cost its
+// share, not every source; d.mu is held.
+func (d *Daemon) skipsTick(st *sourceState) bool {
+	return d.assignedElsewhere(st) && st.owner == nil && !st.backfilling
 }
 
 // assignedElsewhere reports whether the fleet gives source to another

@@ -17,50 +17,80 @@ import (
 // sep joins label values into a map key; it cannot occur in UTF-8 text.
 const sep = "\xff"
 
-func key(lvs []string) string { return strings.Join(lvs, sep) }
+// series is a family's label sets: by the first label's value (the source,
+// in every family of the daemon's), then the others' joined by sep, so that
+// a source's series go at once when it moves to another replica (Forget).
+type series[T any] map[string]map[string]T
+
+func rest(lvs []string) string { return strings.Join(lvs[1:], sep) }
+
+// of returns the series of lvs[0], made when missing.
+func (s series[T]) of(first string) map[string]T {
+	m := s[first]
+	if m == nil {
+		m = map[string]T{}
+		s[first] = m
+	}
+	return m
+}
+
+// each calls fn with the label values (n of them) of every series.
+func (s series[T]) each(n int, fn func(lvs []string, x T)) {
+	for first, m := range s {
+		for r, x := range m {
+			lvs := []string{first}
+			if n > 1 {
+				lvs = append(lvs, strings.Split(r, sep)...)
+			}
+			fn(lvs, x)
+		}
+	}
+}
 
 // vec is a counter or gauge family.
 type vec struct {
-	desc *prometheus.Desc
-	typ  prometheus.ValueType
-	mu   sync.Mutex
-	vals map[string]float64
+	desc   *prometheus.Desc
+	typ    prometheus.ValueType
+	labels int
+	mu     sync.Mutex
+	vals   series[float64]
 }
 
 func newVec(typ prometheus.ValueType, name, help string, labels ...string) *vec {
-	return &vec{desc: prometheus.NewDesc(name, help, labels, nil), typ: typ, vals: map[string]float64{}}
+	return &vec{desc: prometheus.NewDesc(name, help, labels, nil), typ: typ, labels: len(labels), vals: series[float64]{}}
 }
 
 func (v *vec) add(d float64, lvs ...string) {
-	k := key(lvs)
+	k := rest(lvs)
 	v.mu.Lock()
-	v.vals[k] += d
+	v.vals.of(lvs[0])[k] += d
 	v.mu.Unlock()
 }
 
 func (v *vec) set(x float64, lvs ...string) {
-	k := key(lvs)
+	k := rest(lvs)
 	v.mu.Lock()
-	v.vals[k] = x
+	v.vals.of(lvs[0])[k] = x
 	v.mu.Unlock()
 }
 
 func (v *vec) delete(lvs ...string) {
-	k := key(lvs)
+	k := rest(lvs)
 	v.mu.Lock()
-	delete(v.vals, k)
-	v.mu.Unlock()
+	defer v.mu.Unlock()
+	if m := v.vals[lvs[0]]; m != nil {
+		delete(m, k)
+		if len(m) == 0 {
+			delete(v.vals, lvs[0])
+		}
+	}
 }
 
 // deleteFirst removes every series whose first label value is first.
 func (v *vec) deleteFirst(first string) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	for k := range v.vals {
-		if strings.HasPrefix(k, first+sep) || k == first {
-			delete(v.vals, k)
-		}
-	}
+	delete(v.vals, first)
+	v.mu.Unlock()
 }
 
 func (v *vec) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
@@ -68,17 +98,18 @@ func (v *vec) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
 func (v *vec) Collect(ch chan<- prometheus.Metric) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for k, x := range v.vals {
-		ch <- prometheus.MustNewConstMetric(v.desc, v.typ, x, strings.Split(k, sep)...)
-	}
+	v.vals.each(v.labels, func(lvs []string, x float64) {
+		ch <- prometheus.MustNewConstMetric(v.desc, v.typ, x, lvs...)
+	})
 }
 
 // histVec is a histogram family.
 type histVec struct {
 	desc   *prometheus.Desc
 	bounds []float64
+	labels int
 	mu     sync.Mutex
-	vals   map[string]*hist
+	vals   series[*hist]
 }
 
 type hist struct {
@@ -88,17 +119,18 @@ type hist struct {
 }
 
 func newHistVec(name, help string, bounds []float64, labels ...string) *histVec {
-	return &histVec{desc: prometheus.NewDesc(name, help, labels, nil), bounds: bounds, vals: map[string]*hist{}}
+	return &histVec{desc: prometheus.NewDesc(name, help, labels, nil), bounds: bounds, labels: len(labels), vals: series[*hist]{}}
 }
 
 func (h *histVec) observe(x float64, lvs ...string) {
-	k := key(lvs)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.vals[k]
+	m := h.vals.of(lvs[0])
+	k := rest(lvs)
+	s := m[k]
 	if s == nil {
 		s = &hist{counts: make([]uint64, len(h.bounds)+1)}
-		h.vals[k] = s
+		m[k] = s
 	}
 	i := 0
 	for i < len(h.bounds) && x > h.bounds[i] { // buckets are upper-inclusive
@@ -109,18 +141,24 @@ func (h *histVec) observe(x float64, lvs ...string) {
 	s.sum += x
 }
 
+func (h *histVec) deleteFirst(first string) {
+	h.mu.Lock()
+	delete(h.vals, first)
+	h.mu.Unlock()
+}
+
 func (h *histVec) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
 
 func (h *histVec) Collect(ch chan<- prometheus.Metric) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for k, s := range h.vals {
+	h.vals.each(h.labels, func(lvs []string, s *hist) {
 		cum := make(map[float64]uint64, len(h.bounds))
 		var n uint64
 		for i, b := range h.bounds {
 			n += s.counts[i]
 			cum[b] = n
 		}
-		ch <- prometheus.MustNewConstHistogram(h.desc, s.count, s.sum, cum, strings.Split(k, sep)...)
-	}
+		ch <- prometheus.MustNewConstHistogram(h.desc, s.count, s.sum, cum, lvs...)
+	})
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -16,19 +17,23 @@ func TestCompactSameExposition(t *testing.T) {
 	refC := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c_total", Help: "c."}, []string{"source", "status"})
 	refG := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "g", Help: "g."}, []string{"source", "reason"})
 	refH := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "h_seconds", Help: "h.", Buckets: bounds}, []string{"source", "kind"})
-	refReg.MustRegister(refC, refG, refH)
+	refS := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "s_seconds", Help: "s."}, []string{"source"})
+	refReg.MustRegister(refC, refG, refH, refS)
 
 	reg := prometheus.NewRegistry()
 	c := newVec(prometheus.CounterValue, "c_total", "c.", "source", "status")
 	g := newVec(prometheus.GaugeValue, "g", "g.", "source", "reason")
 	h := newHistVec("h_seconds", "h.", bounds, "source", "kind")
-	reg.MustRegister(c, g, h)
+	sv := newVec(prometheus.GaugeValue, "s_seconds", "s.", "source")
+	reg.MustRegister(c, g, h, sv)
 
 	for i, src := range []string{"acme", "acme-2", "bolt"} {
 		refC.WithLabelValues(src, "200").Add(float64(i + 1))
 		c.add(float64(i+1), src, "200")
 		refC.WithLabelValues(src, "429").Inc()
 		c.add(1, src, "429")
+		refS.WithLabelValues(src).Set(float64(i) + 60)
+		sv.set(float64(i)+60, src)
 		refG.WithLabelValues(src, "quota").Set(float64(i) * 1.5)
 		g.set(float64(i)*1.5, src, "quota")
 		refG.WithLabelValues(src, "retry_after").Set(3)
@@ -54,5 +59,43 @@ func TestCompactSameExposition(t *testing.T) {
 	}
 	if len(want) < 500 {
 		t.Fatalf("scrape too short to mean anything:\n%s", want)
+	}
+}
+
+// Forget removes every series of one source, and only those.
+func TestForgetRemovesASourcesSeries(t *testing.T) {
+	m := New()
+	for _, src := range []string{"acme", "acme-2"} {
+		m.Records(src, "time_entries", "inserted", 3)
+		m.Request(src, 429)
+		m.Pass(src, "time_entries", "reconcile", "refused", time.Second)
+		m.Lag(src, "time_entries", time.Minute)
+		m.BackfillProgress(src, "time_entries", false)
+		m.Wait(src, "quota", time.Now())
+		m.Schedule(src, time.Minute)
+	}
+	m.Forget("acme")
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]int{}
+	for _, f := range fams {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "source" {
+					left[l.GetValue()]++
+				}
+			}
+		}
+	}
+	if left["acme"] != 0 || left["acme-2"] < 10 {
+		t.Fatalf("series by source after Forget(acme): %v", left)
+	}
+	if _, ok := m.LastLag("acme", "time_entries"); ok {
+		t.Fatal("acme's lag is still known")
+	}
+	if _, ok := m.LastLag("acme-2", "time_entries"); !ok {
+		t.Fatal("acme-2's lag is gone")
 	}
 }

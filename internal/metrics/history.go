@@ -21,7 +21,7 @@ type Minute struct {
 type history struct {
 	mu   sync.Mutex
 	ring [HistoryMinutes]Minute
-	lag  map[[2]string]Lag
+	lag  map[string]map[string]Lag // by source, then resource
 }
 
 // Lag is a cursor's lag on the source's clock, as of the pass that set it.
@@ -46,9 +46,12 @@ func (h *history) setLag(source, resource string, lag time.Duration, at time.Tim
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lag == nil {
-		h.lag = map[[2]string]Lag{}
+		h.lag = map[string]map[string]Lag{}
 	}
-	h.lag[[2]string{source, resource}] = Lag{Lag: lag, At: at}
+	if h.lag[source] == nil {
+		h.lag[source] = map[string]Lag{}
+	}
+	h.lag[source][resource] = Lag{Lag: lag, At: at}
 }
 
 // History returns the last HistoryMinutes minutes up to now, oldest first,
@@ -79,6 +82,6 @@ func (m *Metrics) LastLag(source, resource string) (Lag, bool) {
 	}
 	m.hist.mu.Lock()
 	defer m.hist.mu.Unlock()
-	l, ok := m.hist.lag[[2]string{source, resource}]
+	l, ok := m.hist.lag[source][resource]
 	return l, ok
 }

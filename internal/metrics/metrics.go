@@ -151,3 +151,22 @@ func (m *Metrics) Schedule(source string, every time.Duration) {
 	}
 	m.schedule.set(every.Seconds(), source)
 }
+
+// Forget removes every series of a source, and its last lag, when this
+// process hands the source over to another replica: a replica's series
+// follow its share, not every source it ever owned. The new owner's series
+// take over (the dashboards and alerts take the max over replicas); the
+// minutes of the status page's chart keep what was done here.
+func (m *Metrics) Forget(source string) {
+	if m == nil {
+		return
+	}
+	for _, v := range []*vec{m.records, m.requests, m.rateLimited, m.lag, m.lastSuccess, m.backfill,
+		m.failures, m.refused, m.waiting, m.schedule} {
+		v.deleteFirst(source)
+	}
+	m.passes.deleteFirst(source)
+	m.hist.mu.Lock()
+	delete(m.hist.lag, source)
+	m.hist.mu.Unlock()
+}
