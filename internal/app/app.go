@@ -53,8 +53,16 @@ type App struct {
 	// deadline; Close then leaves the pool to the process exit.
 	Abandoned bool
 
+	// Fleet overrides the daemon's fleet membership (tests: several
+	// replicas in one process); zero: this host and pid, 5 s heartbeats.
+	Fleet poller.FleetParams
+
 	wh      *webhookState // webhooks.go
 	closers []func()
+	// share: the daemon builds a source's client only while it owns the
+	// source (share.go); slots are its sources by name.
+	share bool
+	slots map[string]*slot
 }
 
 // Open connects to the database of a loaded configuration.
@@ -135,39 +143,57 @@ func (a *App) Sources(ctx context.Context, only string) ([]poller.Source, error)
 }
 
 // buildSource builds one source through its kind's registration
-// (clients/provider): no switch on the kind here.
+// (clients/provider): no switch on the kind here. In the daemon (a.share)
+// the source is a slot whose client is built while the daemon owns it
+// (share.go); this first build only checks the configuration and is
+// dropped, unless the kind started something of its own (the simulated
+// tracker, which is the source's data): that one stays.
 func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Source, error) {
 	kind, err := provider.Lookup(sc.Kind)
 	if err != nil {
 		return nil, Usagef("%s: source %s: %v", a.Config.Path, sc.Name, err)
 	}
-	// The process's logger: each client adds the source to its own (a
-	// derived logger per source here would cost 500 bytes a source and
-	// write the source field twice).
-	waits := &waitRecorder{pool: a.Pool, source: sc.Name, log: a.Log, metrics: a.Metrics}
-	env := provider.Env{
-		Contact: a.Config.Contact, Version: a.Version, Logger: a.Log,
-		OnResponse: func(status int, _ time.Duration) {
-			a.Metrics.Request(sc.Name, status)
-			waits.response(status)
-		},
-		OnWait: waits.wait,
+	build := func() (provider.Built, error) {
+		// The process's logger: each client adds the source to its own (a
+		// derived logger per source here would cost 500 bytes a source and
+		// write the source field twice).
+		waits := &waitRecorder{pool: a.Pool, source: sc.Name, log: a.Log, metrics: a.Metrics}
+		env := provider.Env{
+			Contact: a.Config.Contact, Version: a.Version, Logger: a.Log,
+			OnResponse: func(status int, _ time.Duration) {
+				a.Metrics.Request(sc.Name, status)
+				waits.response(status)
+			},
+			OnWait: waits.wait,
+		}
+		return kind.New(ctx, sc.Settings(), env)
 	}
-	b, err := kind.New(ctx, sc.Settings(), env)
+	b, err := build()
 	if err != nil {
 		return nil, err
 	}
+	src := b.Source
 	if b.Close != nil {
 		a.closers = append(a.closers, b.Close)
+	} else {
+		sl := &slot{sc: sc, resources: b.Source.Resources(), build: build}
+		if !a.share {
+			sl.src = b.Source // a CLI command: it lists the source now
+		}
+		if a.slots == nil {
+			a.slots = map[string]*slot{}
+		}
+		a.slots[sc.Name] = sl
+		src = wrap(sl, b.Source)
 	}
-	a.noteSource(sc.Name, b.Source) // webhooks.go
+	a.noteSource(sc.Name, src) // webhooks.go
 	if s, ok := b.Source.(*simulated.Source); ok {
 		if a.Simulated == nil {
 			a.Simulated = map[string]*simulated.Tracker{}
 		}
 		a.Simulated[sc.Name] = s.Tracker
 	}
-	return b.Source, nil
+	return src, nil
 }
 
 // waitRecorder records in the database when a source makes us wait long

@@ -41,6 +41,7 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 		return err
 	}
 	tuneGC()
+	a.share = true // share.go: a source's client only while this replica owns it
 	p, err := a.Poller(ctx, "")
 	if err != nil {
 		return err
@@ -48,13 +49,13 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 	var scheds []poller.Schedule
 	for _, s := range a.Config.Sources {
 		scheds = append(scheds, poller.Schedule{Source: s.Name, Incremental: s.Schedule, Reconcile: s.Reconcile.Schedule})
-		a.Metrics.Schedule(s.Name, ScheduleGap(s.Schedule, time.Now())) // the alerts' yardstick
 	}
 	d, err := poller.NewDaemon(p, config.CronParser, scheds)
 	if err != nil {
 		return UsageError{err}
 	}
-	d.JoinFleet(poller.FleetParams{Member: a.member()}) // fleet.go
+	d.JoinFleet(a.fleetParams()) // fleet.go
+	a.shareSources(d)            // share.go
 	if listen != "" {
 		srv, err := a.ServeOps(listen)
 		if err != nil {

@@ -1,0 +1,201 @@
+package app
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/provider"
+	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/webhooks"
+)
+
+// A replica holds what a source costs only while it owns it (issue 15: 10,000
+// sources over 3 replicas, each holding its share). In the daemon a source is
+// a slot: its name and resources, and its client (HTTP configuration, rate
+// limiter, loggers, wait recorder) built when the daemon takes the source
+// and dropped when it gives it up, with the source's metric series. Every
+// source is still built once at start, to refuse a bad configuration then
+// rather than at its adoption; that client is dropped at once.
+
+// slot is a configured source whose client exists while it is needed.
+type slot struct {
+	sc        *config.Source
+	resources []clients.Resource
+	build     func() (provider.Built, error)
+
+	mu  sync.Mutex
+	src clients.Source // nil: not built
+}
+
+func (s *slot) Name() string                   { return s.sc.Name }
+func (s *slot) Resources() []clients.Resource { return s.resources }
+
+// client returns the source's client, built when missing; it stays until
+// release.
+func (s *slot) client() (clients.Source, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.src == nil {
+		b, err := s.build()
+		if err != nil {
+			return nil, err
+		}
+		s.src = b.Source
+	}
+	return s.src, nil
+}
+
+// built returns the client if there is one (nil: none).
+func (s *slot) built() clients.Source {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.src
+}
+
+// release drops the client; a listing in flight keeps the one it has.
+func (s *slot) release() {
+	s.mu.Lock()
+	s.src = nil
+	s.mu.Unlock()
+}
+
+func (s *slot) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	c, err := s.client()
+	if err != nil {
+		return err
+	}
+	return c.List(ctx, r, w, fn)
+}
+
+// The optional interfaces of a client (clients.Scoper, clients.Moder,
+// webhooks.Decoder), each served by the client of the slot; a slot wears
+// those its kind's client has (wrap), as callers test for them.
+type (
+	scoping  struct{ s *slot }
+	moding   struct{ s *slot }
+	decoding struct{ s *slot }
+)
+
+func (x scoping) ListScope(r clients.Resource, w clients.Window) clients.Scope {
+	c, err := x.s.client()
+	if err != nil {
+		return clients.Scope{}
+	}
+	return clients.ScopeOf(c, r, w)
+}
+
+func (x moding) Mode(r clients.Resource) string {
+	if m, ok := x.s.built().(clients.Moder); ok {
+		return m.Mode(r)
+	}
+	return ""
+}
+
+// DecodeEvent decodes with the source's client when this replica owns the
+// source, else with one built for the event and dropped after it (a webhook
+// can arrive at any replica; this one keeps no client for it).
+func (x decoding) DecodeEvent(r clients.Resource, payload []byte, fetched time.Time) ([]clients.Record, bool, error) {
+	c := x.s.built()
+	if c == nil {
+		b, err := x.s.build()
+		if err != nil {
+			return nil, false, err
+		}
+		c = b.Source
+	}
+	if d, ok := c.(webhooks.Decoder); ok {
+		return d.DecodeEvent(r, payload, fetched)
+	}
+	return nil, false, nil
+}
+
+// wrap returns s with the optional interfaces that probe, a client of its
+// kind, has.
+func wrap(s *slot, probe clients.Source) clients.Source {
+	_, sc := probe.(clients.Scoper)
+	_, mo := probe.(clients.Moder)
+	_, de := probe.(webhooks.Decoder)
+	x, m, d := scoping{s}, moding{s}, decoding{s}
+	switch {
+	case sc && mo && de:
+		return struct {
+			*slot
+			scoping
+			moding
+			decoding
+		}{s, x, m, d}
+	case sc && mo:
+		return struct {
+			*slot
+			scoping
+			moding
+		}{s, x, m}
+	case sc && de:
+		return struct {
+			*slot
+			scoping
+			decoding
+		}{s, x, d}
+	case mo && de:
+		return struct {
+			*slot
+			moding
+			decoding
+		}{s, m, d}
+	case sc:
+		return struct {
+			*slot
+			scoping
+		}{s, x}
+	case mo:
+		return struct {
+			*slot
+			moding
+		}{s, m}
+	case de:
+		return struct {
+			*slot
+			decoding
+		}{s, d}
+	}
+	return s
+}
+
+// shareSources makes the daemon's replica hold a source's client and metric
+// series only while it owns the source: built when it takes it (with the
+// source's schedule gauge, the alerts' yardstick), dropped when it gives it
+// up.
+func (a *App) shareSources(d *poller.Daemon) {
+	d.OnOwnership(func(source string, owned bool) {
+		s := a.slots[source]
+		if s == nil {
+			return
+		}
+		if !owned {
+			s.release()
+			a.Metrics.Forget(source)
+			return
+		}
+		if _, err := s.client(); err != nil {
+			// Its passes fail with the same error, recorded and backed off.
+			a.Log.Error().Str("source", source).Err(err).Msg("could not build the source's client")
+		}
+		a.Metrics.Schedule(source, ScheduleGap(s.sc.Schedule, time.Now()))
+	})
+}
+
+// builtSources names the sources that have a client now, sorted (tests).
+func (a *App) builtSources() []string {
+	var out []string
+	for name, s := range a.slots {
+		if s.built() != nil {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
