@@ -31,7 +31,7 @@ type slot struct {
 	src clients.Source // nil: not built
 }
 
-func (s *slot) Name() string                   { return s.sc.Name }
+func (s *slot) Name() string                  { return s.sc.Name }
 func (s *slot) Resources() []clients.Resource { return s.resources }
 
 // client returns the source's client, built when missing; it stays until
