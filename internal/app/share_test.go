@@ -125,8 +125,8 @@ func TestReplicaHoldsItsShare(t *testing.T) {
 		t.Cleanup(func() { r.stop(t) })
 		return r
 	}
-	// settled waits until the replicas given own every source between them
-	// and each holds clients and metric series for exactly the sources it
+	// settled waits until the replicas given own every source between them,
+	// each at most ⌈N/R⌉+1, and each holds clients and metric series for exactly the sources it
 	// owns; it returns what each owns.
 	settled := func(what string, reps ...*shareReplica) map[string][]string {
 		t.Helper()
@@ -145,9 +145,10 @@ func TestReplicaHoldsItsShare(t *testing.T) {
 			}
 			ok := len(holders) == n && len(owned) == len(reps)
 			diag = append(diag[:0], fmt.Sprintf("%d of %d sources owned, by %d members", len(holders), n, len(owned)))
+			limit := (n+len(reps)-1)/len(reps) + 1 // lease.Assign's bound: the shares have settled
 			for _, r := range reps {
 				built, series := r.a.BuiltSources(), seriesSources(t, r.a)
-				ok = ok && len(owned[r.id]) > 0 && slices.Equal(owned[r.id], built) && slices.Equal(owned[r.id], series)
+				ok = ok && len(owned[r.id]) > 0 && len(owned[r.id]) <= limit && slices.Equal(owned[r.id], built) && slices.Equal(owned[r.id], series)
 				diag = append(diag, fmt.Sprintf("%s owns %v, has clients of %v and series of %v", r.id, owned[r.id], built, series))
 			}
 			if ok {
