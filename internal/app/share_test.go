@@ -126,8 +126,8 @@ func TestReplicaHoldsItsShare(t *testing.T) {
 		return r
 	}
 	// settled waits until the replicas given own every source between them,
-	// each at most ⌈N/R⌉+1, and each holds clients and metric series for exactly the sources it
-	// owns; it returns what each owns.
+	// each at most ⌈N/R⌉+1, and each holds clients and metric series for
+	// exactly the sources it owns; it returns what each owns.
 	settled := func(what string, reps ...*shareReplica) map[string][]string {
 		t.Helper()
 		var owned map[string][]string
