@@ -188,7 +188,7 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 	}
 	x := map[string]float64{"sources": float64(sources), "replicas": float64(replicas), "resources": float64(nres), "window_s": window.Seconds(),
 		"ticks": ticks, "requests": float64(len(reqs)), "first_sync_s": sync.Seconds()}
-	var owned []string
+	var owned, each []string
 	for i, r := range reps {
 		x["daemon_cpu_pct"] += 100 * r.DaemonCPU / r.WindowSec
 		x["backend_cpu_pct"] += 100 * r.BackendCPU / r.WindowSec
@@ -198,6 +198,8 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 		x["heap_inuse_mb"] = max(x["heap_inuse_mb"], float64(r.HeapInuse)/(1<<20))
 		x["goroutines"] = max(x["goroutines"], float64(r.Goroutines))
 		owned = append(owned, fmt.Sprint(r.Owned))
+		each = append(each, fmt.Sprintf("%d: peak %.1f, window %.1f, heap %.1f MiB", r.Owned,
+			float64(r.PeakRSS)/(1<<20), float64(r.WindowRSS)/(1<<20), float64(r.HeapInuse)/(1<<20)))
 		if r.BackendCPU < 0 {
 			return line{}, fmt.Errorf("replica %d: the Postgres backends' CPU is readable only when PostgreSQL runs on this machine (unset DATABASE_URL)", i)
 		}
@@ -210,6 +212,11 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 	}
 	x["ratio"] = l.ratio
 	l.extra = fmt.Sprintf("owned per replica: %s", strings.Join(owned, "/"))
+	if replicas > 1 {
+		// Each replica's memory against its share (the max above is the
+		// first one up, which owned every source until the others joined).
+		l.extra += "; per replica (owned: RSS): " + strings.Join(each, "; ")
+	}
 	return l, nil
 }
 
