@@ -153,6 +153,7 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 	if err != nil {
 		return nil, Usagef("%s: source %s: %v", a.Config.Path, sc.Name, err)
 	}
+	newClient := kind.New // the closure keeps this, not the whole Kind: it lives as long as the slot
 	build := func() (provider.Built, error) {
 		// The process's logger: each client adds the source to its own (a
 		// derived logger per source here would cost 500 bytes a source and
@@ -166,7 +167,7 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 			},
 			OnWait: waits.wait,
 		}
-		return kind.New(ctx, sc.Settings(), env)
+		return newClient(ctx, sc.Settings(), env)
 	}
 	b, err := build()
 	if err != nil {
