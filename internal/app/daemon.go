@@ -22,8 +22,8 @@ const ShutdownGrace = 25 * time.Second
 // set. A daemon's live heap is small and its garbage comes in one burst a
 // tick; at Go's default (100) the heap grows to twice the live heap between
 // collections, which was most of an idle daemon's RSS. At 50, 1,000 idle
-// sources measured 55 MiB instead of 64 at no measurable CPU cost
-// (BENCHMARKS.md, issue 15).
+// sources measured 54-57 MiB instead of 63-73, for about 0.3 % of a core
+// more GC (BENCHMARKS.md, issue 15).
 const DaemonGCPercent = 50
 
 // tuneGC applies DaemonGCPercent, leaving an operator's own setting alone.
