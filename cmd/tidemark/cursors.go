@@ -27,28 +27,25 @@ import (
 // rename none); internal/app builds it, for the status page too.
 type cursorJSON = tmapp.CursorRow
 
-// countsJSON is a run's counts with stable lower-case keys.
-type countsJSON = tmapp.Counts
-
 // runJSON is one element of `runs --json` (a contract like cursorJSON: add
 // fields, rename none). Times are RFC 3339 in UTC; dates are YYYY-MM-DD.
 type runJSON struct {
-	RunID           string     `json:"run_id"`
-	Source          string     `json:"source"`
-	Resource        string     `json:"resource"`
-	Kind            string     `json:"kind"`
-	Status          string     `json:"status"`
-	Error           string     `json:"error,omitempty"`
-	Actor           string     `json:"actor,omitempty"`
-	StartedAt       time.Time  `json:"started_at"`
-	FinishedAt      *time.Time `json:"finished_at"`
-	WindowSince     *time.Time `json:"window_since,omitempty"`
-	WindowFrom      string     `json:"window_from,omitempty"`
-	WindowTo        string     `json:"window_to,omitempty"`
-	HighWaterBefore *time.Time `json:"high_water_before"`
-	HighWaterAfter  *time.Time `json:"high_water_after"`
-	Pages           int        `json:"pages"`
-	Counts          countsJSON `json:"counts"`
+	RunID           string        `json:"run_id"`
+	Source          string        `json:"source"`
+	Resource        string        `json:"resource"`
+	Kind            string        `json:"kind"`
+	Status          string        `json:"status"`
+	Error           string        `json:"error,omitempty"`
+	Actor           string        `json:"actor,omitempty"`
+	StartedAt       time.Time     `json:"started_at"`
+	FinishedAt      *time.Time    `json:"finished_at"`
+	WindowSince     *time.Time    `json:"window_since,omitempty"`
+	WindowFrom      string        `json:"window_from,omitempty"`
+	WindowTo        string        `json:"window_to,omitempty"`
+	HighWaterBefore *time.Time    `json:"high_water_before"`
+	HighWaterAfter  *time.Time    `json:"high_water_after"`
+	Pages           int           `json:"pages"`
+	Counts          cursor.Counts `json:"counts"`
 }
 
 func newRunJSON(r cursor.Run) runJSON {
@@ -70,7 +67,7 @@ func newRunJSON(r cursor.Run) runJSON {
 		Error: r.Error, Actor: r.Actor, StartedAt: r.StartedAt.UTC(), FinishedAt: utc(r.FinishedAt),
 		WindowSince: utc(r.WindowSince), WindowFrom: date(r.WindowFrom), WindowTo: date(r.WindowTo),
 		HighWaterBefore: utc(r.HighWaterBefore), HighWaterAfter: utc(r.HighWaterAfter),
-		Pages: r.Pages, Counts: countsJSON(r.Counts),
+		Pages: r.Pages, Counts: r.Counts,
 	}
 }
 

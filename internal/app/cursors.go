@@ -14,20 +14,20 @@ import (
 // CursorRow is one (source, resource) as `tidemark cursors --json` prints it
 // and the status page shows it (a contract: add fields, rename none).
 type CursorRow struct {
-	Source            string     `json:"source"`
-	Resource          string     `json:"resource"`
-	HighWater         *time.Time `json:"high_water"`
-	LagSeconds        *float64   `json:"lag_seconds"`
-	UpdatedBy         string     `json:"updated_by,omitempty"`
-	LastRunID         string     `json:"last_run_id,omitempty"`
-	LastRunKind       string     `json:"last_run_kind,omitempty"`
-	LastRunStatus     string     `json:"last_run_status"`
-	LastRunStartedAt  *time.Time `json:"last_run_started_at"`
-	LastRunFinishedAt *time.Time `json:"last_run_finished_at"`
-	LastRunError      string     `json:"last_run_error,omitempty"`
-	LastRunCounts     Counts     `json:"last_run_counts"`
-	LastOKAt          *time.Time `json:"last_ok_at"`
-	NextRunAt         *time.Time `json:"next_run_at"`
+	Source            string        `json:"source"`
+	Resource          string        `json:"resource"`
+	HighWater         *time.Time    `json:"high_water"`
+	LagSeconds        *float64      `json:"lag_seconds"`
+	UpdatedBy         string        `json:"updated_by,omitempty"`
+	LastRunID         string        `json:"last_run_id,omitempty"`
+	LastRunKind       string        `json:"last_run_kind,omitempty"`
+	LastRunStatus     string        `json:"last_run_status"`
+	LastRunStartedAt  *time.Time    `json:"last_run_started_at"`
+	LastRunFinishedAt *time.Time    `json:"last_run_finished_at"`
+	LastRunError      string        `json:"last_run_error,omitempty"`
+	LastRunCounts     cursor.Counts `json:"last_run_counts"`
+	LastOKAt          *time.Time    `json:"last_ok_at"`
+	NextRunAt         *time.Time    `json:"next_run_at"`
 	// WaitingUntil and WaitingReason are set while the source makes us wait
 	// (reason "quota": Toggl's hourly quota is spent).
 	WaitingUntil  *time.Time `json:"waiting_until,omitempty"`
@@ -50,9 +50,6 @@ type CursorRow struct {
 	// (issue 14; webhooks.go).
 	LastWebhookAt *time.Time `json:"last_webhook_at,omitempty"`
 }
-
-// Counts is a run's counts, with stable lower-case JSON keys.
-type Counts = cursor.Counts
 
 // CursorRows lists every configured (source, resource), then those the
 // database knows of sources no longer configured, with their cursor, last
