@@ -212,6 +212,9 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 	switch {
 	case err == nil:
 		st.owned, st.owner = true, held
+		// Not held until now (or no longer, its connection gone): what
+		// was remembered of the source's pages may have been rewritten.
+		d.p.sources[source].memo.forget("")
 		if !was {
 			log.Info().Msg("this daemon now owns the source")
 			d.adopt(source, log)

@@ -126,6 +126,8 @@ func (d *Daemon) rebalance() {
 func (d *Daemon) OnOwnership(fn func(source string, owned bool)) { d.ownership = fn }
 
 func (d *Daemon) owning(source string, owned bool) {
+	// Another owner may have written in between: look pages up afresh.
+	d.p.sources[source].memo.forget("")
 	if d.ownership != nil {
 		d.ownership(source, owned)
 	}

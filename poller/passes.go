@@ -203,7 +203,7 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 	defer shown()
 	log.Debug().Time("since", w.UpdatedSince).Msg("incremental pass started")
 
-	l, err := p.applyListing(ctx, log, s, r, w, false, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) error {
 		// The new high water: the newest version seen, capped by the source's
 		// clock when the pass began (records changed after that instant may sit
 		// on pages already served). Never our own clock.
@@ -283,13 +283,15 @@ func PassLease(source string) string { return "source:" + source }
 // source. The CLI's backfill holds it while it runs here, and queues the
 // backfill for the owner otherwise, so a source keeps one rate budget.
 func (p *Poller) TakeOwnership(ctx context.Context, source string) (release func(), err error) {
-	if _, err := p.source(source); err != nil {
+	s, err := p.source(source)
+	if err != nil {
 		return nil, err
 	}
 	h, err := p.leaser.TryAcquire(ctx, ownerLease(source))
 	if err != nil {
 		return nil, err
 	}
+	s.memo.forget("") // another owner may have written since it was held here
 	return h.Release, nil
 }
 
@@ -389,7 +391,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 		if !byDate {
 			w, end = clients.Window{}, bp.To
 		}
-		l, err := p.applyListing(ctx, log, s, bp.Resource, w, false, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+		l, err := p.applyListing(ctx, log, s, bp.Resource, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) error {
 			progress := func(tx pgx.Tx) error {
 				if err := held.Check(ctx, tx); err != nil {
 					return err
@@ -493,7 +495,7 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 		ev = ev.Strs("scope_user_ids", scope.UserIDs)
 	}
 	ev.Msg("reconcile started")
-	l, err := p.applyListing(ctx, log, s, r, w, true, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
+	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
 		if l.sourceTime.IsZero() {
 			return errors.New("the source sent no Date header: cannot tell which rows are older than the listing, so nothing is tombstoned")
 		}

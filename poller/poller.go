@@ -76,6 +76,8 @@ type Source struct {
 	WindowDays    int
 	// Events appends every real change to the change feed (`events: on`).
 	Events bool
+
+	memo *pageMemo // the incremental pages that wrote nothing (memo.go)
 }
 
 // Params configure a Poller.
@@ -132,6 +134,7 @@ func New(p Params) (*Poller, error) {
 		s.LookbackDays = cmp.Or(s.LookbackDays, DefaultLookbackDays)
 		s.MaxTombstones = cmp.Or(s.MaxTombstones, DefaultMaxTombstones)
 		s.WindowDays = cmp.Or(s.WindowDays, DefaultWindowDays)
+		s.memo = &pageMemo{}
 		pl.sources[s.Name()] = &s
 		pl.order = append(pl.order, s.Name())
 	}
@@ -213,8 +216,19 @@ type listing struct {
 // only unchanged ones), finalize gets a nil transaction and writes through
 // the pool, or opens the transaction it needs: an idle pass costs none.
 func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
-	collect bool, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
+	kind string, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
 	l := &listing{}
+	collect := kind == cursor.KindReconcile
+	// Pages are remembered only while this process owns the source, which
+	// keeps every other writer of its rows out (memo.go).
+	remember := kind == cursor.KindIncremental && p.leaser.Holds(ownerLease(s.Name()))
+	if !remember {
+		// A backfill or reconcile writes beside the incremental pages
+		// remembered (a reconcile's tombstones make a stored row older
+		// than a re-delivery): they are looked up again.
+		s.memo.forget(r)
+		defer s.memo.forget(r)
+	}
 	hook := pageHook(ctx)
 	dbctx := context.WithoutCancel(ctx)
 	err := s.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
@@ -233,9 +247,24 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 			// round trips; finalize opens the one it needs.
 			return nil
 		}
-		uc, err := p.applyPage(dbctx, s, r, pg)
-		if err != nil {
-			return err
+		var (
+			key pageKey
+			uc  upsert.Counts
+			hit bool
+			now = time.Now()
+		)
+		if remember {
+			key = fingerprint(pg.Records)
+			uc, hit = s.memo.get(r, key, now)
+		}
+		if !hit {
+			var err error
+			if uc, err = p.applyPage(dbctx, s, r, pg); err != nil {
+				return err
+			}
+			if remember {
+				s.memo.put(r, key, uc, now)
+			}
 		}
 		l.counts.Add(cursor.Counts{Fetched: int64(len(pg.Records)), Counts: uc})
 		for i := range pg.Records {
@@ -250,7 +279,7 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 		p.metrics.Records(s.Name(), string(r), "updated", uc.Updated)
 		p.metrics.Records(s.Name(), string(r), "unchanged", uc.Unchanged)
 		p.metrics.Records(s.Name(), string(r), "stale", uc.Stale)
-		log.Debug().Int("page", pg.Number).Int("records", len(pg.Records)).
+		log.Debug().Int("page", pg.Number).Int("records", len(pg.Records)).Bool("remembered", hit).
 			Int64("inserted", uc.Inserted).Int64("updated", uc.Updated).
 			Int64("unchanged", uc.Unchanged).Int64("stale", uc.Stale).Msg("page applied")
 		return nil

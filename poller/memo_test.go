@@ -1,0 +1,99 @@
+package poller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tidemarkhq/tidemark/poller"
+)
+
+// owned is syncedToday with the source's ownership lease held, as a daemon
+// holds it, and a second incremental pass run: the overlap's re-delivery,
+// which wrote nothing and is remembered.
+func owned(t *testing.T, notes ...string) (*fakeSource, *poller.Poller, *pgxpool.Pool, func()) {
+	t.Helper()
+	src := onDay(today(), notes...)
+	p, pool := setup(t, src)
+	release, err := p.TakeOwnership(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	incremental(t, p)
+	if c := incremental(t, p)[0].Counts; c.Unchanged != int64(len(notes)) {
+		t.Fatalf("the re-delivery: %+v, want all unchanged", c)
+	}
+	return src, p, pool, release
+}
+
+// deleteRow removes a mirrored row behind Tidemark's back: only a lookup
+// of its page brings it back.
+func deleteRow(t *testing.T, pool *pgxpool.Pool, id string) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `DELETE FROM time_entries WHERE source = 'acme' AND id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIdleRedeliveryRememberedWhileOwned(t *testing.T) {
+	t.Parallel()
+	_, p, pool, _ := owned(t, "x", "y")
+	deleteRow(t, pool, "1")
+	res := incremental(t, p)[0]
+	if res.Counts.Unchanged != 2 || res.Counts.Fetched != 2 {
+		t.Fatalf("remembered page: %+v, want its 2 records unchanged", res.Counts)
+	}
+	if _, ok := mirror(t, pool, "acme")["1"]; ok {
+		t.Fatal("the remembered page was looked up and written again")
+	}
+}
+
+func TestRememberedPagesForgottenWithOwnership(t *testing.T) {
+	t.Parallel()
+	src, p, pool, release := owned(t, "x", "y")
+	deleteRow(t, pool, "1")
+	release()
+	incremental(t, p)
+	assertConverged(t, pool, src)
+
+	// Owned again: what was remembered while it was held before is not
+	// trusted (another owner may have written in between).
+	take := func() func() {
+		t.Helper()
+		release, err := p.TakeOwnership(context.Background(), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return release
+	}
+	release = take()
+	incremental(t, p) // remembered
+	release()
+	release = take()
+	defer release()
+	deleteRow(t, pool, "2")
+	incremental(t, p)
+	assertConverged(t, pool, src)
+}
+
+// The reconcile's tombstones make a stored row older than the overlap's
+// re-delivery: the next incremental page is looked up, and the false
+// tombstone heals, as it does without the memo
+// (TestFalseTombstoneHealsAtTheNextListing).
+func TestReconcileForgetsRememberedPages(t *testing.T) {
+	t.Parallel()
+	src, p, pool, _ := owned(t, "x", "y")
+	src.tick(10 * time.Minute)
+	src.mu.Lock()
+	src.hideOnce = map[string]bool{"2": true}
+	src.mu.Unlock()
+	reconcile(t, p)
+	if !mirror(t, pool, "acme")["2"].deleted {
+		t.Fatal("the missed record was not tombstoned (test setup)")
+	}
+	incremental(t, p)
+	assertConverged(t, pool, src)
+}
