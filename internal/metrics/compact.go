@@ -47,17 +47,43 @@ func (s series[T]) each(n int, fn func(lvs []string, x T)) {
 	}
 }
 
-// vec is a counter or gauge family.
-type vec struct {
+// family is what counter, gauge and histogram families share: the
+// descriptor, the number of labels and the series under their lock.
+type family[T any] struct {
 	desc   *prometheus.Desc
-	typ    prometheus.ValueType
 	labels int
 	mu     sync.Mutex
-	vals   series[float64]
+	vals   series[T]
+}
+
+func newFamily[T any](name, help string, labels []string) family[T] {
+	return family[T]{desc: prometheus.NewDesc(name, help, labels, nil), labels: len(labels), vals: series[T]{}}
+}
+
+// deleteFirst removes every series whose first label value is first.
+func (f *family[T]) deleteFirst(first string) {
+	f.mu.Lock()
+	delete(f.vals, first)
+	f.mu.Unlock()
+}
+
+func (f *family[T]) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
+
+// collect sends one sample a series, built by sample under the lock.
+func (f *family[T]) collect(ch chan<- prometheus.Metric, sample func(lvs []string, x T) prometheus.Metric) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vals.each(f.labels, func(lvs []string, x T) { ch <- sample(lvs, x) })
+}
+
+// vec is a counter or gauge family.
+type vec struct {
+	family[float64]
+	typ prometheus.ValueType
 }
 
 func newVec(typ prometheus.ValueType, name, help string, labels ...string) *vec {
-	return &vec{desc: prometheus.NewDesc(name, help, labels, nil), typ: typ, labels: len(labels), vals: series[float64]{}}
+	return &vec{family: newFamily[float64](name, help, labels), typ: typ}
 }
 
 func (v *vec) add(d float64, lvs ...string) {
@@ -86,30 +112,16 @@ func (v *vec) delete(lvs ...string) {
 	}
 }
 
-// deleteFirst removes every series whose first label value is first.
-func (v *vec) deleteFirst(first string) {
-	v.mu.Lock()
-	delete(v.vals, first)
-	v.mu.Unlock()
-}
-
-func (v *vec) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
-
 func (v *vec) Collect(ch chan<- prometheus.Metric) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.vals.each(v.labels, func(lvs []string, x float64) {
-		ch <- prometheus.MustNewConstMetric(v.desc, v.typ, x, lvs...)
+	v.collect(ch, func(lvs []string, x float64) prometheus.Metric {
+		return prometheus.MustNewConstMetric(v.desc, v.typ, x, lvs...)
 	})
 }
 
 // histVec is a histogram family.
 type histVec struct {
-	desc   *prometheus.Desc
+	family[*hist]
 	bounds []float64
-	labels int
-	mu     sync.Mutex
-	vals   series[*hist]
 }
 
 type hist struct {
@@ -119,7 +131,7 @@ type hist struct {
 }
 
 func newHistVec(name, help string, bounds []float64, labels ...string) *histVec {
-	return &histVec{desc: prometheus.NewDesc(name, help, labels, nil), bounds: bounds, labels: len(labels), vals: series[*hist]{}}
+	return &histVec{family: newFamily[*hist](name, help, labels), bounds: bounds}
 }
 
 func (h *histVec) observe(x float64, lvs ...string) {
@@ -141,24 +153,14 @@ func (h *histVec) observe(x float64, lvs ...string) {
 	s.sum += x
 }
 
-func (h *histVec) deleteFirst(first string) {
-	h.mu.Lock()
-	delete(h.vals, first)
-	h.mu.Unlock()
-}
-
-func (h *histVec) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
-
 func (h *histVec) Collect(ch chan<- prometheus.Metric) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.vals.each(h.labels, func(lvs []string, s *hist) {
+	h.collect(ch, func(lvs []string, s *hist) prometheus.Metric {
 		cum := make(map[float64]uint64, len(h.bounds))
 		var n uint64
 		for i, b := range h.bounds {
 			n += s.counts[i]
 			cum[b] = n
 		}
-		ch <- prometheus.MustNewConstHistogram(h.desc, s.count, s.sum, cum, lvs...)
+		return prometheus.MustNewConstHistogram(h.desc, s.count, s.sum, cum, lvs...)
 	})
 }
