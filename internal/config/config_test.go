@@ -272,26 +272,14 @@ func TestPlanUnknownNamesTheKey(t *testing.T) {
 	}
 }
 
-const scoped = `
-sources:
-  - name: t
-    kind: toggl
-    workspace_id: "123"
-    token: ${HARVEST_TOKEN}
-    scope: workspace
-    trailing_days: 21
-  - name: m
-    kind: toggl
-    workspace_id: "123"
-    token: ${HARVEST_TOKEN}
-`
+// scoped is plans with the Toggl source's scope and trailing days set.
+var scoped = addAfter(plans, togglPlanAt, "    scope: workspace\n    trailing_days: 21\n")
 
 func TestTogglScopeReachesSettings(t *testing.T) {
-	c := mustParse(t, scoped)
-	if s := c.Sources[0].Settings(); s.Scope != "workspace" || s.TrailingDays != 21 {
+	if s := mustParse(t, scoped).Sources[0].Settings(); s.Scope != "workspace" || s.TrailingDays != 21 {
 		t.Fatalf("workspace source: scope %q trailing_days %d", s.Scope, s.TrailingDays)
 	}
-	if s := c.Sources[1].Settings(); s.Scope != "" || s.TrailingDays != 0 {
+	if s := mustParse(t, plans).Sources[0].Settings(); s.Scope != "" || s.TrailingDays != 0 {
 		t.Fatalf("default source: scope %q trailing_days %d (the kind applies the defaults)", s.Scope, s.TrailingDays)
 	}
 }
@@ -307,16 +295,9 @@ func TestScopeErrorsNameTheKey(t *testing.T) {
 			t.Errorf("%s: got %v, want an error naming %s", tc.to, err, tc.want)
 		}
 	}
-	harvest := `
-sources:
-  - name: h
-    kind: harvest
-    account_id: "1"
-    token: ${HARVEST_TOKEN}
-    scope: workspace
-`
+	harvest := addAfter(plans, harvestPlanAt, "    scope: workspace\n")
 	_, err := Parse("t.yaml", []byte(harvest), fullEnv)
-	if err == nil || !strings.Contains(err.Error(), "scope") || !strings.Contains(err.Error(), "does not take") {
+	if err == nil || !strings.Contains(err.Error(), "sources[2].scope") || !strings.Contains(err.Error(), "does not take") {
 		t.Errorf("harvest with scope: got %v", err)
 	}
 }
