@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -657,7 +656,7 @@ func testRateLimit(t *testing.T, h Harness, caps Capabilities, r clients.Resourc
 	if len(at) < workers*each {
 		t.Fatalf("%d requests reached the fake, want at least %d", len(at), workers*each)
 	}
-	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	slices.SortFunc(at, time.Time.Compare)
 	for i := range at {
 		n := 0
 		for j := i; j < len(at) && at[j].Sub(at[i]) < lim.Per; j++ {
