@@ -24,18 +24,6 @@ const (
 	feedDeleted feedKind = "deleted"
 )
 
-// stampField is the change document's field that carries the change's
-// time (see the package doc: only deletedAt is documented).
-func (k feedKind) stampField() string {
-	switch k {
-	case feedCreated:
-		return "createdAt"
-	case feedUpdated:
-		return "updatedAt"
-	}
-	return "deletedAt"
-}
-
 // decoder normalizes pages of one source. refs (never nil from
 // newDecoder) resolves the zones and clients entries do not carry.
 type decoder struct {
