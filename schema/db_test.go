@@ -11,6 +11,10 @@ import (
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
+// TestMain provides the throwaway PostgreSQL cluster of pgtest.DB, which
+// only this file's tests use.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 // sqlType is format_type's spelling of a declared type.
 var sqlType = map[schema.Type]string{
 	schema.Text: "text", schema.Date: "date", schema.Numeric: "numeric", schema.Boolean: "boolean",

@@ -7,11 +7,8 @@ import (
 	"testing"
 
 	"github.com/tidemarkhq/tidemark/clients"
-	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/schema"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestPassOrder: reference data first, then time entries, then the rest
 // of the account with parents before the resources listed under them.
