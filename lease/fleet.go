@@ -57,16 +57,18 @@ func (l *Leaser) Heartbeat(ctx context.Context, m Member, ttl time.Duration) ([]
 	if err := l.connect(ctx); err != nil {
 		return nil, err
 	}
+	ctx, cancel := statement(ctx)
+	defer cancel()
 	if _, err := l.conn.Exec(ctx, sqlHeartbeat, m.ID, m.Host, m.PID, int64(l.sess.pid), l.sess.started); err != nil {
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
 			return nil, fmt.Errorf("fleet heartbeat: table fleet_members is missing: run `tidemark migrate`: %w", err)
 		}
-		l.drop()
+		l.failed()
 		return nil, fmt.Errorf("fleet heartbeat of %s: %w", m.ID, err)
 	}
 	rows, err := l.conn.Query(ctx, sqlLive, ttl.String())
 	if err != nil {
-		l.drop()
+		l.failed()
 		return nil, fmt.Errorf("fleet members: %w", err)
 	}
 	var ids []string

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -145,5 +146,55 @@ func TestHeartbeatOnAnOldSchemaSaysMigrate(t *testing.T) {
 	_, err := l.Heartbeat(context.Background(), lease.Member{ID: "h/1", Host: "h", PID: 1}, time.Minute)
 	if err == nil || !strings.Contains(err.Error(), "run `tidemark migrate`") {
 		t.Fatalf("heartbeat without fleet_members: %v", err)
+	}
+}
+
+// A heartbeat that times out (here: blocked on its member row) is
+// cancelled on the server, and the session goes on with every lock it
+// holds: by default pgx would close the connection, and the process would
+// lose all its sources at once.
+func TestTimedOutStatementKeepsTheLeases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	a, other := newLeaser(t, url), newLeaser(t, url)
+	m := lease.Member{ID: "host-a/1", Host: "host-a", PID: 1}
+	if _, err := a.Heartbeat(ctx, m, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	h, err := a.TryAcquire(ctx, "owner:acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM fleet_members WHERE id = $1 FOR UPDATE`, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := a.Heartbeat(short, m, time.Minute); err == nil {
+		t.Fatal("a heartbeat blocked on its row succeeded")
+	}
+	_ = tx.Rollback(ctx)
+	if !a.Holds("owner:acme") {
+		t.Fatal("the leaser forgot its lease after a cancelled statement")
+	}
+	if err := h.Check(ctx, pool); err != nil {
+		t.Fatalf("the lease went with a cancelled statement: %v", err)
+	}
+	if _, err := other.TryAcquire(ctx, "owner:acme"); !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("another process took the lease: %v", err)
+	}
+	if live, err := a.Heartbeat(ctx, m, time.Minute); err != nil || !slices.Equal(live, []string{m.ID}) {
+		t.Fatalf("the next heartbeat: %v %v", live, err)
 	}
 }

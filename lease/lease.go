@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // ErrBusy means someone else holds the lease, in this process or another.
@@ -76,7 +78,18 @@ func (l *Leaser) connect(ctx context.Context) error {
 	}
 	// A new session holds none of the old locks: forget them.
 	l.held = map[int64]bool{}
-	conn, err := pgx.Connect(ctx, l.url)
+	cfg, err := pgx.ParseConfig(l.url)
+	if err != nil {
+		return fmt.Errorf("lease connection: %w", err)
+	}
+	// A statement whose context ends is cancelled on the server, and the
+	// session goes on: by default pgx closes the connection instead, and
+	// every lock of the process would go with it (one slow heartbeat
+	// under load took a replica's every source away).
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: statementTimeout}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		l.conn = nil
 		return fmt.Errorf("lease connection: %w", err)
@@ -89,6 +102,25 @@ func (l *Leaser) connect(ctx context.Context) error {
 	}
 	l.conn, l.sess = conn, s
 	return nil
+}
+
+// statementTimeout bounds one statement on the lease connection.
+const statementTimeout = 10 * time.Second
+
+// statement returns the context of one statement on the lease connection:
+// ctx, bounded by statementTimeout.
+func statement(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, statementTimeout)
+}
+
+// failed handles a statement's error on the lease connection; l.mu is held.
+// A dead connection is dropped (its locks are gone). On a live one the
+// statement was cancelled or refused and the session, with its locks,
+// goes on.
+func (l *Leaser) failed() {
+	if l.conn != nil && l.conn.IsClosed() {
+		l.drop()
+	}
 }
 
 // drop closes a connection that failed; l.mu is held.
@@ -109,14 +141,26 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	if l.held[key] && l.conn != nil && !l.conn.IsClosed() {
 		return nil, ErrBusy
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var ok bool
 	for attempt := 0; ; attempt++ {
 		if err := l.connect(ctx); err != nil {
 			return nil, err
 		}
-		err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok)
+		c, cancel := statement(ctx)
+		err := l.conn.QueryRow(c, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok)
+		cancel()
 		if err == nil {
 			break
+		}
+		if !l.conn.IsClosed() {
+			// Cancelled on a live session: the lock may have been granted
+			// just before. Give it back, or the session would hold a lock
+			// nobody knows of and the source would have no owner.
+			l.unlockOrDrop(key)
+			return nil, fmt.Errorf("take lease %q: %w", name, err)
 		}
 		// The connection died (e.g. a Postgres restart): reconnect once.
 		l.drop()
@@ -143,12 +187,18 @@ func (h *Lease) Release() {
 			return // that session, and its lock, are gone already
 		}
 		delete(l.held, h.key)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", h.key); err != nil {
-			l.drop()
-		}
+		l.unlockOrDrop(h.key)
 	})
+}
+
+// unlockOrDrop gives up the session's lock on key; when that fails the
+// connection goes, and the lock with it; l.mu is held.
+func (l *Leaser) unlockOrDrop(key int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
+	defer cancel()
+	if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
+		l.drop()
+	}
 }
 
 // Holds reports whether this process still holds the lease called name, as
