@@ -159,7 +159,13 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 	if err := resetLog(si); err != nil {
 		return line{}, err
 	}
-	time.Sleep(window)
+	// The backends and connections are sampled here, not in the measured
+	// process: the sampling (a query and a /proc read per backend every
+	// half second) is the benchmark's cost, not the daemon's.
+	bks, err := sampleBackends(ctx, db, replicas, window)
+	if err != nil {
+		return line{}, err
+	}
 	reqs, err := fetchLog(si)
 	if err != nil {
 		return line{}, err
@@ -178,6 +184,7 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &dr); err != nil {
 			return line{}, fmt.Errorf("replica %d output %q: %w", i, lines[len(lines)-1], err)
 		}
+		dr.BackendCPU, dr.MaxConns = bks[i].cpu.seconds(), bks[i].maxConns
 		reps = append(reps, dr)
 	}
 	kids = nil
@@ -335,11 +342,6 @@ func scenarioDaemon(args []string) error {
 	}
 	time.Sleep(time.Until(time.Unix(0, ns)))
 
-	mon, err := pgx.Connect(ctx, dbURL) // not the daemon's application_name
-	if err != nil {
-		return err
-	}
-	defer mon.Close(ctx)
 	var r daemonReplica
 	r.SourcesTotal = sources
 	peakBefore := peakRSS()
@@ -355,39 +357,13 @@ func scenarioDaemon(args []string) error {
 			return err
 		}
 	}
-	bk := backendCPU{first: map[int]float64{}, last: map[int]float64{}}
-	sample := func(initial bool) error {
-		rows, err := mon.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, appName)
-		if err != nil {
-			return err
-		}
-		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-		if err != nil {
-			return err
-		}
-		r.MaxConns = max(r.MaxConns, len(pids))
-		bk.observe(pids, initial)
-		return nil
-	}
 	t0, cpu0 := time.Now(), cpuTime()
-	if err := sample(true); err != nil {
-		return err
+	select {
+	case <-time.After(window):
+	case err := <-done:
+		return fmt.Errorf("daemon stopped: %v", err)
 	}
-	tick := time.NewTicker(500 * time.Millisecond)
-	end := t0.Add(window)
-	for time.Now().Before(end) {
-		select {
-		case <-tick.C:
-		case err := <-done:
-			return fmt.Errorf("daemon stopped: %v", err)
-		}
-		if err := sample(false); err != nil {
-			return err
-		}
-	}
-	tick.Stop()
 	r.DaemonCPU, r.WindowSec = (cpuTime() - cpu0).Seconds(), time.Since(t0).Seconds()
-	r.BackendCPU = bk.seconds()
 	if cpuprofile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -408,6 +384,11 @@ func scenarioDaemon(args []string) error {
 	}
 	// Which sources this replica owns now (member id as internal/app
 	// names it: host/pid).
+	mon, err := pgx.Connect(ctx, dbURL) // not the daemon's application_name
+	if err != nil {
+		return err
+	}
+	defer mon.Close(ctx)
 	host, _ := os.Hostname()
 	me := fmt.Sprintf("%s/%d", host, os.Getpid())
 	names := make([]string, sources)
@@ -430,6 +411,55 @@ func scenarioDaemon(args []string) error {
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
 	return nil
+}
+
+// replicaBackends is what the parent samples of one replica's
+// connections over the window.
+type replicaBackends struct {
+	cpu      backendCPU
+	maxConns int
+}
+
+// sampleBackends samples, every half second over the window, the Postgres
+// backends of each replica's connections (by application_name
+// tidemark-bench-r<i>): their CPU time and how many there are.
+func sampleBackends(ctx context.Context, db string, replicas int, window time.Duration) ([]replicaBackends, error) {
+	mon, err := pgx.Connect(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	defer mon.Close(ctx)
+	out := make([]replicaBackends, replicas)
+	for i := range out {
+		out[i].cpu = backendCPU{first: map[int]float64{}, last: map[int]float64{}}
+	}
+	sample := func(initial bool) error {
+		for i := range out {
+			rows, err := mon.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, fmt.Sprintf("tidemark-bench-r%d", i))
+			if err != nil {
+				return err
+			}
+			pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+			if err != nil {
+				return err
+			}
+			out[i].maxConns = max(out[i].maxConns, len(pids))
+			out[i].cpu.observe(pids, initial)
+		}
+		return nil
+	}
+	if err := sample(true); err != nil {
+		return nil, err
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(window); time.Now().Before(end); {
+		<-tick.C
+		if err := sample(false); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // backendCPU sums the CPU time of Postgres backends from /proc/<pid>/stat:
