@@ -995,7 +995,7 @@ func TestAbandonRuns(t *testing.T) {
 	}
 	startRun(t, s, "new", "acme", "time_entries", cursor.KindIncremental)
 
-	n, err := s.AbandonRuns(ctx, "acme", before)
+	n, err := s.AbandonRuns(ctx, []string{"acme"}, before)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1022,7 +1022,7 @@ func TestAbandonRuns(t *testing.T) {
 		}
 	}
 	// Idempotent.
-	if n, err := s.AbandonRuns(ctx, "acme", before); err != nil || n != 0 {
+	if n, err := s.AbandonRuns(ctx, []string{"acme"}, before); err != nil || n != 0 {
 		t.Fatalf("second AbandonRuns = %d, %v", n, err)
 	}
 }

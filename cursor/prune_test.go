@@ -2,11 +2,13 @@ package cursor_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/cursor"
@@ -250,5 +252,30 @@ func TestRunsPrunerTakesTheLease(t *testing.T) {
 	p.Once(ctx)
 	if ids := allRunIDs(t, s); !slices.Equal(ids, []string{"new"}) || len(reported) != 1 || reported[0].Idle != 1 {
 		t.Fatalf("kept %v, reported %v", ids, reported)
+	}
+}
+
+// TestAbandonRunsReadsOnlyRunningRows: a new owner's clean-up reads the
+// running rows (migration 00015), not every run the sources kept.
+func TestAbandonRunsReadsOnlyRunningRows(t *testing.T) {
+	ctx, db, _ := setup(t)
+	runs := []run{{id: "r", resource: "time_entries", status: cursor.StatusRunning, ago: time.Minute}}
+	for i := range 3000 {
+		runs = append(runs, run{id: fmt.Sprint(i), resource: "time_entries", status: cursor.StatusOK, ago: time.Duration(i) * time.Minute})
+	}
+	record(t, db, runs...)
+	if _, err := db.Exec(ctx, `ANALYZE sync_runs`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(ctx, "EXPLAIN "+cursor.SQLAbandonRuns, []string{"acme", "globex"}, time.Now(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "sync_runs_running") {
+		t.Errorf("the abandon does not read sync_runs_running:\n%s", plan)
 	}
 }

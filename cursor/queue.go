@@ -51,14 +51,15 @@ func (s *Store) Backfill(ctx context.Context, id int64) (Backfill, error) {
 	return b, nil
 }
 
-const sqlRequeueRunning = `UPDATE backfills SET status = 'requeued', updated_at = now() WHERE source = $1 AND status = 'running'`
+const sqlRequeueRunning = `UPDATE backfills SET status = 'requeued', updated_at = now() WHERE status = 'running' AND source = ANY($1)`
 
-// RequeueRunningBackfills puts (as requeued) the source's backfills still marked running
-// back in the queue: a new owner calls it, since whoever ran them is gone.
-func (s *Store) RequeueRunningBackfills(ctx context.Context, source string) (int64, error) {
-	tag, err := s.db.Exec(ctx, sqlRequeueRunning, source)
+// RequeueRunningBackfills puts (as requeued) the sources' backfills still
+// marked running back in the queue: a new owner calls it, since whoever ran
+// them is gone.
+func (s *Store) RequeueRunningBackfills(ctx context.Context, sources []string) (int64, error) {
+	tag, err := s.db.Exec(ctx, sqlRequeueRunning, sources)
 	if err != nil {
-		return 0, fmt.Errorf("queue running backfills of %s again: %w", source, err)
+		return 0, fmt.Errorf("queue running backfills of %d sources again: %w", len(sources), err)
 	}
 	return tag.RowsAffected(), nil
 }

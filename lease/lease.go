@@ -175,6 +175,80 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	return &Lease{Name: name, key: key, sess: l.sess, l: l}, nil
 }
 
+// acquireBatch bounds the locks one statement of TryAcquireMany tries.
+const acquireBatch = 1000
+
+// TryAcquireMany takes, without waiting, each of the leases called names
+// that nobody else holds, a thousand per statement: a replica taking its
+// share of thousands of sources at start makes a few round trips, not one
+// a source. It returns the leases taken, by name; the others are busy. On
+// an error the leases of the failed statement are given back (some may
+// have been granted before it failed) and those taken before it are
+// returned with the error.
+func (l *Leaser) TryAcquireMany(ctx context.Context, names []string) (map[string]*Lease, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]*Lease{}
+	for len(names) > 0 {
+		n := min(len(names), acquireBatch)
+		batch := names[:n]
+		names = names[n:]
+		keys := make([]int64, 0, len(batch))
+		byKey := map[int64]string{}
+		for _, name := range batch {
+			k := Key(name)
+			if _, dup := byKey[k]; dup || (l.held[k] && l.conn != nil && !l.conn.IsClosed()) {
+				continue // held here already: busy
+			}
+			byKey[k] = name
+			keys = append(keys, k)
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		if err := l.connect(ctx); err != nil {
+			return out, err
+		}
+		got, err := l.tryLocks(ctx, keys)
+		if err != nil {
+			if !l.conn.IsClosed() {
+				l.unlockAllOrDrop(keys)
+			} else {
+				l.drop()
+				clear(out) // their session is gone
+			}
+			return out, fmt.Errorf("take %d leases: %w", len(keys), err)
+		}
+		for _, k := range got {
+			l.held[k] = true
+			out[byKey[k]] = &Lease{Name: byKey[k], key: k, sess: l.sess, l: l}
+		}
+	}
+	return out, nil
+}
+
+// tryLocks tries the advisory locks on keys in one statement and returns
+// those granted; l.mu is held.
+func (l *Leaser) tryLocks(ctx context.Context, keys []int64) ([]int64, error) {
+	c, cancel := statement(ctx)
+	defer cancel()
+	rows, err := l.conn.Query(c, `SELECT k FROM unnest($1::bigint[]) AS k WHERE pg_try_advisory_lock(k)`, keys)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// unlockAllOrDrop gives up the session's locks on keys; when that fails the
+// connection goes, and the locks with it; l.mu is held.
+func (l *Leaser) unlockAllOrDrop(keys []int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
+	defer cancel()
+	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) AS k`, keys); err != nil {
+		l.drop()
+	}
+}
+
 // Release gives the lease up. It is bounded: a black-holed connection must
 // not wedge the leaser (if the unlock fails, the lock goes with the
 // connection). Releasing twice, or after the session died, is harmless.

@@ -3,8 +3,11 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/lease"
@@ -125,4 +128,56 @@ func TestCheckAcrossTheKeySpace(t *testing.T) {
 			t.Fatalf("%s released: %v, want ErrLeaseLost", name, err)
 		}
 	}
+}
+
+func TestTryAcquireMany(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	a, b := newLeaser(t, url), newLeaser(t, url)
+	if _, err := a.TryAcquire(ctx, "owner:globex"); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := b.TryAcquire(ctx, "owner:initech")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// More than one statement's worth, some held elsewhere or here.
+	names := []string{"owner:acme", "owner:globex", "owner:initech", "owner:acme"}
+	for i := range 2500 {
+		names = append(names, fmt.Sprintf("owner:s%04d", i))
+	}
+	got, err := b.TryAcquireMany(ctx, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2501 || got["owner:acme"] == nil || got["owner:s2499"] == nil {
+		t.Fatalf("took %d leases, want acme and the 2,500 others", len(got))
+	}
+	for _, busy := range []string{"owner:globex", "owner:initech"} {
+		if got[busy] != nil {
+			t.Errorf("took %s, held by another process or already here", busy)
+		}
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, name := range []string{"owner:acme", "owner:s0000", "owner:s2499"} {
+		if err := got[name].Check(ctx, pool); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if !b.Holds(name) {
+			t.Errorf("%s: the leaser does not know it holds it", name)
+		}
+		if _, err := a.TryAcquire(ctx, name); !errors.Is(err, lease.ErrBusy) {
+			t.Errorf("%s: another process took it: %v", name, err)
+		}
+	}
+	got["owner:acme"].Release()
+	if _, err := a.TryAcquire(ctx, "owner:acme"); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	mine.Release()
 }

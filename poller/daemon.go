@@ -217,7 +217,7 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 		d.p.sources[source].memo.forget("")
 		if !was {
 			log.Info().Msg("this daemon now owns the source")
-			d.adopt(source, log)
+			d.adopt([]string{source}, log)
 		}
 	case errors.Is(err, ErrBusy):
 		if was {
@@ -238,19 +238,19 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 
 func ownerLease(source string) string { return "owner:" + source }
 
-// adopt cleans up after the source's previous owner, now gone (killed,
-// crashed): its runs still marked running are abandoned, and its backfills
-// still marked running go back to the queue, to be resumed here. Only the
-// owner may do this, so a live replica's work is never touched.
-func (d *Daemon) adopt(source string, log zerolog.Logger) {
-	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+// adopt cleans up after the sources' previous owners, now gone (killed,
+// crashed): their runs still marked running are abandoned, and their
+// backfills still marked running go back to the queue, to be resumed here.
+// Only the owner may do this, so a live replica's work is never touched.
+func (d *Daemon) adopt(sources []string, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 	defer cancel()
-	if n, err := d.p.store.AbandonRuns(ctx, source, time.Now()); err != nil {
+	if n, err := d.p.store.AbandonRuns(ctx, sources, time.Now()); err != nil {
 		log.Warn().Err(err).Msg("could not mark runs of the previous owner abandoned")
 	} else if n > 0 {
 		log.Info().Int64("runs", n).Msg("marked runs left running by the previous owner as abandoned")
 	}
-	if n, err := d.p.store.RequeueRunningBackfills(ctx, source); err != nil {
+	if n, err := d.p.store.RequeueRunningBackfills(ctx, sources); err != nil {
 		log.Warn().Err(err).Msg("could not queue the previous owner's backfills again")
 	} else if n > 0 {
 		log.Info().Int64("backfills", n).Msg("queued the previous owner's unfinished backfills again")

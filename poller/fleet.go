@@ -107,14 +107,55 @@ func (d *Daemon) rebalance() {
 		d.owning(giveNames[i], false)
 		d.log.Info().Str("source", giveNames[i]).Msg("source assigned to another fleet member; handed over")
 	}
-	for _, name := range take {
-		d.own(name, d.log.With().Str("source", name).Logger())
-	}
+	d.ownMany(take)
 	d.mu.Lock()
 	for _, name := range append(giveNames, take...) {
 		d.state[name].running = false
 	}
 	d.mu.Unlock()
+}
+
+// ownMany takes the ownership of the sources the fleet just assigned here
+// (their st.running is set): their leases in a few statements, and one
+// clean-up after their previous owners, rather than three round trips a
+// source (a replica taking 3,000 sources at start spent minutes on it).
+// A source it cannot take now is taken at a later round or tick.
+func (d *Daemon) ownMany(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	leases := make([]string, len(names))
+	for i, name := range names {
+		leases[i] = ownerLease(name)
+	}
+	held, err := d.p.leaser.TryAcquireMany(d.ctx, leases)
+	if err != nil && d.ctx.Err() == nil {
+		d.log.Error().Err(err).Msg("could not take the ownership leases of the sources assigned here")
+	}
+	var taken []string
+	d.mu.Lock()
+	for _, name := range names {
+		st := d.state[name]
+		h, ok := held[ownerLease(name)]
+		switch {
+		case ok:
+			st.owned, st.owner = true, h
+			taken = append(taken, name)
+		case st.owned:
+			d.log.Warn().Str("source", name).Msg("lost the source to another replica")
+			st.disown()
+		}
+	}
+	d.mu.Unlock()
+	if len(taken) == 0 {
+		return
+	}
+	d.log.Info().Int("sources", len(taken)).Msg("this daemon now owns the sources assigned to it")
+	d.adopt(taken, d.log)
+	for _, name := range taken {
+		d.log.Debug().Str("source", name).Msg("this daemon now owns the source")
+		d.owning(name, true)
+	}
 }
 
 // OnOwnership sets fn to be told of each source this daemon takes (owned
