@@ -129,8 +129,11 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 		if err := cmd.Start(); err != nil {
 			return line{}, err
 		}
-		k := child{cmd: cmd, in: in, out: bufio.NewReader(out)}
-		kids = append(kids, k)
+		kids = append(kids, child{cmd: cmd, in: in, out: bufio.NewReader(out)})
+	}
+	// All replicas start at once, as a deployment rolls them out: each
+	// says "running" once its daemon has started.
+	for r, k := range kids {
 		if s, err := k.out.ReadString('\n'); err != nil || strings.TrimSpace(s) != "running" {
 			return line{}, fmt.Errorf("replica %d did not start: %q %v", r, s, err)
 		}
