@@ -3,6 +3,7 @@ package poller
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,14 +25,18 @@ import (
 // is written again within that time.
 type pageMemo struct {
 	mu    sync.Mutex
-	pages map[clients.Resource]map[pageKey]memoEntry
+	pages []memoPage // a few a resource: a slice, not maps (a thousand sources keep theirs)
 }
 
 type pageKey [2]uint64
 
-type memoEntry struct {
-	counts upsert.Counts
-	at     time.Time
+// memoPage is one remembered page: what it counted (it wrote nothing, so
+// every record was unchanged or stale) and when it was looked up.
+type memoPage struct {
+	resource         clients.Resource
+	key              pageKey
+	unchanged, stale int64
+	at               int64 // unix nanoseconds
 }
 
 // memoMaxAge bounds how long a remembered page stands in for its lookup.
@@ -80,11 +85,16 @@ func fingerprint(recs []clients.Record) pageKey {
 func (m *pageMemo) get(r clients.Resource, k pageKey, now time.Time) (upsert.Counts, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.pages[r][k]
-	if !ok || now.Sub(e.at) > memoMaxAge || now.Before(e.at) {
-		return upsert.Counts{}, false
+	for _, p := range m.pages {
+		if p.resource == r && p.key == k {
+			age := now.Sub(time.Unix(0, p.at))
+			if age < 0 || age > memoMaxAge {
+				return upsert.Counts{}, false
+			}
+			return upsert.Counts{Unchanged: p.unchanged, Stale: p.stale}, true
+		}
 	}
-	return e.counts, true
+	return upsert.Counts{}, false
 }
 
 // put remembers a page whose application wrote nothing.
@@ -94,15 +104,20 @@ func (m *pageMemo) put(r clients.Resource, k pageKey, c upsert.Counts, now time.
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.pages == nil {
-		m.pages = map[clients.Resource]map[pageKey]memoEntry{}
+	n := 0
+	for i := range m.pages {
+		if m.pages[i].resource == r {
+			if m.pages[i].key == k {
+				m.pages = slices.Delete(m.pages, i, i+1)
+				break
+			}
+			n++
+		}
 	}
-	ps := m.pages[r]
-	if ps == nil || len(ps) >= memoMaxPages {
-		ps = map[pageKey]memoEntry{}
-		m.pages[r] = ps
+	if n >= memoMaxPages {
+		m.pages = slices.DeleteFunc(m.pages, func(p memoPage) bool { return p.resource == r })
 	}
-	ps[k] = memoEntry{counts: c, at: now}
+	m.pages = append(m.pages, memoPage{resource: r, key: k, unchanged: c.Unchanged, stale: c.Stale, at: now.UnixNano()})
 }
 
 // forget drops the remembered pages of r, or of every resource when r is
@@ -114,5 +129,5 @@ func (m *pageMemo) forget(r clients.Resource) {
 		m.pages = nil
 		return
 	}
-	delete(m.pages, r)
+	m.pages = slices.DeleteFunc(m.pages, func(p memoPage) bool { return p.resource == r })
 }

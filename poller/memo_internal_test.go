@@ -72,7 +72,7 @@ func TestPageMemo(t *testing.T) {
 	for i := range memoMaxPages + 1 {
 		m.put(clients.TimeEntries, pageKey{uint64(i)}, unchanged, t0)
 	}
-	if n := len(m.pages[clients.TimeEntries]); n > memoMaxPages {
+	if n := len(m.pages); n > memoMaxPages {
 		t.Fatalf("%d pages remembered, at most %d", n, memoMaxPages)
 	}
 }
