@@ -46,6 +46,9 @@ type Daemon struct {
 
 	backoffBase, backoffMax, reconcileBackoffMax time.Duration
 
+	// slots bounds the passes running at once (MaxConcurrentPasses).
+	slots chan struct{}
+
 	mu    sync.Mutex
 	state map[string]*sourceState
 	fleet *fleet // nil: not a fleet member (takes every source it can)
@@ -56,6 +59,7 @@ type Daemon struct {
 
 type sourceState struct {
 	running     bool
+	queued      bool         // a tick waits for a slot of the daemon's passes
 	owned       bool         // this daemon holds the source's ownership lease
 	owner       *lease.Lease // that lease, to hand it over (fleet)
 	assigned    bool         // the fleet assigns the source to this daemon
@@ -91,6 +95,17 @@ func (st *sourceState) pass(r clients.Resource, kind string) *passState {
 	return ps
 }
 
+// MaxConcurrentPasses bounds the sources whose passes a daemon runs at
+// once; the ticks of the others wait for a slot. A thousand sources on one
+// schedule tick in the same few seconds (their splay), and a source's
+// requests are paced by its own budget (Harvest: 150 ms apart), so idle
+// ticks need a few hundred at once at most. What it bounds is a cold start:
+// a first replica up with nothing synced ran every source's first sync at
+// once, holding each source it would have handed to the replicas that
+// joined a moment later (a source is handed over between passes, and a
+// tick waiting for a slot is between passes).
+const MaxConcurrentPasses = 256
+
 // BackfillPoll is how often a daemon looks for backfills queued for the
 // sources it owns.
 var BackfillPoll = 2 * time.Second
@@ -102,6 +117,7 @@ func NewDaemon(p *Poller, parser cron.Parser, scheds []Schedule) (*Daemon, error
 		log:    p.log,
 		parser: parser,
 		state:  map[string]*sourceState{},
+		slots:  make(chan struct{}, MaxConcurrentPasses),
 
 		backoffBase: backoffBase, backoffMax: backoffMax, reconcileBackoffMax: reconcileBackoffMax,
 		cron: cron.New(cron.WithLocation(time.UTC), cron.WithParser(parser),
@@ -124,6 +140,10 @@ func NewDaemon(p *Poller, parser cron.Parser, scheds []Schedule) (*Daemon, error
 	}
 	return d, nil
 }
+
+// SetMaxConcurrentPasses changes MaxConcurrentPasses (tests); call before
+// Start.
+func (d *Daemon) SetMaxConcurrentPasses(n int) { d.slots = make(chan struct{}, n) }
 
 // SetBackoff changes the back-off after failures (tests); call before Start.
 func (d *Daemon) SetBackoff(base, max time.Duration) {
@@ -431,7 +451,7 @@ func (d *Daemon) runJob(source, kind string) {
 		// read back (load) if this daemon takes the source.
 		d.markDue(source, st)
 	}
-	if st.running {
+	if st.running || st.queued {
 		if kind == cursor.KindReconcile {
 			st.rerun = true
 			log.Info().Msg("a pass of this source is running; the reconcile follows it")
@@ -442,11 +462,30 @@ func (d *Daemon) runJob(source, kind string) {
 		d.persistDue(source, kind, log)
 		return
 	}
-	st.running = true
+	st.queued = true
 	d.wg.Add(1)
 	d.mu.Unlock()
 	defer d.wg.Done()
 	d.persistDue(source, kind, log)
+	select {
+	case d.slots <- struct{}{}:
+	case <-d.ctx.Done():
+		d.mu.Lock()
+		st.queued = false
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Lock()
+	st.queued = false
+	if st.running || d.skipsTick(st) {
+		// A fleet round holds the source (taking or handing it over), or
+		// handed it to another member while this tick waited.
+		d.mu.Unlock()
+		<-d.slots
+		return
+	}
+	st.running = true
+	d.mu.Unlock()
 
 	if d.own(source, log) {
 		d.load(source, st, log)
@@ -458,6 +497,7 @@ func (d *Daemon) runJob(source, kind string) {
 	rerun := st.rerun && d.ctx.Err() == nil
 	st.rerun = false
 	d.mu.Unlock()
+	<-d.slots // before the rerun takes one of its own
 	if rerun {
 		d.runJob(source, cursor.KindReconcile)
 	}

@@ -3,6 +3,7 @@ package poller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
+	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/internal/pgcluster"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
@@ -641,5 +643,50 @@ func TestRunsWrittenOnceAtTheirEnd(t *testing.T) {
 	}
 	if got := runs(); got[running] != "ok" || len(got) != 3 {
 		t.Fatalf("after the lasting pass: %v", got)
+	}
+}
+
+// The daemon runs at most its slots' worth of passes at once; the other
+// sources' ticks wait for a slot instead of all running together (a cold
+// start over thousands of sources), and every one of them runs.
+func TestDaemonBoundsConcurrentPasses(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	var srcs []*fakeSource
+	var scheds []poller.Schedule
+	for i := range 6 {
+		src := newFakeSource(fmt.Sprintf("src%d", i), t0)
+		src.put(1, day, "x")
+		src.onPage = func(clients.Window, int) {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		}
+		srcs = append(srcs, src)
+		scheds = append(scheds, poller.Schedule{Source: src.name, Incremental: "@every 1h"})
+	}
+	p, pool := setup(t, srcs...)
+	d, err := poller.NewDaemon(p, config.CronParser, scheds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetMaxConcurrentPasses(2)
+	d.Start(context.Background(), true)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	waitFor(t, 10*time.Second, func() bool {
+		var n int
+		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM time_entries`).Scan(&n)
+		return n == len(srcs)
+	}, "every source's first pass")
+	mu.Lock()
+	defer mu.Unlock()
+	if most > 2 {
+		t.Fatalf("%d passes ran at once, the daemon has 2 slots", most)
 	}
 }
