@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -72,4 +73,55 @@ func BenchmarkSourceFootprint(b *testing.B) {
 			b.ReportMetric(float64(cfgB+srcB+daemonB)/per, "total-B/source")
 		})
 	}
+}
+
+// BenchmarkDaemonStart: what `tidemark run` does with 10,000 sources before
+// its first pass (parse the config, check every source's budget, build the
+// poller and the daemon), per phase. Checking the budgets walked a week of
+// each source's schedule: 70 s before its answers were kept by spec.
+func BenchmarkDaemonStart(b *testing.B) {
+	const n = 10000
+	var y strings.Builder
+	y.WriteString("contact: bench@tidemark.invalid\nsources:\n")
+	for i := range n {
+		fmt.Fprintf(&y, "  - {name: src%05d, kind: harvest, base_url: \"http://127.0.0.1:1/v2\", account_id: \"1\", token: \"x\", schedule: \"* * * * *\", resources: [clients, users, projects, tasks, time_entries]}\n", i)
+	}
+	var parse, budgets, build time.Duration
+	for range b.N {
+		t0 := time.Now()
+		cfg, err := config.Parse("bench.yaml", []byte(y.String()), func(string) (string, bool) { return "", false })
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		a, err := Open(context.Background(), cfg, "postgres://bench@127.0.0.1:1/none", "bench", zerolog.Nop())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.CheckBudgets(); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		a.share = true
+		p, err := a.Poller(context.Background(), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var scheds []poller.Schedule
+		for _, s := range cfg.Sources {
+			scheds = append(scheds, poller.Schedule{Source: s.Name, Incremental: s.Schedule})
+		}
+		d, err := poller.NewDaemon(p, config.CronParser, scheds)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.JoinFleet(a.fleetParams())
+		a.shareSources(d)
+		t3 := time.Now()
+		parse, budgets, build = parse+t1.Sub(t0), budgets+t2.Sub(t1), build+t3.Sub(t2)
+		a.Close()
+	}
+	b.ReportMetric(parse.Seconds()/float64(b.N), "parse-s/op")
+	b.ReportMetric(budgets.Seconds()/float64(b.N), "budgets-s/op")
+	b.ReportMetric(build.Seconds()/float64(b.N), "build-s/op")
 }
