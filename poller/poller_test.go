@@ -400,19 +400,26 @@ func TestReconcileOfAnEmptyListingTombstonesEverything(t *testing.T) {
 	}
 }
 
+// falselyTombstone has a reconcile, ten minutes on, miss the live record
+// id of source "acme" (a listing that shifted): it is tombstoned.
+func falselyTombstone(t *testing.T, src *fakeSource, p *poller.Poller, pool *pgxpool.Pool, id string) {
+	t.Helper()
+	src.tick(10 * time.Minute)
+	src.mu.Lock()
+	src.hideOnce = map[string]bool{id: true}
+	src.mu.Unlock()
+	reconcile(t, p)
+	if !mirror(t, pool, "acme")[id].deleted {
+		t.Fatal("the missed record was not tombstoned (test setup)")
+	}
+}
+
 // A reconcile whose listing missed a live record tombstones it; the next
 // listing that returns it brings it back (the source says it is live).
 func TestFalseTombstoneHealsAtTheNextListing(t *testing.T) {
 	t.Parallel()
 	src, p, pool := syncedToday(t, "x", "y")
-	src.tick(10 * time.Minute)
-	src.mu.Lock()
-	src.hideOnce = map[string]bool{"2": true}
-	src.mu.Unlock()
-	reconcile(t, p)
-	if !mirror(t, pool, "acme")["2"].deleted {
-		t.Fatal("the missed record was not tombstoned (test setup)")
-	}
+	falselyTombstone(t, src, p, pool, "2")
 	reconcile(t, p)
 	assertConverged(t, pool, src)
 }

@@ -20,11 +20,7 @@ import (
 // state. BENCHMARKS.md, "Each replica holds its share".
 func BenchmarkSourceFootprint(b *testing.B) {
 	const n = 3000
-	var y strings.Builder
-	y.WriteString("contact: bench@tidemark.invalid\nsources:\n")
-	for i := range n {
-		fmt.Fprintf(&y, "  - {name: src%05d, kind: harvest, base_url: \"http://127.0.0.1:1/v2\", account_id: \"1\", token: \"x\", schedule: \"* * * * *\", resources: [clients, users, projects, tasks, time_entries]}\n", i)
-	}
+	y := sourcesYAML(n)
 	heap := func() int64 {
 		runtime.GC()
 		runtime.GC()
@@ -38,7 +34,7 @@ func BenchmarkSourceFootprint(b *testing.B) {
 			var cfgB, srcB, daemonB int64
 			for range b.N {
 				h0 := heap()
-				cfg, err := config.Parse("bench.yaml", []byte(y.String()), func(string) (string, bool) { return "", false })
+				cfg, err := config.Parse("bench.yaml", []byte(y), func(string) (string, bool) { return "", false })
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -53,14 +49,7 @@ func BenchmarkSourceFootprint(b *testing.B) {
 					b.Fatal(err)
 				}
 				h2 := heap()
-				var scheds []poller.Schedule
-				for _, s := range cfg.Sources {
-					scheds = append(scheds, poller.Schedule{Source: s.Name, Incremental: s.Schedule})
-				}
-				d, err := poller.NewDaemon(p, config.CronParser, scheds)
-				if err != nil {
-					b.Fatal(err)
-				}
+				d := benchDaemon(b, p, cfg)
 				h3 := heap()
 				cfgB, srcB, daemonB = cfgB+h1-h0, srcB+h2-h1, daemonB+h3-h2
 				runtime.KeepAlive(d)
@@ -80,16 +69,11 @@ func BenchmarkSourceFootprint(b *testing.B) {
 // poller and the daemon), per phase. Checking the budgets walked a week of
 // each source's schedule: 70 s before its answers were kept by spec.
 func BenchmarkDaemonStart(b *testing.B) {
-	const n = 10000
-	var y strings.Builder
-	y.WriteString("contact: bench@tidemark.invalid\nsources:\n")
-	for i := range n {
-		fmt.Fprintf(&y, "  - {name: src%05d, kind: harvest, base_url: \"http://127.0.0.1:1/v2\", account_id: \"1\", token: \"x\", schedule: \"* * * * *\", resources: [clients, users, projects, tasks, time_entries]}\n", i)
-	}
+	y := sourcesYAML(10000)
 	var parse, budgets, build time.Duration
 	for range b.N {
 		t0 := time.Now()
-		cfg, err := config.Parse("bench.yaml", []byte(y.String()), func(string) (string, bool) { return "", false })
+		cfg, err := config.Parse("bench.yaml", []byte(y), func(string) (string, bool) { return "", false })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -107,14 +91,7 @@ func BenchmarkDaemonStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var scheds []poller.Schedule
-		for _, s := range cfg.Sources {
-			scheds = append(scheds, poller.Schedule{Source: s.Name, Incremental: s.Schedule})
-		}
-		d, err := poller.NewDaemon(p, config.CronParser, scheds)
-		if err != nil {
-			b.Fatal(err)
-		}
+		d := benchDaemon(b, p, cfg)
 		d.JoinFleet(a.fleetParams())
 		a.shareSources(d)
 		t3 := time.Now()
@@ -124,4 +101,27 @@ func BenchmarkDaemonStart(b *testing.B) {
 	b.ReportMetric(parse.Seconds()/float64(b.N), "parse-s/op")
 	b.ReportMetric(budgets.Seconds()/float64(b.N), "budgets-s/op")
 	b.ReportMetric(build.Seconds()/float64(b.N), "build-s/op")
+}
+
+// sourcesYAML is a configuration of n Harvest sources on one schedule.
+func sourcesYAML(n int) string {
+	var y strings.Builder
+	y.WriteString("contact: bench@tidemark.invalid\nsources:\n")
+	for i := range n {
+		fmt.Fprintf(&y, "  - {name: src%05d, kind: harvest, base_url: \"http://127.0.0.1:1/v2\", account_id: \"1\", token: \"x\", schedule: \"* * * * *\", resources: [clients, users, projects, tasks, time_entries]}\n", i)
+	}
+	return y.String()
+}
+
+// benchDaemon is the daemon of cfg's incremental schedules over p.
+func benchDaemon(b *testing.B, p *poller.Poller, cfg *config.Config) *poller.Daemon {
+	var scheds []poller.Schedule
+	for _, s := range cfg.Sources {
+		scheds = append(scheds, poller.Schedule{Source: s.Name, Incremental: s.Schedule})
+	}
+	d, err := poller.NewDaemon(p, config.CronParser, scheds)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
