@@ -153,7 +153,7 @@ func (d *Daemon) ownMany(names []string) {
 	d.log.Info().Int("sources", len(taken)).Msg("this daemon now owns the sources assigned to it")
 	d.adopt(taken, d.log)
 	for _, name := range taken {
-		d.log.Debug().Str("source", name).Msg("this daemon now owns the source")
+		d.log.Info().Str("source", name).Msg("this daemon now owns the source")
 		d.owning(name, true)
 	}
 }
