@@ -86,8 +86,10 @@ func (l *Leaser) connect(ctx context.Context) error {
 	// session goes on: by default pgx closes the connection instead, and
 	// every lock of the process would go with it (one slow heartbeat
 	// under load took a replica's every source away).
+	// A server that does not answer the cancel within cancelWait is gone
+	// (or black-holed): then the connection closes after all.
 	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: statementTimeout}
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -104,8 +106,12 @@ func (l *Leaser) connect(ctx context.Context) error {
 	return nil
 }
 
-// statementTimeout bounds one statement on the lease connection.
-const statementTimeout = 10 * time.Second
+// statementTimeout bounds one statement on the lease connection, and
+// cancelWait how long past it the server has to cancel it.
+const (
+	statementTimeout = 10 * time.Second
+	cancelWait       = 2 * time.Second
+)
 
 // statement returns the context of one statement on the lease connection:
 // ctx, bounded by statementTimeout.
