@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"context"
 	"encoding/binary"
 	"hash/maphash"
 	"slices"
@@ -18,14 +19,21 @@ import (
 // remembered counts instead of a lookup: applied again it would write
 // nothing either, as long as no other write made a stored row older or
 // deleted it since. The only writes that can do that are this process's
-// own (a reconcile's tombstones; the owner lease keeps every other writer
-// of the source's rows in this process), and those forget the resource's
-// pages (forget). Ownership changing forgets them all; an entry also ages
-// out after memoMaxAge, so a row changed behind Tidemark's back (by hand)
-// is written again within that time.
+// own (a reconcile's tombstones; the owner lease keeps every other poller
+// of the source in this process), and those forget the resource's pages
+// (forget). Ownership changing forgets them all. The one writer beside the
+// owner is webhook intake with `apply` (any replica): a record it wrote at
+// the same version is put right by the pass its event triggers, which
+// looks every page up (LookUpEveryPage). An entry also ages out after
+// memoMaxAge, so a row changed behind Tidemark's back (by hand) is written
+// again within that time.
 type pageMemo struct {
 	mu    sync.Mutex
 	pages []memoPage // a few a resource: a slice, not maps (a thousand sources keep theirs)
+	// gen counts forgets: a page looked up before one is not remembered
+	// after it (a reconcile beside a long incremental listing may have
+	// tombstoned a row the page's lookup read as live).
+	gen uint64
 }
 
 type pageKey [2]uint64
@@ -97,13 +105,25 @@ func (m *pageMemo) get(r clients.Resource, k pageKey, now time.Time) (upsert.Cou
 	return upsert.Counts{}, false
 }
 
-// put remembers a page whose application wrote nothing.
-func (m *pageMemo) put(r clients.Resource, k pageKey, c upsert.Counts, now time.Time) {
+// generation is the number of forgets so far; read it before a page's
+// lookup and give it to put.
+func (m *pageMemo) generation() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gen
+}
+
+// put remembers a page whose application wrote nothing, unless the memo
+// forgot anything since generation gen (read before the page's lookup).
+func (m *pageMemo) put(r clients.Resource, k pageKey, c upsert.Counts, now time.Time, gen uint64) {
 	if c.Inserted+c.Updated+c.Tombstoned > 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.gen != gen {
+		return
+	}
 	n := 0
 	for i := range m.pages {
 		if m.pages[i].resource == r {
@@ -125,9 +145,25 @@ func (m *pageMemo) put(r clients.Resource, k pageKey, c upsert.Counts, now time.
 func (m *pageMemo) forget(r clients.Resource) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.gen++
 	if r == "" {
 		m.pages = nil
 		return
 	}
 	m.pages = slices.DeleteFunc(m.pages, func(p memoPage) bool { return p.resource == r })
+}
+
+type lookUpKey struct{}
+
+// LookUpEveryPage makes the incremental passes run under ctx look every
+// page up, remembered or not: a webhook-triggered pass confirms what the
+// intake wrote beside the owner (webhooks.apply), which the memo does not
+// see.
+func LookUpEveryPage(ctx context.Context) context.Context {
+	return context.WithValue(ctx, lookUpKey{}, true)
+}
+
+func looksUpEveryPage(ctx context.Context) bool {
+	v, _ := ctx.Value(lookUpKey{}).(bool)
+	return v
 }

@@ -39,11 +39,11 @@ func TestPageMemo(t *testing.T) {
 	if _, ok := m.get(clients.TimeEntries, k, t0); ok {
 		t.Fatal("an empty memo remembers a page")
 	}
-	m.put(clients.TimeEntries, k, upsert.Counts{Inserted: 1, Unchanged: 1}, t0)
+	m.put(clients.TimeEntries, k, upsert.Counts{Inserted: 1, Unchanged: 1}, t0, m.generation())
 	if _, ok := m.get(clients.TimeEntries, k, t0); ok {
 		t.Fatal("a page that wrote is remembered")
 	}
-	m.put(clients.TimeEntries, k, unchanged, t0)
+	m.put(clients.TimeEntries, k, unchanged, t0, m.generation())
 	if c, ok := m.get(clients.TimeEntries, k, t0.Add(memoMaxAge)); !ok || c != unchanged {
 		t.Fatalf("remembered page: %+v %v", c, ok)
 	}
@@ -64,13 +64,20 @@ func TestPageMemo(t *testing.T) {
 	if _, ok := m.get(clients.TimeEntries, k, t0); ok {
 		t.Fatal("forget(r) kept r's page")
 	}
-	m.put(clients.TimeEntries, k, unchanged, t0)
+	m.put(clients.TimeEntries, k, unchanged, t0, m.generation())
 	m.forget("")
 	if _, ok := m.get(clients.TimeEntries, k, t0); ok {
 		t.Fatal(`forget("") kept a page`)
 	}
+	// A page looked up before a forget is not remembered after it.
+	gen := m.generation()
+	m.forget(clients.Projects)
+	m.put(clients.TimeEntries, k, unchanged, t0, gen)
+	if _, ok := m.get(clients.TimeEntries, k, t0); ok {
+		t.Fatal("a page looked up before a forget was remembered after it")
+	}
 	for i := range memoMaxPages + 1 {
-		m.put(clients.TimeEntries, pageKey{uint64(i)}, unchanged, t0)
+		m.put(clients.TimeEntries, pageKey{uint64(i)}, unchanged, t0, m.generation())
 	}
 	if n := len(m.pages); n > memoMaxPages {
 		t.Fatalf("%d pages remembered, at most %d", n, memoMaxPages)

@@ -89,3 +89,15 @@ func TestReconcileForgetsRememberedPages(t *testing.T) {
 	incremental(t, p)
 	assertConverged(t, pool, src)
 }
+
+// A webhook-triggered pass confirms what the intake wrote beside the owner
+// (webhooks.apply): it looks every page up, remembered or not.
+func TestTriggeredPassLooksEveryPageUp(t *testing.T) {
+	t.Parallel()
+	src, p, pool, _ := owned(t, "x", "y")
+	deleteRow(t, pool, "1")
+	if _, err := p.Incremental(poller.LookUpEveryPage(context.Background()), "acme"); err != nil {
+		t.Fatal(err)
+	}
+	assertConverged(t, pool, src)
+}

@@ -221,7 +221,7 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	collect := kind == cursor.KindReconcile
 	// Pages are remembered only while this process owns the source, which
 	// keeps every other writer of its rows out (memo.go).
-	remember := kind == cursor.KindIncremental && p.leaser.Holds(ownerLease(s.Name()))
+	remember := kind == cursor.KindIncremental && !looksUpEveryPage(ctx) && p.leaser.Holds(ownerLease(s.Name()))
 	if !remember {
 		// A backfill or reconcile writes beside the incremental pages
 		// remembered (a reconcile's tombstones make a stored row older
@@ -258,12 +258,13 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 			uc, hit = s.memo.get(r, key, now)
 		}
 		if !hit {
+			gen := s.memo.generation()
 			var err error
 			if uc, err = p.applyPage(dbctx, s, r, pg); err != nil {
 				return err
 			}
 			if remember {
-				s.memo.put(r, key, uc, now)
+				s.memo.put(r, key, uc, now, gen)
 			}
 		}
 		l.counts.Add(cursor.Counts{Fetched: int64(len(pg.Records)), Counts: uc})

@@ -19,7 +19,7 @@ import (
 func (d *Daemon) RunTriggered(source string, rs []clients.Resource) ([]clients.Resource, error) {
 	d.mu.Lock()
 	st, ok := d.state[source]
-	if !ok || d.ctx.Err() != nil || st.running {
+	if !ok || d.ctx.Err() != nil || st.running || st.queued {
 		d.mu.Unlock()
 		return nil, nil
 	}
@@ -50,7 +50,9 @@ func (d *Daemon) RunTriggered(source string, rs []clients.Resource) ([]clients.R
 	if len(steps) == 0 {
 		return nil, nil
 	}
-	results, err := d.p.Steps(d.ctx, source, steps)
+	// Every page looked up: the intake may have written beside this owner
+	// (webhooks.apply), and this pass is what confirms it (memo.go).
+	results, err := d.p.Steps(LookUpEveryPage(d.ctx), source, steps)
 	if errors.Is(err, ErrBusy) {
 		return nil, nil
 	}
