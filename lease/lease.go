@@ -221,6 +221,8 @@ func (l *Leaser) TryAcquireMany(ctx context.Context, names []string) (map[string
 				l.unlockAllOrDrop(keys)
 			} else {
 				l.drop()
+			}
+			if l.conn == nil {
 				clear(out) // their session is gone
 			}
 			return out, fmt.Errorf("take %d leases: %w", len(keys), err)

@@ -60,6 +60,7 @@ type Daemon struct {
 type sourceState struct {
 	running     bool
 	queued      bool         // a tick waits for a slot of the daemon's passes
+	warm        bool         // a pass of the source has run here (later ticks take no slot)
 	owned       bool         // this daemon holds the source's ownership lease
 	owner       *lease.Lease // that lease, to hand it over (fleet)
 	assigned    bool         // the fleet assigns the source to this daemon
@@ -95,15 +96,14 @@ func (st *sourceState) pass(r clients.Resource, kind string) *passState {
 	return ps
 }
 
-// MaxConcurrentPasses bounds the sources whose passes a daemon runs at
-// once; the ticks of the others wait for a slot. A thousand sources on one
-// schedule tick in the same few seconds (their splay), and a source's
-// requests are paced by its own budget (Harvest: 150 ms apart), so idle
-// ticks need a few hundred at once at most. What it bounds is a cold start:
-// a first replica up with nothing synced ran every source's first sync at
-// once, holding each source it would have handed to the replicas that
-// joined a moment later (a source is handed over between passes, and a
-// tick waiting for a slot is between passes).
+// MaxConcurrentPasses bounds the sources whose first pass in this daemon
+// runs at once; the first ticks of the others wait for a slot. It bounds a
+// cold start: a first replica up with nothing synced ran every source's
+// first sync at once, holding each source it would have handed to the
+// replicas that joined a moment later (a source is handed over between
+// passes, and a tick waiting for a slot is between passes). Once a source
+// has run here its ticks take no slot: a pass may wait an hour for its
+// source's quota, and 256 such waits must not stall every other source.
 const MaxConcurrentPasses = 256
 
 // BackfillPoll is how often a daemon looks for backfills queued for the
@@ -462,34 +462,26 @@ func (d *Daemon) runJob(source, kind string) {
 		d.persistDue(source, kind, log)
 		return
 	}
-	st.queued = true
+	gated := !st.warm // a first pass here: it waits for a slot
+	if gated {
+		st.queued = true
+	} else {
+		st.running = true
+	}
 	d.wg.Add(1)
 	d.mu.Unlock()
 	defer d.wg.Done()
 	d.persistDue(source, kind, log)
-	select {
-	case d.slots <- struct{}{}:
-	case <-d.ctx.Done():
-		d.mu.Lock()
-		st.queued = false
-		d.mu.Unlock()
+	if gated && !d.slot(st) {
 		return
 	}
-	d.mu.Lock()
-	st.queued = false
-	if st.running || d.skipsTick(st) {
-		// A fleet round holds the source (taking or handing it over), or
-		// handed it to another member while this tick waited.
-		d.mu.Unlock()
-		<-d.slots
-		return
-	}
-	st.running = true
-	d.mu.Unlock()
 
 	if d.own(source, log) {
 		d.load(source, st, log)
 		d.tick(source, kind, st, log)
+		d.mu.Lock()
+		st.warm = true
+		d.mu.Unlock()
 	}
 
 	d.mu.Lock()
@@ -497,10 +489,36 @@ func (d *Daemon) runJob(source, kind string) {
 	rerun := st.rerun && d.ctx.Err() == nil
 	st.rerun = false
 	d.mu.Unlock()
-	<-d.slots // before the rerun takes one of its own
+	if gated {
+		<-d.slots // before a rerun
+	}
 	if rerun {
 		d.runJob(source, cursor.KindReconcile)
 	}
+}
+
+// slot waits for a slot of the daemon's first passes for a queued tick of
+// st and marks it running; false (and no slot held) when the tick is off:
+// the daemon stops, a fleet round holds the source (taking or handing it
+// over), or handed it to another member while the tick waited.
+func (d *Daemon) slot(st *sourceState) bool {
+	got := false
+	select {
+	case d.slots <- struct{}{}:
+		got = true
+	case <-d.ctx.Done():
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st.queued = false
+	if d.ctx.Err() != nil || st.running || d.skipsTick(st) {
+		if got {
+			<-d.slots
+		}
+		return false
+	}
+	st.running = true
+	return true
 }
 
 // markDue marks a reconcile of each resource of the source due; d.mu is

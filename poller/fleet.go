@@ -133,6 +133,16 @@ func (d *Daemon) ownMany(names []string) {
 		d.log.Error().Err(err).Msg("could not take the ownership leases of the sources assigned here")
 	}
 	var taken []string
+	for _, name := range names {
+		if held[ownerLease(name)] != nil {
+			taken = append(taken, name)
+		}
+	}
+	// Clean up after the previous owners before the sources count as owned
+	// here: a queued backfill started here must not be requeued as theirs.
+	if len(taken) > 0 {
+		d.adopt(taken, d.log)
+	}
 	d.mu.Lock()
 	for _, name := range names {
 		st := d.state[name]
@@ -140,7 +150,6 @@ func (d *Daemon) ownMany(names []string) {
 		switch {
 		case ok:
 			st.owned, st.owner = true, h
-			taken = append(taken, name)
 		case st.owned:
 			d.log.Warn().Str("source", name).Msg("lost the source to another replica")
 			st.disown()
@@ -151,7 +160,6 @@ func (d *Daemon) ownMany(names []string) {
 		return
 	}
 	d.log.Info().Int("sources", len(taken)).Msg("this daemon now owns the sources assigned to it")
-	d.adopt(taken, d.log)
 	for _, name := range taken {
 		d.log.Info().Str("source", name).Msg("this daemon now owns the source")
 		d.owning(name, true)

@@ -697,3 +697,47 @@ func TestDaemonBoundsConcurrentPasses(t *testing.T) {
 		t.Fatalf("%d passes ran at once, the daemon has 2 slots", most)
 	}
 }
+
+// Only first passes wait for a slot: a source whose pass waits a long time
+// (an hour for its quota) does not hold up the ticks of the others.
+func TestDaemonSlotsOnlyGateFirstPasses(t *testing.T) {
+	t.Parallel()
+	slow, other := newFakeSource("slow", t0), newFakeSource("other", t0)
+	slow.put(1, day, "x")
+	other.put(1, day, "x")
+	release := make(chan struct{})
+	defer close(release)
+	var blocked sync.Once
+	stuck := make(chan struct{})
+	slow.onPage = func(clients.Window, int) {
+		slow.mu.Lock()
+		second := slow.lists > 1
+		slow.mu.Unlock()
+		if second { // its first pass ran; the next one waits "for its quota"
+			blocked.Do(func() { close(stuck) })
+			<-release
+		}
+	}
+	p, _ := setup(t, slow, other)
+	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{
+		{Source: "slow", Incremental: "@every 1s"}, {Source: "other", Incremental: "@every 1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetMaxConcurrentPasses(1)
+	d.Start(context.Background(), true)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	select {
+	case <-stuck:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow source's second pass never started")
+	}
+	other.mu.Lock()
+	before := other.lists
+	other.mu.Unlock()
+	waitFor(t, 10*time.Second, func() bool {
+		other.mu.Lock()
+		defer other.mu.Unlock()
+		return other.lists >= before+2
+	}, "the other source's ticks while the slow one waits")
+}
