@@ -263,7 +263,7 @@ func ownerLease(source string) string { return "owner:" + source }
 // backfills still marked running go back to the queue, to be resumed here.
 // Only the owner may do this, so a live replica's work is never touched.
 func (d *Daemon) adopt(sources []string, log zerolog.Logger) {
-	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	defer cancel()
 	if n, err := d.p.store.AbandonRuns(ctx, sources, time.Now()); err != nil {
 		log.Warn().Err(err).Msg("could not mark runs of the previous owner abandoned")
