@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/lease"
 )
@@ -60,7 +61,6 @@ type Daemon struct {
 type sourceState struct {
 	running     bool
 	queued      bool         // a tick waits for a slot of the daemon's passes
-	warm        bool         // a pass of the source has run here (later ticks take no slot)
 	owned       bool         // this daemon holds the source's ownership lease
 	owner       *lease.Lease // that lease, to hand it over (fleet)
 	assigned    bool         // the fleet assigns the source to this daemon
@@ -96,14 +96,17 @@ func (st *sourceState) pass(r clients.Resource, kind string) *passState {
 	return ps
 }
 
-// MaxConcurrentPasses bounds the sources whose first pass in this daemon
-// runs at once; the first ticks of the others wait for a slot. It bounds a
-// cold start: a first replica up with nothing synced ran every source's
-// first sync at once, holding each source it would have handed to the
-// replicas that joined a moment later (a source is handed over between
-// passes, and a tick waiting for a slot is between passes). Once a source
-// has run here its ticks take no slot: a pass may wait an hour for its
-// source's quota, and 256 such waits must not stall every other source.
+// MaxConcurrentPasses bounds the sources whose passes a daemon runs at
+// once; the ticks of the others wait for a slot. A thousand sources on one
+// schedule tick in the same few seconds (their splay), and a source's
+// requests are paced by its own budget (Harvest: 150 ms apart), so idle
+// ticks need a few hundred at once at most. It bounds a cold start: a
+// first replica up with nothing synced ran every source's first sync at
+// once, holding each source it would have handed to the replicas that
+// joined a moment later (a source is handed over between passes, and a
+// tick waiting for a slot is between passes). A pass gives its slot back
+// while its source keeps it waiting (a quota, a Retry-After: httpx's long
+// waits), so passes waiting an hour for their quotas stall nobody else.
 const MaxConcurrentPasses = 256
 
 // BackfillPoll is how often a daemon looks for backfills queued for the
@@ -462,26 +465,19 @@ func (d *Daemon) runJob(source, kind string) {
 		d.persistDue(source, kind, log)
 		return
 	}
-	gated := !st.warm // a first pass here: it waits for a slot
-	if gated {
-		st.queued = true
-	} else {
-		st.running = true
-	}
+	st.queued = true
 	d.wg.Add(1)
 	d.mu.Unlock()
 	defer d.wg.Done()
 	d.persistDue(source, kind, log)
-	if gated && !d.slot(st) {
+	slot := &passSlot{slots: d.slots}
+	if !d.slot(st, slot) {
 		return
 	}
 
 	if d.own(source, log) {
 		d.load(source, st, log)
-		d.tick(source, kind, st, log)
-		d.mu.Lock()
-		st.warm = true
-		d.mu.Unlock()
+		d.tick(httpx.WithLongWaits(d.ctx, slot.leave, slot.back), source, kind, st, log)
 	}
 
 	d.mu.Lock()
@@ -489,36 +485,84 @@ func (d *Daemon) runJob(source, kind string) {
 	rerun := st.rerun && d.ctx.Err() == nil
 	st.rerun = false
 	d.mu.Unlock()
-	if gated {
-		<-d.slots // before a rerun
-	}
+	slot.release() // before a rerun
 	if rerun {
 		d.runJob(source, cursor.KindReconcile)
 	}
 }
 
-// slot waits for a slot of the daemon's first passes for a queued tick of
-// st and marks it running; false (and no slot held) when the tick is off:
-// the daemon stops, a fleet round holds the source (taking or handing it
+// slot waits for a slot of the daemon's passes for a queued tick of st and
+// marks it running; false (and no slot held) when the tick is off: the
+// daemon stops, a fleet round holds the source (taking or handing it
 // over), or handed it to another member while the tick waited.
-func (d *Daemon) slot(st *sourceState) bool {
-	got := false
-	select {
-	case d.slots <- struct{}{}:
-		got = true
-	case <-d.ctx.Done():
-	}
+func (d *Daemon) slot(st *sourceState, slot *passSlot) bool {
+	_ = slot.back(d.ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st.queued = false
 	if d.ctx.Err() != nil || st.running || d.skipsTick(st) {
-		if got {
-			<-d.slots
-		}
+		slot.release()
 		return false
 	}
 	st.running = true
 	return true
+}
+
+// passSlot is a pass's hold on a slot of MaxConcurrentPasses. The pass
+// gives it back while its source keeps it waiting (httpx.WithLongWaits)
+// and takes one again after; its steps may wait side by side, so it is
+// given back when the first starts waiting and taken when the last is
+// done.
+type passSlot struct {
+	slots   chan struct{}
+	mu      sync.Mutex
+	held    bool
+	waiting int
+}
+
+func (s *passSlot) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting++
+	if s.held {
+		<-s.slots
+		s.held = false
+	}
+}
+
+// back takes a slot unless one is held or another step still waits.
+func (s *passSlot) back(ctx context.Context) error {
+	s.mu.Lock()
+	if s.waiting > 0 {
+		s.waiting--
+	}
+	need := s.waiting == 0 && !s.held
+	s.mu.Unlock()
+	if !need {
+		return nil
+	}
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held || s.waiting > 0 { // another step took one meanwhile, or waits again
+		<-s.slots
+		return nil
+	}
+	s.held = true
+	return nil
+}
+
+func (s *passSlot) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held {
+		<-s.slots
+		s.held = false
+	}
 }
 
 // markDue marks a reconcile of each resource of the source due; d.mu is
@@ -579,7 +623,7 @@ func (d *Daemon) load(source string, st *sourceState, log zerolog.Logger) {
 // tick plans and runs the steps of one tick: the incremental of each
 // resource not backing off (on incremental ticks), then each due reconcile
 // not backing off.
-func (d *Daemon) tick(source, kind string, st *sourceState, log zerolog.Logger) {
+func (d *Daemon) tick(ctx context.Context, source, kind string, st *sourceState, log zerolog.Logger) {
 	src := d.p.sources[source]
 	now := time.Now()
 	var steps []Step
@@ -605,7 +649,7 @@ func (d *Daemon) tick(source, kind string, st *sourceState, log zerolog.Logger) 
 	if len(steps) == 0 {
 		return
 	}
-	results, err := d.p.Steps(d.ctx, source, steps)
+	results, err := d.p.Steps(ctx, source, steps)
 	switch {
 	case errors.Is(err, ErrBusy):
 		log.Info().Msg("source leased by another process or pass; skipping this tick")

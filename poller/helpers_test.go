@@ -138,7 +138,10 @@ type fakeSource struct {
 	failPage int
 	// onPage, when set, runs before a page is delivered (to block, to mutate).
 	onPage func(w clients.Window, page int)
-	lists  int
+	// wait, when set, runs before a page is delivered with the listing's
+	// context (a client waiting for its source: httpx.Sleep).
+	wait  func(ctx context.Context, page int)
+	lists int
 	// hideOnce leaves these ids out of the next listing (a listing that
 	// misses a live record, e.g. a page shifted by a deletion).
 	hideOnce map[string]bool
@@ -242,6 +245,9 @@ func (f *fakeSource) List(ctx context.Context, r clients.Resource, w clients.Win
 		}
 		if f.onPage != nil {
 			f.onPage(w, n)
+		}
+		if f.wait != nil {
+			f.wait(ctx, n)
 		}
 		f.mu.Lock()
 		fail := n == f.failPage

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/logtest"
@@ -698,24 +699,22 @@ func TestDaemonBoundsConcurrentPasses(t *testing.T) {
 	}
 }
 
-// Only first passes wait for a slot: a source whose pass waits a long time
-// (an hour for its quota) does not hold up the ticks of the others.
-func TestDaemonSlotsOnlyGateFirstPasses(t *testing.T) {
+// A pass gives its slot back while its source keeps it waiting (an hour
+// for its quota, say): with one slot, the other source's ticks go on.
+func TestLongWaitGivesItsSlotBack(t *testing.T) {
 	t.Parallel()
 	slow, other := newFakeSource("slow", t0), newFakeSource("other", t0)
 	slow.put(1, day, "x")
 	other.put(1, day, "x")
-	release := make(chan struct{})
-	defer close(release)
-	var blocked sync.Once
-	stuck := make(chan struct{})
-	slow.onPage = func(clients.Window, int) {
+	waiting := make(chan struct{})
+	var once sync.Once
+	slow.wait = func(ctx context.Context, _ int) {
 		slow.mu.Lock()
 		second := slow.lists > 1
 		slow.mu.Unlock()
 		if second { // its first pass ran; the next one waits "for its quota"
-			blocked.Do(func() { close(stuck) })
-			<-release
+			once.Do(func() { close(waiting) })
+			_ = httpx.Sleep(ctx, time.Minute)
 		}
 	}
 	p, _ := setup(t, slow, other)
@@ -728,7 +727,7 @@ func TestDaemonSlotsOnlyGateFirstPasses(t *testing.T) {
 	d.Start(context.Background(), true)
 	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	select {
-	case <-stuck:
+	case <-waiting:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the slow source's second pass never started")
 	}

@@ -584,9 +584,41 @@ func (c *Client) pause(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// LongWait is how long a wait must be for WithLongWaits' hooks to run: a
+// quota, a Retry-After or a long back-off, not the limiter's spacing.
+const LongWait = 2 * time.Second
+
+type longWaitsKey struct{}
+
+type longWaits struct {
+	leave func()
+	back  func(context.Context) error
+}
+
+// WithLongWaits returns ctx under which every wait of at least LongWait
+// (Sleep, and the client's own) calls leave before it and back after it:
+// a daemon gives a pass's slot up while the source keeps the pass waiting,
+// an hour for a quota perhaps. back may block; its error ends the wait as
+// ctx's would.
+func WithLongWaits(ctx context.Context, leave func(), back func(context.Context) error) context.Context {
+	return context.WithValue(ctx, longWaitsKey{}, longWaits{leave, back})
+}
+
+// Sleep waits d or until ctx ends, as the client waits for its source
+// (WithLongWaits).
+func Sleep(ctx context.Context, d time.Duration) error { return sleep(ctx, d) }
+
+func sleep(ctx context.Context, d time.Duration) (err error) {
 	if d <= 0 {
 		return ctx.Err()
+	}
+	if h, ok := ctx.Value(longWaitsKey{}).(longWaits); ok && d >= LongWait {
+		h.leave()
+		defer func() {
+			if berr := h.back(ctx); err == nil {
+				err = berr
+			}
+		}()
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -892,3 +892,19 @@ func TestDecodeHookDecidesWhatIsCutShort(t *testing.T) {
 		t.Fatalf("a decode error that is not a cut body: %v after %d decodes, want it returned at once", err, calls)
 	}
 }
+
+// A wait of LongWait or more gives the caller's hold back and takes it
+// again after (a daemon's pass slot); a shorter one (the limiter's
+// spacing) keeps it.
+func TestLongWaitsHooks(t *testing.T) {
+	var left, back int
+	ctx := httpx.WithLongWaits(context.Background(), func() { left++ }, func(context.Context) error { back++; return nil })
+	if err := httpx.Sleep(ctx, time.Millisecond); err != nil || left+back != 0 {
+		t.Fatalf("a short wait: left %d, back %d, %v", left, back, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := httpx.Sleep(short, httpx.LongWait); err == nil || left != 1 || back != 1 {
+		t.Fatalf("a long wait cut short: left %d, back %d, %v", left, back, err)
+	}
+}
