@@ -610,7 +610,10 @@ func togglViews(fs *fakeSource, tg *toggltest.Server) {
 // back-dating, timers, deletions); once the churn stops the mirror equals
 // the source: every user's entries at their latest versions and states, and
 // the deleted ones tombstoned by their absence from the trailing window's
-// complete listings (the search reports no deletions).
+// complete listings (the search reports no deletions). The churn back-dates
+// entries up to 19 days, past the 12 trailing days: an entry edited once it
+// is out of the window is the reconcile's to bring back, as the README says
+// ("older changes by the daily reconcile"), so the source reconciles too.
 func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -623,6 +626,7 @@ func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
     scope: workspace
     trailing_days: 12
     schedule: "@every 1s"
+    reconcile: {schedule: "@every 5s", lookback_days: 25}
     overlap: 5s
     rate_limit: {requests: 1000, per: 1s}
     resources: [projects, time_entries]
@@ -653,6 +657,15 @@ func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
 	}
 	if n := len(tg.ReportQueries()); n == 0 {
 		t.Error("the detailed search was never asked")
+	}
+	var reconciles int
+	if err := e.pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM sync_runs WHERE source = 'tg' AND resource = 'time_entries' AND kind = 'reconcile' AND status = 'ok'").
+		Scan(&reconciles); err != nil {
+		t.Fatal(err)
+	}
+	if reconciles == 0 {
+		t.Error("no reconcile of time entries ran")
 	}
 	for _, r := range tg.Requests() {
 		if r.Path == "/me/time_entries" {
