@@ -57,7 +57,7 @@ func (l *Leaser) Heartbeat(ctx context.Context, m Member, ttl time.Duration) ([]
 	if err := l.connect(ctx); err != nil {
 		return nil, err
 	}
-	ctx, cancel := statement(ctx)
+	ctx, cancel := l.statement(ctx)
 	defer cancel()
 	if _, err := l.conn.Exec(ctx, sqlHeartbeat, m.ID, m.Host, m.PID, int64(l.sess.pid), l.sess.started); err != nil {
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,10 +36,22 @@ var ErrLeaseLost = errors.New("lease lost: the lease connection dropped")
 type Leaser struct {
 	url string
 
-	mu   sync.Mutex // guards conn, sess and held; a pgx.Conn is not concurrency-safe
+	mu   sync.Mutex // guards conn, sess, held, prev and owed; a pgx.Conn is not concurrency-safe
 	conn *pgx.Conn
 	sess session
 	held map[int64]bool
+	// prev is the session of a connection dropped while it may still be
+	// alive on the server (a network cut the server has not noticed): it
+	// keeps every lock until ended, so the next connect ends it.
+	prev session
+	// owed are unlocks that failed on a live session (a statement timeout
+	// under load): the lock may still be held, so the key is given back
+	// before it is taken again, instead of dropping the connection and
+	// every other lock with it.
+	owed map[int64]bool
+
+	timeout   time.Duration // statementTimeout; tests shorten it
+	unlockSQL string        // sqlUnlockAll; tests slow it down
 }
 
 // session identifies one lease connection: a backend pid is reused by
@@ -50,7 +63,7 @@ type session struct {
 
 // New returns a Leaser that connects to url when first used.
 func New(url string) *Leaser {
-	return &Leaser{url: url, held: map[int64]bool{}}
+	return &Leaser{url: url, held: map[int64]bool{}, owed: map[int64]bool{}, timeout: statementTimeout, unlockSQL: sqlUnlockAll}
 }
 
 // Lease is one held lease. It remembers the session that took it, so that
@@ -78,6 +91,7 @@ func (l *Leaser) connect(ctx context.Context) error {
 	}
 	// A new session holds none of the old locks: forget them.
 	l.held = map[int64]bool{}
+	l.owed = map[int64]bool{}
 	cfg, err := pgx.ParseConfig(l.url)
 	if err != nil {
 		return fmt.Errorf("lease connection: %w", err)
@@ -102,8 +116,48 @@ func (l *Leaser) connect(ctx context.Context) error {
 		conn.Close(context.Background())
 		return fmt.Errorf("lease connection: identify session: %w", err)
 	}
+	// The server notices a peer gone silent (a cut cable, a crashed host)
+	// by TCP keepalive: its default, two hours, is how long the dead
+	// session's locks would keep every replica off its sources. Set per
+	// session (a pooler may refuse them as startup parameters); no-ops on
+	// a Unix socket, and a refusal only leaves the server's defaults.
+	_, _ = conn.Exec(ctx, sqlKeepalives)
 	l.conn, l.sess = conn, s
+	l.endPrevious(ctx)
 	return nil
+}
+
+// sqlKeepalives: the server probes an idle lease session after 30 s and
+// ends it after 3 unanswered probes 10 s apart, or after 60 s of unacked
+// data.
+const sqlKeepalives = `SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 60000`
+
+// endPrevious ends the session of the connection dropped before this one
+// if the server still runs it, and waits (briefly) until it is gone with
+// its locks: this process's own sources are then free for it to take
+// again at once. Best effort: a role that may not signal it leaves it to
+// the keepalives. l.mu is held.
+func (l *Leaser) endPrevious(ctx context.Context) {
+	p := l.prev
+	if p.pid == 0 {
+		return
+	}
+	l.prev = session{}
+	ctx, cancel := context.WithTimeout(ctx, cancelWait)
+	defer cancel()
+	var found bool
+	if err := l.conn.QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2`,
+		int64(p.pid), p.started).Scan(&found); err != nil || !found {
+		return
+	}
+	for ctx.Err() == nil {
+		var alive bool
+		if err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`,
+			int64(p.pid), p.started).Scan(&alive); err != nil || !alive {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // statementTimeout bounds one statement on the lease connection, and
@@ -115,8 +169,8 @@ const (
 
 // statement returns the context of one statement on the lease connection:
 // ctx, bounded by statementTimeout.
-func statement(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, statementTimeout)
+func (l *Leaser) statement(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.timeout)
 }
 
 // failed handles a statement's error on the lease connection; l.mu is held.
@@ -129,13 +183,36 @@ func (l *Leaser) failed() {
 	}
 }
 
-// drop closes a connection that failed; l.mu is held.
+// drop closes a connection that failed; l.mu is held. Its session may
+// live on at the server: the next connect ends it.
 func (l *Leaser) drop() {
 	if l.conn != nil {
 		l.conn.Close(context.Background())
+		l.prev = l.sess
 	}
 	l.conn = nil
 	l.held = map[int64]bool{}
+	l.owed = map[int64]bool{}
+}
+
+// payOwed retries the unlocks that failed on this session; l.mu is held.
+// It reports whether none is owed any more.
+func (l *Leaser) payOwed(ctx context.Context) bool {
+	if len(l.owed) == 0 {
+		return true
+	}
+	keys := make([]int64, 0, len(l.owed))
+	for k := range l.owed {
+		keys = append(keys, k)
+	}
+	c, cancel := l.statement(ctx)
+	defer cancel()
+	if _, err := l.conn.Exec(c, l.unlockSQL, keys); err != nil {
+		l.failed()
+		return l.conn == nil
+	}
+	clear(l.owed)
+	return true
 }
 
 // TryAcquire takes the lease called name without waiting. It returns ErrBusy
@@ -155,7 +232,14 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 		if err := l.connect(ctx); err != nil {
 			return nil, err
 		}
-		c, cancel := statement(ctx)
+		if !l.payOwed(ctx) && l.owed[key] {
+			// Taking it now and paying later would unlock the new hold.
+			return nil, fmt.Errorf("take lease %q: its earlier release has not reached the server yet", name)
+		}
+		if l.conn == nil {
+			continue // the session died while paying: reconnect
+		}
+		c, cancel := l.statement(ctx)
 		err := l.conn.QueryRow(c, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok)
 		cancel()
 		if err == nil {
@@ -165,7 +249,7 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 			// Cancelled on a live session: the lock may have been granted
 			// just before. Give it back, or the session would hold a lock
 			// nobody knows of and the source would have no owner.
-			l.unlockOrDrop(key)
+			l.unlockAll([]int64{key})
 			return nil, fmt.Errorf("take lease %q: %w", name, err)
 		}
 		// The connection died (e.g. a Postgres restart): reconnect once.
@@ -215,10 +299,16 @@ func (l *Leaser) TryAcquireMany(ctx context.Context, names []string) (map[string
 		if err := l.connect(ctx); err != nil {
 			return out, err
 		}
+		if !l.payOwed(ctx) {
+			if l.conn == nil {
+				return out, errors.New("take leases: the lease connection dropped")
+			}
+			keys = slices.DeleteFunc(keys, func(k int64) bool { return l.owed[k] })
+		}
 		got, err := l.tryLocks(ctx, keys)
 		if err != nil {
 			if !l.conn.IsClosed() {
-				l.unlockAllOrDrop(keys)
+				l.unlockAll(keys)
 			} else {
 				l.drop()
 			}
@@ -238,7 +328,7 @@ func (l *Leaser) TryAcquireMany(ctx context.Context, names []string) (map[string
 // tryLocks tries the advisory locks on keys in one statement and returns
 // those granted; l.mu is held.
 func (l *Leaser) tryLocks(ctx context.Context, keys []int64) ([]int64, error) {
-	c, cancel := statement(ctx)
+	c, cancel := l.statement(ctx)
 	defer cancel()
 	rows, err := l.conn.Query(c, `SELECT k FROM unnest($1::bigint[]) AS k WHERE pg_try_advisory_lock(k)`, keys)
 	if err != nil {
@@ -247,13 +337,22 @@ func (l *Leaser) tryLocks(ctx context.Context, keys []int64) ([]int64, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
-// unlockAllOrDrop gives up the session's locks on keys; when that fails the
-// connection goes, and the locks with it; l.mu is held.
-func (l *Leaser) unlockAllOrDrop(keys []int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
+// sqlUnlockAll gives up the session's locks on $1 (a key not held is a
+// warning, not an error).
+const sqlUnlockAll = `SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) AS k`
+
+// unlockAll gives up the session's locks on keys; l.mu is held. On a live
+// session that fails to (a cancelled statement) the keys are owed; a dead
+// one is dropped, and its locks go with it.
+func (l *Leaser) unlockAll(keys []int64) {
+	ctx, cancel := l.statement(context.Background())
 	defer cancel()
-	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) AS k`, keys); err != nil {
-		l.drop()
+	if _, err := l.conn.Exec(ctx, l.unlockSQL, keys); err != nil {
+		if l.failed(); l.conn != nil {
+			for _, k := range keys {
+				l.owed[k] = true
+			}
+		}
 	}
 }
 
@@ -269,18 +368,8 @@ func (h *Lease) Release() {
 			return // that session, and its lock, are gone already
 		}
 		delete(l.held, h.key)
-		l.unlockOrDrop(h.key)
+		l.unlockAll([]int64{h.key})
 	})
-}
-
-// unlockOrDrop gives up the session's lock on key; when that fails the
-// connection goes, and the lock with it; l.mu is held.
-func (l *Leaser) unlockOrDrop(key int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
-	defer cancel()
-	if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
-		l.drop()
-	}
 }
 
 // Holds reports whether this process still holds the lease called name, as

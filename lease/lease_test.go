@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,4 +184,183 @@ func TestTryAcquireMany(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	mine.Release()
+}
+
+// holeProxy forwards TCP connections to a Postgres server until cut: then
+// the connections open so far stop carrying bytes either way and stay
+// open, as across a network cut that neither end has noticed yet. Later
+// connections are forwarded again.
+type holeProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cutNow []chan struct{}
+}
+
+func newHoleProxy(t *testing.T, target string) *holeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &holeProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			cut := make(chan struct{})
+			p.mu.Lock()
+			p.cutNow = append(p.cutNow, cut)
+			p.mu.Unlock()
+			t.Cleanup(func() { c.Close(); s.Close() })
+			go pipeUntil(c, s, cut)
+			go pipeUntil(s, c, cut)
+		}
+	}()
+	return p
+}
+
+// pipeUntil copies from src to dst until cut, then swallows what src sends.
+func pipeUntil(dst, src net.Conn, cut chan struct{}) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		select {
+		case <-cut:
+			continue
+		default:
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+// cut silences every connection open so far.
+func (p *holeProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.cutNow {
+		close(c)
+	}
+	p.cutNow = nil
+}
+
+// A lease connection cut silently (the server never hears of it) leaves
+// its session, and every lock, alive at the server until TCP keepalive
+// notices. The reconnecting process ends that session, so its sources are
+// taken again at once instead of being nobody's for hours.
+func TestSilentlyCutSessionIsEndedOnReconnect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.DB(t)
+	cfg := pool.Config().ConnConfig
+	p := newHoleProxy(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+	u, err := url.Parse(pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.ln.Addr().String()
+	a := newLeaser(t, u.String())
+	h, err := a.TryAcquire(ctx, "owner:acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cut()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := a.TryAcquire(short, "owner:other"); err == nil {
+		t.Fatal("a statement across the cut succeeded")
+	}
+	// The old session still holds the lock at the server.
+	if err := h.Check(ctx, pool); err != nil {
+		t.Fatalf("before the reconnect the server still sees the old session's lock: %v", err)
+	}
+	// The next use reconnects (the cut connection has closed by now on
+	// the client's side, after the cancel wait) and ends the old session.
+	var h2 *lease.Lease
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		h2, err = a.TryAcquire(ctx, "owner:acme")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the process could not take its own source back after the cut: %v", err)
+		}
+	}
+	defer h2.Release()
+	if err := h.Check(ctx, pool); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("the old session's lease: %v, want ErrLeaseLost", err)
+	}
+	if err := h2.Check(ctx, pool); err != nil {
+		t.Fatalf("the new lease: %v", err)
+	}
+}
+
+// A release whose unlock is cancelled (a statement timeout under load)
+// leaves the session and its other leases alone: the unlock is owed, and
+// paid before the key is taken again, so a later hold of the key is not
+// undone by it.
+func TestCancelledUnlockKeepsTheOtherLeases(t *testing.T) {
+	t.Parallel()
+	for _, done := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unlocked=%v", done), func(t *testing.T) {
+			t.Parallel()
+			cancelledUnlock(t, done)
+		})
+	}
+}
+
+func cancelledUnlock(t *testing.T, done bool) {
+	ctx := context.Background()
+	pool := pgtest.DB(t)
+	url := pool.Config().ConnString()
+	a, b := newLeaser(t, url), newLeaser(t, url)
+	ha, err := a.TryAcquire(ctx, "owner:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := a.TryAcquire(ctx, "owner:b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := lease.SlowUnlocks(a, 300*time.Millisecond, done)
+	ha.Release() // cancelled after 300 ms
+	restore()
+	if err := hb.Check(ctx, pool); err != nil {
+		t.Fatalf("the other lease went with a cancelled unlock: %v", err)
+	}
+	if !a.Holds("owner:b") || a.Holds("owner:a") {
+		t.Fatalf("holds a=%v b=%v, want false true", a.Holds("owner:a"), a.Holds("owner:b"))
+	}
+	// Taken again, then released: the owed unlock was paid first, so the
+	// key is free afterwards, not held once more by a leftover count.
+	ha2, err := a.TryAcquire(ctx, "owner:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ha2.Check(ctx, pool); err != nil {
+		t.Fatalf("retaken lease: %v", err)
+	}
+	if _, err := b.TryAcquire(ctx, "owner:a"); !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("another process took a held lease: %v", err)
+	}
+	ha2.Release()
+	hb2, err := b.TryAcquire(ctx, "owner:a")
+	if err != nil {
+		t.Fatalf("after the release another process cannot take it: %v", err)
+	}
+	hb2.Release()
+	hb.Release()
 }
