@@ -1,6 +1,9 @@
 package lease
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SlowUnlocks makes l's unlocks sleep past a short statement timeout, so
 // that they are cancelled on a live session, before unlocking (done: false)
@@ -17,4 +20,13 @@ func SlowUnlocks(l *Leaser, timeout time.Duration, done bool) (restore func()) {
 		defer l.mu.Unlock()
 		l.timeout, l.unlockSQL = statementTimeout, sqlUnlockAll
 	}
+}
+
+// Setting shows a setting of l's lease session.
+func Setting(l *Leaser, name string) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var v string
+	err := l.conn.QueryRow(context.Background(), "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
 }

@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
@@ -363,4 +365,23 @@ func cancelledUnlock(t *testing.T, done bool) {
 	}
 	hb2.Release()
 	hb.Release()
+}
+
+// The lease session asks the server to notice a silent peer within about
+// a minute, not the two hours of the usual TCP keepalive.
+func TestLeaseSessionKeepalives(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	if cfg, err := pgx.ParseConfig(u); err != nil || strings.HasPrefix(cfg.Host, "/") {
+		t.Skip("keepalives are TCP's: this database is on a Unix socket")
+	}
+	l := newLeaser(t, u)
+	if _, err := l.TryAcquire(context.Background(), "owner:acme"); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3", "tcp_user_timeout": "60000"} {
+		if got, err := lease.Setting(l, name); err != nil || got != want {
+			t.Errorf("%s = %q (%v), want %s", name, got, err, want)
+		}
+	}
 }
