@@ -145,6 +145,10 @@ type fakeSource struct {
 	// hideOnce leaves these ids out of the next listing (a listing that
 	// misses a live record, e.g. a page shifted by a deletion).
 	hideOnce map[string]bool
+	// tombstoneOnce ends the next listing with a page of these ids deleted
+	// at the version they have (Toggl's workspace scope tombstones the
+	// entries absent from a complete listing that way).
+	tombstoneOnce map[string]bool
 }
 
 type fakeRec struct {
@@ -220,6 +224,14 @@ func (f *fakeSource) List(ctx context.Context, r clients.Resource, w clients.Win
 	var sel []*fakeRec
 	hidden := f.hideOnce
 	f.hideOnce = nil
+	var gone []clients.Record
+	for id := range f.tombstoneOnce {
+		rec := f.record(f.recs[id], time.Now())
+		at := f.now
+		rec.DeletedAt, rec.Raw = &at, []byte(fmt.Sprintf(`{"id":%s,"absent":true}`, id))
+		gone = append(gone, rec)
+	}
+	f.tombstoneOnce = nil
 	for _, rec := range f.recs {
 		if hidden[rec.id] {
 			continue
@@ -269,6 +281,9 @@ func (f *fakeSource) List(ctx context.Context, r clients.Resource, w clients.Win
 			return err
 		}
 		if len(sel) == 0 {
+			if len(gone) > 0 {
+				return fn(ctx, clients.Page{Resource: r, Number: n + 1, SourceTime: now, Records: gone})
+			}
 			return nil
 		}
 	}

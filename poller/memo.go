@@ -19,9 +19,11 @@ import (
 // remembered counts instead of a lookup: applied again it would write
 // nothing either, as long as no other write made a stored row older or
 // deleted it since. The only writes that can do that are this process's
-// own (a reconcile's tombstones; the owner lease keeps every other poller
-// of the source in this process), and those forget the resource's pages
-// (forget). Ownership changing forgets them all. The one writer beside the
+// own (a reconcile's tombstones, or a page written at the same version as
+// a stored row: a tie, like the tombstones Toggl's workspace scope writes
+// for entries absent from a listing; the owner lease keeps every other
+// poller of the source in this process), and those forget the resource's
+// pages (forget). Ownership changing forgets them all. The one writer beside the
 // owner is webhook intake with `apply` (any replica): a record it wrote at
 // the same version is put right by the pass its event triggers, which
 // looks every page up (LookUpEveryPage). An entry also ages out after

@@ -90,6 +90,24 @@ func TestReconcileForgetsRememberedPages(t *testing.T) {
 	assertConverged(t, pool, src)
 }
 
+// An incremental pass's own same-version tombstones (Toggl's workspace
+// scope: entries absent from a complete listing) make a stored row differ
+// from a remembered page just as a reconcile's do: the next re-delivery is
+// looked up, and the false tombstone heals.
+func TestTombstoningPageForgetsRememberedPages(t *testing.T) {
+	t.Parallel()
+	src, p, pool, _ := owned(t, "x", "y")
+	src.mu.Lock()
+	src.tombstoneOnce = map[string]bool{"2": true}
+	src.mu.Unlock()
+	incremental(t, p)
+	if !mirror(t, pool, "acme")["2"].deleted {
+		t.Fatal("the absent entry was not tombstoned (test setup)")
+	}
+	incremental(t, p)
+	assertConverged(t, pool, src)
+}
+
 // A webhook-triggered pass confirms what the intake wrote beside the owner
 // (webhooks.apply): it looks every page up, remembered or not.
 func TestTriggeredPassLooksEveryPageUp(t *testing.T) {

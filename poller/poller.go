@@ -263,7 +263,14 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 			if uc, err = p.applyPage(dbctx, s, r, pg); err != nil {
 				return err
 			}
-			if remember {
+			switch {
+			case uc.Tombstoned+uc.Ties > 0:
+				// A row written deleted or otherwise at the same version
+				// (Toggl's workspace scope tombstones absent entries so)
+				// may stand in a remembered page: its re-delivery must be
+				// looked up to heal it.
+				s.memo.forget(r)
+			case remember:
 				s.memo.put(r, key, uc, now, gen)
 			}
 		}
