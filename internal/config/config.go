@@ -302,6 +302,9 @@ func join(path, key string) string {
 
 var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
+// sourceName is what a source may be called.
+var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
 // expand replaces ${VAR} in scalar values. Expansion happens after parsing,
 // so a value from the environment is never read as YAML.
 func expand(n *yaml.Node, path string, lookup func(string) (string, bool)) error {
@@ -395,7 +398,7 @@ func (c *Config) validate(root *yaml.Node) error {
 		if s.Name == "" {
 			return fail(key("name"), "missing; every source needs a unique name")
 		}
-		if !regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`).MatchString(s.Name) {
+		if !sourceName.MatchString(s.Name) {
 			return fail(key("name"), "%q: use letters, digits, '.', '_' or '-' (at most 64)", s.Name)
 		}
 		if seen[s.Name] {
