@@ -30,6 +30,10 @@ const (
 type Window struct {
 	UpdatedSince time.Time
 	From, To     Date
+	// Overlap is how late a change may become visible at the source (the
+	// source's overlap, which UpdatedSince already reaches back by); zero
+	// when unknown.
+	Overlap time.Duration
 }
 
 // ByDate reports whether the window is a spent-date range.

@@ -193,7 +193,7 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 	res.HighWaterBefore = cur.HighWater
 	var w clients.Window
 	if !cur.HighWater.IsZero() {
-		w.UpdatedSince = cur.HighWater.Add(-s.Overlap)
+		w.UpdatedSince, w.Overlap = cur.HighWater.Add(-s.Overlap), s.Overlap
 	}
 	// The run is written once, at its end (with the others of this source
 	// when it is idle); one that takes long shows as running meanwhile.
@@ -387,9 +387,9 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 		if end.After(bp.To) {
 			end = bp.To
 		}
-		w := clients.Window{From: next, To: end}
+		w := clients.Window{From: next, To: end, Overlap: s.Overlap}
 		if !byDate {
-			w, end = clients.Window{}, bp.To
+			w, end = clients.Window{Overlap: s.Overlap}, bp.To
 		}
 		l, err := p.applyListing(ctx, log, s, bp.Resource, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) error {
 			progress := func(tx pgx.Tx) error {
@@ -476,12 +476,12 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 	res := Result{RunID: newRunID(), Source: s.Name(), Resource: r, Kind: cursor.KindReconcile}
 	log := p.passLogger(s.Name(), r, res.RunID, res.Kind)
 	ctx = log.WithContext(ctx)
-	var w clients.Window
+	w := clients.Window{Overlap: s.Overlap}
 	if def, ok := schema.Lookup(r); ok && def.ListedByDate() {
 		// The range is chosen on our clock; that only decides what is checked.
 		// What may be tombstoned is decided on the source's clock (AsOf).
 		today := clients.DateOf(time.Now().UTC())
-		w = clients.Window{From: today.AddDays(-s.LookbackDays), To: today.AddDays(7)}
+		w.From, w.To = today.AddDays(-s.LookbackDays), today.AddDays(7)
 	}
 	if err := p.store.StartRun(ctx, cursor.StartRunParams{
 		RunID: res.RunID, Source: s.Name(), Resource: string(r), Kind: res.Kind,

@@ -180,8 +180,12 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 // changed just before the cursor: an incremental pass skips a parent whose
 // version is the one the previous complete listing (by this process) read
 // its children at, so that an idle pass costs the one request of the
-// parents' listing. Pages are numbered across the whole listing. It returns
-// the parents' versions once the listing is complete.
+// parents' listing. A version is trusted so only once it is older than the
+// listing's clock by the window's overlap (at least a second): Harvest
+// stamps to the second, and a child added in the same second as the
+// parent's stamp, or visible late, leaves the parent's updated_at as it
+// was. Pages are numbered across the whole listing. It returns the
+// parents' versions to trust once the listing is complete.
 func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w clients.Window, send func(listing.Fetched) bool) map[string]time.Time {
 	c.mu.Lock()
 	before := c.listedUnder[r]
@@ -216,7 +220,7 @@ func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w 
 	}
 	if len(ids) == 0 {
 		if send(listing.Fetched{Page: clients.Page{Resource: r, Number: 1, SourceTime: clock, Covered: covered}, Last: true}) {
-			return versions
+			return settled(versions, clock, w.Overlap)
 		}
 		return nil
 	}
@@ -232,6 +236,19 @@ func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w 
 			return nil
 		}
 		n += pages
+	}
+	return settled(versions, clock, w.Overlap)
+}
+
+// settled keeps the parent versions older than clock by overlap (at least
+// a second): a child change later than the listing stamps its parent
+// later than such a version. None without a clock.
+func settled(versions map[string]time.Time, clock time.Time, overlap time.Duration) map[string]time.Time {
+	limit := clock.Add(-max(overlap, time.Second))
+	for id, v := range versions {
+		if clock.IsZero() || !v.Before(limit) {
+			delete(versions, id)
+		}
 	}
 	return versions
 }

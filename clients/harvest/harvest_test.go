@@ -977,3 +977,47 @@ func BenchmarkList(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/record")
 }
+
+// Harvest stamps to the second, and a payment added in the second of its
+// invoice's updated_at leaves that stamp as it was: the listing that read
+// the invoice's payments in that second must not vouch for the next one.
+// Once the invoice's stamp is older than the listing's clock by the
+// overlap, an unchanged invoice is skipped (an idle pass is one request).
+func TestNestedChildInTheParentsSecondIsListed(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(base)
+	f := newFake(t, harvestfake.Options{NoRateLimit: true, Clock: clk.Now})
+	inv, _ := schema.Lookup(clients.Resource("invoices"))
+	pay, _ := schema.Lookup(clients.Resource("invoice_payments"))
+	doc := func(def *schema.Table, id, parent int64) harvestfake.Doc {
+		d := sampleDoc(def, id, conformance.ContentValue(def.Name, "word"), clients.DateOf(base))
+		d.Parent, d.UpdatedAt = parent, base
+		return d
+	}
+	f.PutDoc(inv.Name, doc(inv, 1, 0))
+	f.PutDoc(pay.Name, doc(pay, 11, 1))
+	c := newClient(t, f)
+	w := clients.Window{UpdatedSince: base.Add(-time.Minute), Overlap: time.Minute}
+	list := func() map[string]clients.Record {
+		t.Helper()
+		pages, err := sourcetest.Collect(t, c, pay.Name, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sourcetest.Records(pages)
+	}
+	if got := list(); len(got) != 1 {
+		t.Fatalf("first listing: %v", got)
+	}
+	f.PutDoc(pay.Name, doc(pay, 12, 1)) // same second: the invoice keeps its stamp
+	if got := list(); got["12"].ID == "" {
+		t.Fatalf("the payment added in its invoice's second was not listed: %v", got)
+	}
+	clk.Advance(2 * time.Minute)
+	list()
+	n := f.RequestCount()
+	list()
+	if d := f.RequestCount() - n; d != 1 {
+		t.Errorf("a listing with the invoice settled and unchanged made %d requests, want 1", d)
+	}
+}
