@@ -57,6 +57,11 @@ func (l *Leaser) Heartbeat(ctx context.Context, m Member, ttl time.Duration) ([]
 	if err := l.connect(ctx); err != nil {
 		return nil, err
 	}
+	// An owed unlock keeps a source nobody here owns from the replica
+	// assigned it: the heartbeat pays it even when nothing is taken.
+	if !l.payOwed(ctx) && l.conn == nil {
+		return nil, errors.New("fleet heartbeat: the lease connection dropped")
+	}
 	ctx, cancel := l.statement(ctx)
 	defer cancel()
 	if _, err := l.conn.Exec(ctx, sqlHeartbeat, m.ID, m.Host, m.PID, int64(l.sess.pid), l.sess.started); err != nil {

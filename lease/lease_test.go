@@ -385,3 +385,30 @@ func TestLeaseSessionKeepalives(t *testing.T) {
 		}
 	}
 }
+
+// A heartbeat pays the unlocks owed, so a source released here reaches
+// the replica assigned it even when this one takes nothing more.
+func TestHeartbeatPaysOwedUnlocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	a, b := newLeaser(t, url), newLeaser(t, url)
+	h, err := a.TryAcquire(ctx, "owner:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := lease.SlowUnlocks(a, 300*time.Millisecond, false)
+	h.Release() // cancelled before it unlocked: the session still holds it
+	restore()
+	if _, err := b.TryAcquire(ctx, "owner:a"); !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("before the debt is paid: %v, want ErrBusy (test setup)", err)
+	}
+	if _, err := a.Heartbeat(ctx, lease.Member{ID: "host-a/1", Host: "host-a", PID: 1}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	hb, err := b.TryAcquire(ctx, "owner:a")
+	if err != nil {
+		t.Fatalf("after a heartbeat the released lease is still held: %v", err)
+	}
+	hb.Release()
+}
