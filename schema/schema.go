@@ -29,7 +29,8 @@
 // is a tombstone that carries no content (see Fill).
 //
 // Decoders resolve a column's position once (var spentDate =
-// schema.TimeEntries.Index("spent_date")) and write row[spentDate]; the
+// schema.TimeEntries.Index("spent_date"); the core resources' positions
+// are here, schema.TE.SpentDate) and write row[spentDate]; the
 // name-based accessors (Table.Text, Table.Date, ...) are for tests and cold
 // paths, At for hot ones.
 package schema

@@ -426,15 +426,15 @@ func fillEntry(raw []byte, rec *clients.Record, rf *refs, ms *misses) *decode.Fi
 	}
 	y, m, d, zone := DateIn(start, ti.TimeZone, userZone)
 	row := make([]any, schema.TimeEntries.Width())
-	row[teSpentDate], row[teHours] = clients.Date{Year: y, Month: m, Day: d}, clients.Decimal(hoursText)
-	row[teStarted], row[teEnded], row[teZone], row[teTags] = start, ended, zone, tagsOf(&j)
+	row[schema.TE.SpentDate], row[schema.TE.Hours] = clients.Date{Year: y, Month: m, Day: d}, clients.Decimal(hoursText)
+	row[schema.TE.Started], row[schema.TE.Ended], row[schema.TE.Zone], row[schema.TE.Tags] = start, ended, zone, tagsOf(&j)
 	if j.Description != nil {
-		row[teNotes] = *j.Description
+		row[schema.TE.Notes] = *j.Description
 	}
 	// Clockify has no approval, billing or invoice state on an entry.
-	row[teUser], row[teProject], row[teTask], row[teClient], row[teInvoice] = user, project, schema.OrNull(task), schema.OrNull(client), nil
-	row[teBillable], row[teLocked], row[teRunning], row[teClosed], row[teBilled] = j.Billable, j.IsLocked, ti.End == nil, false, false
-	row[teApproval], row[teExtRef] = nil, nil
+	row[schema.TE.User], row[schema.TE.Project], row[schema.TE.Task], row[schema.TE.Client], row[schema.TE.Invoice] = user, project, schema.OrNull(task), schema.OrNull(client), nil
+	row[schema.TE.Billable], row[schema.TE.Locked], row[schema.TE.Running], row[schema.TE.Closed], row[schema.TE.Billed] = j.Billable, j.IsLocked, ti.End == nil, false, false
+	row[schema.TE.Approval], row[schema.TE.ExtRef] = nil, nil
 	rec.Row = row
 	return nil
 }
@@ -488,17 +488,6 @@ func durationOf(v json.RawMessage) (int64, error) {
 	}
 	return int64(secs*1e9 + 0.5), nil
 }
-
-// Positions of the columns the decoder fills, resolved once.
-var (
-	teSpentDate, teHours, teNotes = schema.TimeEntries.Index("spent_date"), schema.TimeEntries.Index("hours"), schema.TimeEntries.Index("notes")
-	teUser, teProject, teTask     = schema.TimeEntries.Index("user_id"), schema.TimeEntries.Index("project_id"), schema.TimeEntries.Index("task_id")
-	teClient, teInvoice           = schema.TimeEntries.Index("client_id"), schema.TimeEntries.Index("invoice_id")
-	teBillable, teRunning         = schema.TimeEntries.Index("billable"), schema.TimeEntries.Index("is_running")
-	teLocked, teClosed, teBilled  = schema.TimeEntries.Index("is_locked"), schema.TimeEntries.Index("is_closed"), schema.TimeEntries.Index("is_billed")
-	teStarted, teEnded, teZone    = schema.TimeEntries.Index("started_at"), schema.TimeEntries.Index("ended_at"), schema.TimeEntries.Index("time_zone")
-	teTags, teApproval, teExtRef  = schema.TimeEntries.Index("tags"), schema.TimeEntries.Index("approval_status"), schema.TimeEntries.Index("external_reference")
-)
 
 type projectJSON struct {
 	ID       *string `json:"id"`

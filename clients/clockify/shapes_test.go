@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/schema"
 	"strings"
 	"testing"
 	"time"
@@ -60,13 +61,13 @@ func TestDecodeRealShapes(t *testing.T) {
 		te.Text(r, "time_zone") != "Europe/Belgrade" {
 		t.Errorf("zoned entry row %#v", r.Row)
 	}
-	if got := r.Row[teStarted]; got != start {
+	if got := r.Row[schema.TE.Started]; got != start {
 		t.Errorf("started_at %v, want %v", got, start)
 	}
-	if got := r.Row[teEnded]; got != start.Add(4*time.Second) {
+	if got := r.Row[schema.TE.Ended]; got != start.Add(4*time.Second) {
 		t.Errorf("ended_at %v", got)
 	}
-	if got, _ := r.Row[teTags].(json.RawMessage); string(got) != `[]` {
+	if got, _ := r.Row[schema.TE.Tags].(json.RawMessage); string(got) != `[]` {
 		t.Errorf("tags %s, want []", got)
 	}
 	// Fractional seconds as a number too.
@@ -77,7 +78,7 @@ func TestDecodeRealShapes(t *testing.T) {
 	// ISO text, no zone anywhere: UTC, tagIds null → tags null, no client.
 	r = decodeOne(t, d, plainEntry)
 	if te.Decimal(r, "hours") != "3" || te.Date(r, "spent_date") != (clients.Date{Year: 2026, Month: 7, Day: 9}) ||
-		te.Text(r, "time_zone") != "UTC" || r.Row[teTags] != nil || r.Row[teClient] != nil {
+		te.Text(r, "time_zone") != "UTC" || r.Row[schema.TE.Tags] != nil || r.Row[schema.TE.Client] != nil {
 		t.Errorf("plain entry row %#v", r.Row)
 	}
 	// Hydrated: the user's zone, the project's client, tag names.
@@ -86,12 +87,12 @@ func TestDecodeRealShapes(t *testing.T) {
 		te.Text(r, "client_id") != "6b00000000000000000000f3" {
 		t.Errorf("hydrated entry row %#v", r.Row)
 	}
-	if got, _ := r.Row[teTags].(json.RawMessage); string(got) != `["urgent"]` {
+	if got, _ := r.Row[schema.TE.Tags].(json.RawMessage); string(got) != `["urgent"]` {
 		t.Errorf("tags %s, want names", got)
 	}
 	// Running: no end, ended_at null.
 	r = decodeOne(t, d, strings.Replace(zonedEntry, `"end":"2026-08-04T00:29:19+02:00","duration":4`, `"end":null,"duration":null`, 1))
-	if r.Row[teEnded] != nil || !te.Bool(r, "is_running") {
+	if r.Row[schema.TE.Ended] != nil || !te.Bool(r, "is_running") {
 		t.Errorf("running row %#v", r.Row)
 	}
 }

@@ -34,11 +34,11 @@ var entryRefs = [...]struct {
 	required   bool
 	col        int
 }{
-	{"user", "user.id", true, teUser},
-	{"project", "project.id", true, teProject},
-	{"task", "task.id", false, teTask},
-	{"client", "client.id", false, teClient},
-	{"invoice", "invoice.id", false, teInvoice},
+	{"user", "user.id", true, schema.TE.User},
+	{"project", "project.id", true, schema.TE.Project},
+	{"task", "task.id", false, schema.TE.Task},
+	{"client", "client.id", false, schema.TE.Client},
+	{"invoice", "invoice.id", false, schema.TE.Invoice},
 }
 
 // entryFlags are an entry's booleans, with the column of each.
@@ -46,7 +46,7 @@ var entryFlags = [...]struct {
 	key string
 	col int
 }{
-	{"billable", teBillable}, {"is_locked", teLocked}, {"is_closed", teClosed}, {"is_billed", teBilled}, {"is_running", teRunning},
+	{"billable", schema.TE.Billable}, {"is_locked", schema.TE.Locked}, {"is_closed", schema.TE.Closed}, {"is_billed", schema.TE.Billed}, {"is_running", schema.TE.Running},
 }
 
 var (
@@ -104,26 +104,8 @@ func asciiFold(key []byte, n string) bool {
 // errStop ends an object walk at the first wrong-typed field.
 var errStop = errors.New("stop")
 
-// Positions of the time entry columns in a row (package schema), resolved
-// once.
-var (
-	te          = schema.TimeEntries
-	teSpentDate = te.Index("spent_date")
-	teHours     = te.Index("hours")
-	teNotes     = te.Index("notes")
-	teUser      = te.Index("user_id")
-	teProject   = te.Index("project_id")
-	teTask      = te.Index("task_id")
-	teClient    = te.Index("client_id")
-	teBillable  = te.Index("billable")
-	teLocked    = te.Index("is_locked")
-	teClosed    = te.Index("is_closed")
-	teBilled    = te.Index("is_billed")
-	teRunning   = te.Index("is_running")
-	teInvoice   = te.Index("invoice_id")
-	teApproval  = te.Index("approval_status")
-	teExtRef    = te.Index("external_reference")
-)
+// te is the table entries fill.
+var te = schema.TimeEntries
 
 // entrySink decodes time entries during the envelope scan, in one pass
 // and without reflection. Strings other than ids are cut from one string
@@ -416,19 +398,19 @@ func (e *entryJSON) fill(row []any, rec *clients.Record, b *boxer) *decode.Field
 		// A required id is never "": str boxes it as it is.
 		row[r.col] = b.str(v)
 	}
-	row[teSpentDate] = b.day(day)
-	row[teHours] = b.dec(e.hours)
+	row[schema.TE.SpentDate] = b.day(day)
+	row[schema.TE.Hours] = b.dec(e.hours)
 	if e.hasNotes {
-		row[teNotes] = e.notes
+		row[schema.TE.Notes] = e.notes
 	}
 	for i, f := range entryFlags {
 		row[f.col] = e.flags[i]
 	}
 	if e.hasApproval {
-		row[teApproval] = b.str(e.approval)
+		row[schema.TE.Approval] = b.str(e.approval)
 	}
 	if e.extRef != nil {
-		row[teExtRef] = json.RawMessage(e.extRef)
+		row[schema.TE.ExtRef] = json.RawMessage(e.extRef)
 	}
 	return nil
 }

@@ -181,40 +181,29 @@ func (k *refSink) records() []clients.Record {
 	return k.recs
 }
 
-// Positions of the columns the small resources fill, resolved once.
-var (
-	prName, prCode, prClient = schema.Projects.Index("name"), schema.Projects.Index("code"), schema.Projects.Index("client_id")
-	prActive, prBillable     = schema.Projects.Index("is_active"), schema.Projects.Index("is_billable")
-	clName, clCurrency       = schema.Clients.Index("name"), schema.Clients.Index("currency")
-	clActive                 = schema.Clients.Index("is_active")
-	usFirst, usLast          = schema.Users.Index("first_name"), schema.Users.Index("last_name")
-	usEmail, usActive        = schema.Users.Index("email"), schema.Users.Index("is_active")
-	taName, taActive         = schema.Tasks.Index("name"), schema.Tasks.Index("is_active")
-)
-
 func setProject(f *refFields, row []any) *decode.FieldError {
 	client, fe := optRef(f.client, "client.id")
 	if fe != nil {
 		return fe
 	}
-	row[prName], row[prCode], row[prClient] = f.name, schema.OrNull(f.code), schema.OrNull(client)
-	row[prActive], row[prBillable] = f.isActive, f.isBillable
+	row[schema.PR.Name], row[schema.PR.Code], row[schema.PR.Client] = f.name, schema.OrNull(f.code), schema.OrNull(client)
+	row[schema.PR.Active], row[schema.PR.Billable] = f.isActive, f.isBillable
 	return nil
 }
 
 func setClient(f *refFields, row []any) *decode.FieldError {
-	row[clName], row[clCurrency], row[clActive] = f.name, schema.OrNull(f.currency), f.isActive
+	row[schema.CL.Name], row[schema.CL.Currency], row[schema.CL.Active] = f.name, schema.OrNull(f.currency), f.isActive
 	return nil
 }
 
 func setUser(f *refFields, row []any) *decode.FieldError {
-	row[usFirst], row[usLast], row[usEmail] = schema.OrNull(f.firstName), schema.OrNull(f.lastName), schema.OrNull(f.email)
-	row[usActive] = f.isActive
+	row[schema.US.First], row[schema.US.Last], row[schema.US.Email] = schema.OrNull(f.firstName), schema.OrNull(f.lastName), schema.OrNull(f.email)
+	row[schema.US.Active] = f.isActive
 	return nil
 }
 
 func setTask(f *refFields, row []any) *decode.FieldError {
-	row[taName], row[taActive] = f.name, f.isActive
+	row[schema.TA.Name], row[schema.TA.Active] = f.name, f.isActive
 	return nil
 }
 

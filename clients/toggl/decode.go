@@ -265,23 +265,6 @@ func (c *common) fill(rec *clients.Record) *decode.FieldError {
 	return nil
 }
 
-// Positions of the columns the decoder fills, resolved once.
-var (
-	teSpentDate, teHours, teNotes = schema.TimeEntries.Index("spent_date"), schema.TimeEntries.Index("hours"), schema.TimeEntries.Index("notes")
-	teUser, teProject, teTask     = schema.TimeEntries.Index("user_id"), schema.TimeEntries.Index("project_id"), schema.TimeEntries.Index("task_id")
-	teClient, teInvoice           = schema.TimeEntries.Index("client_id"), schema.TimeEntries.Index("invoice_id")
-	teBillable, teRunning         = schema.TimeEntries.Index("billable"), schema.TimeEntries.Index("is_running")
-	teLocked, teClosed, teBilled  = schema.TimeEntries.Index("is_locked"), schema.TimeEntries.Index("is_closed"), schema.TimeEntries.Index("is_billed")
-	teStarted, teEnded            = schema.TimeEntries.Index("started_at"), schema.TimeEntries.Index("ended_at")
-	teZone, teTags                = schema.TimeEntries.Index("time_zone"), schema.TimeEntries.Index("tags")
-	prName, prClient, prActive    = schema.Projects.Index("name"), schema.Projects.Index("client_id"), schema.Projects.Index("is_active")
-	prCode, prBillable            = schema.Projects.Index("code"), schema.Projects.Index("is_billable")
-	clName, clActive, clCurrency  = schema.Clients.Index("name"), schema.Clients.Index("is_active"), schema.Clients.Index("currency")
-	taName, taActive              = schema.Tasks.Index("name"), schema.Tasks.Index("is_active")
-	usFirst, usLast, usEmail      = schema.Users.Index("first_name"), schema.Users.Index("last_name"), schema.Users.Index("email")
-	usActive                      = schema.Users.Index("is_active")
-)
-
 // entry fills a time entry's row. spent_date is start's day in zone, the
 // user's own time zone, as Toggl's reports date an entry; started_at and
 // ended_at are the instants (ended_at null while the timer runs), time_zone
@@ -337,15 +320,15 @@ func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time, zone *
 	if zone == nil {
 		zone = time.UTC
 	}
-	row[teSpentDate], row[teHours] = clients.DateOf(start.In(zone)), Hours(secs)
-	row[teStarted], row[teEnded], row[teZone], row[teTags] = start, ended, zone.String(), tags
+	row[schema.TE.SpentDate], row[schema.TE.Hours] = clients.DateOf(start.In(zone)), Hours(secs)
+	row[schema.TE.Started], row[schema.TE.Ended], row[schema.TE.Zone], row[schema.TE.Tags] = start, ended, zone.String(), tags
 	if j.Description != nil {
-		row[teNotes] = *j.Description
+		row[schema.TE.Notes] = *j.Description
 	}
 	// Toggl has no client, invoice, lock, approval or billing state on an
 	// entry: those stay NULL or false.
-	row[teUser], row[teProject], row[teTask], row[teClient], row[teInvoice] = user, project, schema.OrNull(task), nil, nil
-	row[teBillable], row[teRunning], row[teLocked], row[teClosed], row[teBilled] = j.Billable, running, false, false, false
+	row[schema.TE.User], row[schema.TE.Project], row[schema.TE.Task], row[schema.TE.Client], row[schema.TE.Invoice] = user, project, schema.OrNull(task), nil, nil
+	row[schema.TE.Billable], row[schema.TE.Running], row[schema.TE.Locked], row[schema.TE.Closed], row[schema.TE.Billed] = j.Billable, running, false, false, false
 	return nil
 }
 
@@ -382,7 +365,7 @@ func project(j *projectJSON, row []any, rec *clients.Record) *decode.FieldError 
 		return fe
 	}
 	billable := j.Billable != nil && *j.Billable
-	row[prName], row[prCode], row[prClient], row[prActive], row[prBillable] = j.Name, nil, schema.OrNull(client), j.Active, billable
+	row[schema.PR.Name], row[schema.PR.Code], row[schema.PR.Client], row[schema.PR.Active], row[schema.PR.Billable] = j.Name, nil, schema.OrNull(client), j.Active, billable
 	return nil
 }
 
@@ -390,7 +373,7 @@ func client(j *clientJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	row[clName], row[clCurrency], row[clActive] = j.Name, nil, !j.Archived
+	row[schema.CL.Name], row[schema.CL.Currency], row[schema.CL.Active] = j.Name, nil, !j.Archived
 	return nil
 }
 
@@ -398,7 +381,7 @@ func task(j *taskJSON, row []any, rec *clients.Record) *decode.FieldError {
 	if fe := j.common.fill(rec); fe != nil {
 		return fe
 	}
-	row[taName], row[taActive] = j.Name, j.Active
+	row[schema.TA.Name], row[schema.TA.Active] = j.Name, j.Active
 	return nil
 }
 
@@ -415,7 +398,7 @@ func user(j *userJSON, row []any, rec *clients.Record, clock time.Time) *decode.
 	rec.ID, rec.Version = s, clock.UTC()
 	first, last, _ := strings.Cut(strings.TrimSpace(j.Fullname), " ")
 	active := !j.Inactive && (j.IsActive == nil || *j.IsActive)
-	row[usFirst], row[usLast] = schema.OrNull(first), schema.OrNull(strings.TrimSpace(last))
-	row[usEmail], row[usActive] = schema.OrNull(j.Email), active
+	row[schema.US.First], row[schema.US.Last] = schema.OrNull(first), schema.OrNull(strings.TrimSpace(last))
+	row[schema.US.Email], row[schema.US.Active] = schema.OrNull(j.Email), active
 	return nil
 }

@@ -246,12 +246,12 @@ func TestDecodeReportRows(t *testing.T) {
 		}
 		row := te.Row(w.row)
 		// Columns Toggl has no value for.
-		row[teLocked], row[teClosed], row[teBilled] = false, false, false
+		row[schema.TE.Locked], row[schema.TE.Closed], row[schema.TE.Billed] = false, false, false
 		if w.row["is_running"] == nil {
-			row[teRunning] = false
+			row[schema.TE.Running] = false
 		}
 		if w.row["billable"] == nil {
-			row[teBillable] = false
+			row[schema.TE.Billable] = false
 		}
 		if !reflect.DeepEqual(r.Row, row) {
 			t.Errorf("entry %d row\n got %#v\nwant %#v", i, r.Row, row)

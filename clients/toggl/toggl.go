@@ -749,7 +749,7 @@ func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients
 	if keep != nil {
 		kept := recs[:0]
 		for _, rec := range recs {
-			if rec.Row == nil || keep(schema.At[clients.Date](&rec, teSpentDate)) {
+			if rec.Row == nil || keep(schema.At[clients.Date](&rec, schema.TE.SpentDate)) {
 				kept = append(kept, rec)
 			}
 		}

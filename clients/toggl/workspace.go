@@ -334,7 +334,7 @@ func (l *reportLister) walk(ctx context.Context, body searchBody, keep func(clie
 		}
 		kept := recs[:0]
 		for _, rec := range recs {
-			d := schema.At[clients.Date](&rec, teSpentDate)
+			d := schema.At[clients.Date](&rec, schema.TE.SpentDate)
 			if !keep(d) {
 				continue
 			}
