@@ -59,7 +59,7 @@ func (l *Leaser) Heartbeat(ctx context.Context, m Member, ttl time.Duration) ([]
 	}
 	// An owed unlock keeps a source nobody here owns from the replica
 	// assigned it: the heartbeat pays it even when nothing is taken.
-	if !l.payOwed(ctx) && l.conn == nil {
+	if l.payOwed(ctx); l.conn == nil {
 		return nil, errors.New("fleet heartbeat: the lease connection dropped")
 	}
 	ctx, cancel := l.statement(ctx)
@@ -76,16 +76,9 @@ func (l *Leaser) Heartbeat(ctx context.Context, m Member, ttl time.Duration) ([]
 		l.failed()
 		return nil, fmt.Errorf("fleet members: %w", err)
 	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("fleet members: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		l.failed()
 		return nil, fmt.Errorf("fleet members: %w", err)
 	}
 	return ids, nil
@@ -100,6 +93,7 @@ func (l *Leaser) Leave(ctx context.Context, m Member) error {
 		return nil
 	}
 	if _, err := l.conn.Exec(ctx, `DELETE FROM fleet_members WHERE id = $1`, m.ID); err != nil {
+		l.failed()
 		return fmt.Errorf("leave the fleet: %w", err)
 	}
 	return nil

@@ -40,10 +40,10 @@ type Leaser struct {
 	conn *pgx.Conn
 	sess session
 	held map[int64]bool
-	// prev is the session of a connection dropped while it may still be
-	// alive on the server (a network cut the server has not noticed): it
-	// keeps every lock until ended, so the next connect ends it.
-	prev session
+	// prev are the sessions of connections dropped while they may still
+	// be alive on the server (a network cut the server has not noticed):
+	// each keeps its locks until ended, so the next connect ends them.
+	prev []session
 	// owed are unlocks that failed on a live session (a statement timeout
 	// under load): the lock may still be held, so the key is given back
 	// before it is taken again, instead of dropping the connection and
@@ -89,6 +89,9 @@ func (l *Leaser) connect(ctx context.Context) error {
 	if l.conn != nil && !l.conn.IsClosed() {
 		return nil
 	}
+	if l.conn != nil {
+		l.drop() // closed under us: remember its session
+	}
 	// A new session holds none of the old locks: forget them.
 	l.held = map[int64]bool{}
 	l.owed = map[int64]bool{}
@@ -119,9 +122,12 @@ func (l *Leaser) connect(ctx context.Context) error {
 	// The server notices a peer gone silent (a cut cable, a crashed host)
 	// by TCP keepalive: its default, two hours, is how long the dead
 	// session's locks would keep every replica off its sources. Set per
-	// session (a pooler may refuse them as startup parameters); no-ops on
-	// a Unix socket, and a refusal only leaves the server's defaults.
-	_, _ = conn.Exec(ctx, sqlKeepalives)
+	// session (a pooler may refuse them as startup parameters), one by
+	// one (a server that refuses one keeps the others); no-ops on a Unix
+	// socket, and a refusal only leaves the server's default.
+	for _, set := range sqlKeepalives {
+		_, _ = conn.Exec(ctx, set)
+	}
 	l.conn, l.sess = conn, s
 	l.endPrevious(ctx)
 	return nil
@@ -130,34 +136,49 @@ func (l *Leaser) connect(ctx context.Context) error {
 // sqlKeepalives: the server probes an idle lease session after 30 s and
 // ends it after 3 unanswered probes 10 s apart, or after 60 s of unacked
 // data.
-const sqlKeepalives = `SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 60000`
+var sqlKeepalives = []string{`SET tcp_keepalives_idle = 30`, `SET tcp_keepalives_interval = 10`,
+	`SET tcp_keepalives_count = 3`, `SET tcp_user_timeout = 60000`}
 
-// endPrevious ends the session of the connection dropped before this one
-// if the server still runs it, and waits (briefly) until it is gone with
-// its locks: this process's own sources are then free for it to take
-// again at once. Best effort: a role that may not signal it leaves it to
-// the keepalives. l.mu is held.
+// maxPrevious bounds the sessions remembered for endPrevious.
+const maxPrevious = 8
+
+// endPrevious ends the sessions of the connections dropped before this one
+// that the server still runs, and waits (briefly) until they are gone with
+// their locks: this process's own sources are then free for it to take
+// again at once. A session is forgotten once gone; one that could not be
+// ended (a role that may not signal it, no time left) is tried again at
+// the next connect, and meanwhile left to the keepalives. l.mu is held.
 func (l *Leaser) endPrevious(ctx context.Context) {
-	p := l.prev
-	if p.pid == 0 {
+	if len(l.prev) == 0 {
 		return
 	}
-	l.prev = session{}
-	ctx, cancel := context.WithTimeout(ctx, cancelWait)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelWait)
 	defer cancel()
-	var found bool
-	if err := l.conn.QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2`,
-		int64(p.pid), p.started).Scan(&found); err != nil || !found {
-		return
+	l.prev = slices.DeleteFunc(l.prev, func(p session) bool { return l.ended(ctx, p) })
+}
+
+// ended terminates session p if it still runs and reports whether it is
+// gone; l.mu is held.
+func (l *Leaser) ended(ctx context.Context, p session) bool {
+	const alive = `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`
+	var running bool
+	if err := l.conn.QueryRow(ctx, alive, int64(p.pid), p.started).Scan(&running); err != nil {
+		return false
+	}
+	if !running {
+		return true
+	}
+	var signalled bool
+	if err := l.conn.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int64(p.pid)).Scan(&signalled); err != nil || !signalled {
+		return false
 	}
 	for ctx.Err() == nil {
-		var alive bool
-		if err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`,
-			int64(p.pid), p.started).Scan(&alive); err != nil || !alive {
-			return
+		if err := l.conn.QueryRow(ctx, alive, int64(p.pid), p.started).Scan(&running); err == nil && !running {
+			return true
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return false
 }
 
 // statementTimeout bounds one statement on the lease connection, and
@@ -188,7 +209,10 @@ func (l *Leaser) failed() {
 func (l *Leaser) drop() {
 	if l.conn != nil {
 		l.conn.Close(context.Background())
-		l.prev = l.sess
+		if len(l.prev) == maxPrevious {
+			l.prev = l.prev[1:]
+		}
+		l.prev = append(l.prev, l.sess)
 	}
 	l.conn = nil
 	l.held = map[int64]bool{}
@@ -196,10 +220,11 @@ func (l *Leaser) drop() {
 }
 
 // payOwed retries the unlocks that failed on this session; l.mu is held.
-// It reports whether none is owed any more.
-func (l *Leaser) payOwed(ctx context.Context) bool {
+// Those it cannot pay stay owed; a session that died meanwhile is dropped
+// (l.conn is nil afterwards: check it).
+func (l *Leaser) payOwed(ctx context.Context) {
 	if len(l.owed) == 0 {
-		return true
+		return
 	}
 	keys := make([]int64, 0, len(l.owed))
 	for k := range l.owed {
@@ -209,10 +234,9 @@ func (l *Leaser) payOwed(ctx context.Context) bool {
 	defer cancel()
 	if _, err := l.conn.Exec(c, l.unlockSQL, keys); err != nil {
 		l.failed()
-		return l.conn == nil
+		return
 	}
 	clear(l.owed)
-	return true
 }
 
 // TryAcquire takes the lease called name without waiting. It returns ErrBusy
@@ -232,12 +256,13 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 		if err := l.connect(ctx); err != nil {
 			return nil, err
 		}
-		if !l.payOwed(ctx) && l.owed[key] {
-			// Taking it now and paying later would unlock the new hold.
-			return nil, fmt.Errorf("take lease %q: its earlier release has not reached the server yet", name)
-		}
+		l.payOwed(ctx)
 		if l.conn == nil {
 			continue // the session died while paying: reconnect
+		}
+		if l.owed[key] {
+			// Taking it now and paying later would unlock the new hold.
+			return nil, fmt.Errorf("take lease %q: its earlier release has not reached the server yet", name)
 		}
 		c, cancel := l.statement(ctx)
 		err := l.conn.QueryRow(c, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok)
@@ -299,12 +324,11 @@ func (l *Leaser) TryAcquireMany(ctx context.Context, names []string) (map[string
 		if err := l.connect(ctx); err != nil {
 			return out, err
 		}
-		if !l.payOwed(ctx) {
-			if l.conn == nil {
-				return out, errors.New("take leases: the lease connection dropped")
-			}
-			keys = slices.DeleteFunc(keys, func(k int64) bool { return l.owed[k] })
+		if l.payOwed(ctx); l.conn == nil {
+			clear(out) // their session is gone
+			return out, errors.New("take leases: the lease connection dropped")
 		}
+		keys = slices.DeleteFunc(keys, func(k int64) bool { return l.owed[k] })
 		got, err := l.tryLocks(ctx, keys)
 		if err != nil {
 			if !l.conn.IsClosed() {

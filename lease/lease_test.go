@@ -412,3 +412,60 @@ func TestHeartbeatPaysOwedUnlocks(t *testing.T) {
 	}
 	hb.Release()
 }
+
+// An unlock owed when the session dies: the next heartbeat and the next
+// batch take report or reconnect; they never use the dropped connection.
+func TestOwedUnlockThenTheSessionDies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.DB(t)
+	url := pool.Config().ConnString()
+	for _, call := range []string{"heartbeat", "many"} {
+		t.Run(call, func(t *testing.T) {
+			a := newLeaser(t, url)
+			h, err := a.TryAcquire(ctx, "owner:"+call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restore := lease.SlowUnlocks(a, 300*time.Millisecond, false)
+			h.Release() // owed
+			restore()
+			terminate(t, pool)
+			use := func() error {
+				if call == "heartbeat" {
+					_, err := a.Heartbeat(ctx, lease.Member{ID: "host-a/1", Host: "host-a", PID: 1}, time.Minute)
+					return err
+				}
+				_, err := a.TryAcquireMany(ctx, []string{"owner:" + call})
+				return err
+			}
+			_ = use() // may report the dropped session
+			if err := use(); err != nil {
+				t.Fatalf("after the session died, a second %s: %v", call, err)
+			}
+		})
+	}
+}
+
+// terminate ends every session holding an advisory lock in pool's
+// database, as a Postgres restart would, and waits until they are gone.
+func terminate(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	const holders = `FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend(pid) `+holders); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) `+holders).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d advisory locks still held 10 s after their sessions were terminated", n)
+		}
+	}
+}

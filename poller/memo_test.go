@@ -2,10 +2,13 @@ package poller_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/poller"
 )
 
@@ -118,4 +121,33 @@ func TestTriggeredPassLooksEveryPageUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertConverged(t, pool, src)
+}
+
+// Every listing tells the source how late a change may show (its
+// overlap), the first pass and a reconcile too: Harvest's nested lists
+// trust a parent's version only once it is older than that.
+func TestWindowsCarryTheOverlap(t *testing.T) {
+	t.Parallel()
+	src := onDay(today(), "x")
+	var mu sync.Mutex
+	var got []time.Duration
+	src.onPage = func(w clients.Window, _ int) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, w.Overlap)
+	}
+	p, _ := setup(t, src)
+	incremental(t, p) // the first pass: no cursor yet
+	incremental(t, p)
+	reconcile(t, p)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("%d listings, want 3", len(got))
+	}
+	for i, o := range got {
+		if o != 2*time.Minute {
+			t.Errorf("listing %d: overlap %s, want the source's 2m", i+1, o)
+		}
+	}
 }

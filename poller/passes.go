@@ -191,9 +191,9 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 
 	cur := cursor.Cursor{Source: s.Name(), Resource: string(r), HighWater: sp.highWaters[string(r)]}
 	res.HighWaterBefore = cur.HighWater
-	var w clients.Window
+	w := clients.Window{Overlap: s.Overlap}
 	if !cur.HighWater.IsZero() {
-		w.UpdatedSince, w.Overlap = cur.HighWater.Add(-s.Overlap), s.Overlap
+		w.UpdatedSince = cur.HighWater.Add(-s.Overlap)
 	}
 	// The run is written once, at its end (with the others of this source
 	// when it is idle); one that takes long shows as running meanwhile.
