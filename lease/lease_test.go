@@ -71,23 +71,7 @@ func TestCheckFailsAfterReconnectWhileAnotherHoldsTheLease(t *testing.T) {
 		t.Fatalf("fence while held: %v", err)
 	}
 	// Cut a's session, as a Postgres restart or a network cut would.
-	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
-		t.Fatal(err)
-	}
-	// pg_terminate_backend only signals: wait until the session is gone
-	// and its lock with it.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d advisory locks still held 10 s after their sessions were terminated", n)
-		}
-	}
+	terminate(t, pool)
 	// Another replica takes the lease; a reconnects for some other lease.
 	hb, err := b.TryAcquire(ctx, "backfill:acme")
 	if err != nil {
