@@ -56,6 +56,9 @@ type Daemon struct {
 	// ownership, when set, is told of each source this daemon takes and
 	// gives up (fleet.go, OnOwnership).
 	ownership func(source string, owned bool)
+
+	idle     *idleRuns     // the idle runs gathered while it runs (runs.go)
+	idleDone chan struct{} // the idle runs' writer has stopped
 }
 
 type sourceState struct {
@@ -156,6 +159,12 @@ func (d *Daemon) SetBackoff(base, max time.Duration) {
 // Start begins scheduling; it also runs one incremental pass of every source
 // at once, so a fresh daemon does not sit idle until its first tick.
 func (d *Daemon) Start(ctx context.Context, runNow bool) {
+	d.idle, d.idleDone = &idleRuns{}, make(chan struct{})
+	d.p.idle.Store(d.idle)
+	go func() {
+		defer close(d.idleDone)
+		d.p.writeIdleRuns(d.idle, d.ctx.Done())
+	}()
 	if d.fleet != nil {
 		d.rebalance() // the shares are known before the first passes
 		d.wg.Add(1)
@@ -186,6 +195,12 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	go func() {
 		<-stopped.Done()
 		d.wg.Wait()
+		if d.idle != nil {
+			// The passes have ended: write the idle runs they left.
+			d.p.idle.CompareAndSwap(d.idle, nil)
+			<-d.idleDone
+			d.idle.flush(d.p, true)
+		}
 		close(done)
 	}()
 	select {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,6 +102,9 @@ type Poller struct {
 	sources map[string]*Source
 	order   []string
 	modes   sync.Map // "source/resource" → the read mode last recorded
+	// idle, while a daemon runs, gathers every source's idle runs for
+	// one statement every idleRunsEvery (runs.go).
+	idle atomic.Pointer[idleRuns]
 }
 
 // New returns a Poller.
