@@ -49,6 +49,8 @@ type Leaser struct {
 	// before it is taken again, instead of dropping the connection and
 	// every other lock with it.
 	owed map[int64]bool
+	// paying: a flush of owed is scheduled (ReleaseSoon).
+	paying bool
 
 	timeout   time.Duration // statementTimeout; tests shorten it
 	unlockSQL string        // sqlUnlockAll; tests slow it down
@@ -219,16 +221,25 @@ func (l *Leaser) drop() {
 	l.owed = map[int64]bool{}
 }
 
-// payOwed retries the unlocks that failed on this session; l.mu is held.
-// Those it cannot pay stay owed; a session that died meanwhile is dropped
-// (l.conn is nil afterwards: check it).
-func (l *Leaser) payOwed(ctx context.Context) {
+// owedKeys lists the unlocks owed; l.mu is held.
+func (l *Leaser) owedKeys() []int64 {
 	if len(l.owed) == 0 {
-		return
+		return nil
 	}
 	keys := make([]int64, 0, len(l.owed))
 	for k := range l.owed {
 		keys = append(keys, k)
+	}
+	return keys
+}
+
+// payOwed retries the unlocks that failed on this session; l.mu is held.
+// Those it cannot pay stay owed; a session that died meanwhile is dropped
+// (l.conn is nil afterwards: check it).
+func (l *Leaser) payOwed(ctx context.Context) {
+	keys := l.owedKeys()
+	if len(keys) == 0 {
+		return
 	}
 	c, cancel := l.statement(ctx)
 	defer cancel()
@@ -256,18 +267,32 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 		if err := l.connect(ctx); err != nil {
 			return nil, err
 		}
-		l.payOwed(ctx)
-		if l.conn == nil {
-			continue // the session died while paying: reconnect
-		}
 		if l.owed[key] {
-			// Taking it now and paying later would unlock the new hold.
-			return nil, fmt.Errorf("take lease %q: its earlier release has not reached the server yet", name)
+			// Taking it now and paying later would unlock the new hold:
+			// pay first.
+			if l.payOwed(ctx); l.conn == nil {
+				continue // the session died while paying: reconnect
+			}
+			if l.owed[key] {
+				return nil, fmt.Errorf("take lease %q: its earlier release has not reached the server yet", name)
+			}
 		}
+		// The other unlocks owed ride along (ReleaseSoon): one round trip.
+		owed := l.owedKeys()
 		c, cancel := l.statement(ctx)
-		err := l.conn.QueryRow(c, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok)
+		var err error
+		if len(owed) == 0 {
+			err = l.conn.QueryRow(c, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok)
+		} else {
+			var unlocked int64
+			err = l.conn.QueryRow(c, `SELECT pg_try_advisory_lock($1), (SELECT count(*) FROM unnest($2::bigint[]) AS k WHERE pg_advisory_unlock(k))`,
+				key, owed).Scan(&ok, &unlocked)
+		}
 		cancel()
 		if err == nil {
+			for _, k := range owed {
+				delete(l.owed, k)
+			}
 			break
 		}
 		if !l.conn.IsClosed() {
@@ -368,7 +393,10 @@ const sqlUnlockAll = `SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) AS 
 // unlockAll gives up the session's locks on keys; l.mu is held. On a live
 // session that fails to (a cancelled statement) the keys are owed; a dead
 // one is dropped, and its locks go with it.
+// The unlocks owed go along (a source handed over takes the pass lease
+// its last pass gave up with ReleaseSoon with it).
 func (l *Leaser) unlockAll(keys []int64) {
+	keys = append(keys, l.owedKeys()...)
 	ctx, cancel := l.statement(context.Background())
 	defer cancel()
 	if _, err := l.conn.Exec(ctx, l.unlockSQL, keys); err != nil {
@@ -377,7 +405,9 @@ func (l *Leaser) unlockAll(keys []int64) {
 				l.owed[k] = true
 			}
 		}
+		return
 	}
+	clear(l.owed)
 }
 
 // Release gives the lease up. It is bounded: a black-holed connection must
@@ -393,6 +423,49 @@ func (h *Lease) Release() {
 		}
 		delete(l.held, h.key)
 		l.unlockAll([]int64{h.key})
+	})
+}
+
+// releaseDelay is how long a lease given up with ReleaseSoon may stay
+// locked at the server when no other lease statement comes first.
+const releaseDelay = time.Second
+
+// ReleaseSoon gives the lease up like Release, without a round trip of
+// its own: the unlock rides on this process's next lease statement, or is
+// sent within releaseDelay. A daemon gives up a pass lease per source and
+// tick; this halves the statements its lease connection runs. Until then
+// another process finds the lease busy, as if the pass were still ending.
+func (h *Lease) ReleaseSoon() {
+	h.once.Do(func() {
+		l := h.l
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.conn == nil || l.conn.IsClosed() || l.sess != h.sess {
+			return
+		}
+		delete(l.held, h.key)
+		l.owed[h.key] = true
+		l.payLater(releaseDelay)
+	})
+}
+
+// payLater pays the unlocks owed after d, unless a flush is pending
+// already; l.mu is held.
+func (l *Leaser) payLater(d time.Duration) {
+	if l.paying {
+		return
+	}
+	l.paying = true
+	time.AfterFunc(d, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.paying = false
+		if len(l.owed) == 0 || l.conn == nil || l.conn.IsClosed() {
+			return
+		}
+		if l.payOwed(context.Background()); l.conn != nil && len(l.owed) > 0 {
+			l.payLater(5 * releaseDelay) // the server is struggling: later
+		}
 	})
 }
 

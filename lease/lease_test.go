@@ -453,3 +453,75 @@ func terminate(t *testing.T, pool *pgxpool.Pool) {
 		}
 	}
 }
+
+// ReleaseSoon's unlock rides on the process's next lease statement, or
+// goes within a second on its own; taking the same lease again first pays
+// it, so the lock count at the server stays one.
+func TestReleaseSoon(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	a, b := newLeaser(t, url), newLeaser(t, url)
+	busy := func(name string) bool {
+		t.Helper()
+		h, err := b.TryAcquire(ctx, name)
+		if errors.Is(err, lease.ErrBusy) {
+			return true
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Release()
+		return false
+	}
+
+	// Paid by the next statement.
+	h, err := a.TryAcquire(ctx, "source:one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ReleaseSoon()
+	if a.Holds("source:one") {
+		t.Fatal("released, still held here")
+	}
+	if !busy("source:one") {
+		t.Fatal("unlocked before any statement (test setup: want it deferred)")
+	}
+	other, err := a.TryAcquire(ctx, "source:two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if busy("source:one") {
+		t.Fatal("the next lease statement did not carry the unlock")
+	}
+	other.Release()
+
+	// Paid on its own within a second.
+	h, err = a.TryAcquire(ctx, "source:three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ReleaseSoon()
+	waitFree := time.Now().Add(5 * time.Second)
+	for busy("source:three") {
+		if time.Now().After(waitFree) {
+			t.Fatal("a lease released soon was still held 5 s later")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Taken again before the unlock went: paid first, held once.
+	h, err = a.TryAcquire(ctx, "source:four")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ReleaseSoon()
+	h, err = a.TryAcquire(ctx, "source:four")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	if busy("source:four") {
+		t.Fatal("released after a re-take, still held: the lock was counted twice")
+	}
+}

@@ -62,7 +62,13 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 	if err != nil {
 		return nil, err
 	}
-	defer held.Release()
+	if p.daemon.Load() {
+		// The unlock rides on the next lease statement: a daemon takes a
+		// pass lease per source and tick.
+		defer held.ReleaseSoon()
+	} else {
+		defer held.Release()
+	}
 	// The cursors are read at once, and the idle runs written at once.
 	hws, err := p.store.HighWaters(ctx, source)
 	if err != nil {

@@ -105,6 +105,9 @@ type Poller struct {
 	// idle, while a daemon runs, gathers every source's idle runs for
 	// one statement every idleRunsEvery (runs.go).
 	idle atomic.Pointer[idleRuns]
+	// daemon: a daemon runs the passes, and gives their pass leases up
+	// with lease.ReleaseSoon.
+	daemon atomic.Bool
 }
 
 // New returns a Poller.

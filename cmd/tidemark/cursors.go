@@ -165,7 +165,13 @@ func confirm(g *globals, yes bool, in io.Reader, question string) error {
 // cursor, so that a pass in flight cannot advance over the change.
 func lockPasses(ctx context.Context, a *app, source string) (*lease.Lease, func(), error) {
 	l := lease.New(a.DBURL)
+	// A daemon gives a pass lease back up to a second after its pass
+	// (lease.ReleaseSoon): a few tries before calling it busy.
 	held, err := l.TryAcquire(ctx, poller.PassLease(source))
+	for try := 0; errors.Is(err, lease.ErrBusy) && try < 6 && ctx.Err() == nil; try++ {
+		time.Sleep(500 * time.Millisecond)
+		held, err = l.TryAcquire(ctx, poller.PassLease(source))
+	}
 	if errors.Is(err, lease.ErrBusy) {
 		l.Close()
 		return nil, nil, fmt.Errorf("a pass of source %s is running; nothing changed: try again in a moment", source)
