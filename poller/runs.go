@@ -73,15 +73,22 @@ func (ir *idleRuns) flush(p *Poller, last bool) {
 	runs := ir.runs
 	ir.runs, ir.closed = nil, last
 	ir.mu.Unlock()
-	if len(runs) == 0 {
-		return
-	}
-	c, cancel := context.WithTimeout(context.Background(), dbTimeout)
-	defer cancel()
-	if err := cursor.RecordRuns(c, p.pool, runs); err != nil {
-		p.log.Error().Err(err).Int("runs", len(runs)).Msg("could not record idle runs")
+	// In statements of at most idleRunsBatch runs: a connection keeps the
+	// buffer of the largest message it sent (a thousand sources ticking
+	// in the same half second would leave each a megabyte).
+	for len(runs) > 0 {
+		n := min(len(runs), idleRunsBatch)
+		c, cancel := context.WithTimeout(context.Background(), dbTimeout)
+		if err := cursor.RecordRuns(c, p.pool, runs[:n]); err != nil {
+			p.log.Error().Err(err).Int("runs", n).Msg("could not record idle runs")
+		}
+		cancel()
+		runs = runs[n:]
 	}
 }
+
+// idleRunsBatch bounds the runs one statement writes.
+const idleRunsBatch = 200
 
 // writeIdleRuns flushes ir every idleRunsEvery until done closes; the
 // daemon flushes what is left once its passes have ended.
