@@ -411,20 +411,10 @@ func (l *Leaser) unlockAll(keys []int64) {
 }
 
 // Release gives the lease up. It is bounded: a black-holed connection must
-// not wedge the leaser (if the unlock fails, the lock goes with the
-// connection). Releasing twice, or after the session died, is harmless.
-func (h *Lease) Release() {
-	h.once.Do(func() {
-		l := h.l
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.conn == nil || l.conn.IsClosed() || l.sess != h.sess {
-			return // that session, and its lock, are gone already
-		}
-		delete(l.held, h.key)
-		l.unlockAll([]int64{h.key})
-	})
-}
+// not wedge the leaser (an unlock that fails on a live session is owed and
+// paid before the key is taken again; a dead session takes the lock with
+// it). Releasing twice, or after the session died, is harmless.
+func (h *Lease) Release() { h.release(false) }
 
 // releaseDelay is how long a lease given up with ReleaseSoon may stay
 // locked at the server when no other lease statement comes first.
@@ -435,17 +425,23 @@ const releaseDelay = time.Second
 // sent within releaseDelay. A daemon gives up a pass lease per source and
 // tick; this halves the statements its lease connection runs. Until then
 // another process finds the lease busy, as if the pass were still ending.
-func (h *Lease) ReleaseSoon() {
+func (h *Lease) ReleaseSoon() { h.release(true) }
+
+func (h *Lease) release(soon bool) {
 	h.once.Do(func() {
 		l := h.l
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.conn == nil || l.conn.IsClosed() || l.sess != h.sess {
-			return
+			return // that session, and its lock, are gone already
 		}
 		delete(l.held, h.key)
-		l.owed[h.key] = true
-		l.payLater(releaseDelay)
+		if soon {
+			l.owed[h.key] = true
+			l.payLater(releaseDelay)
+			return
+		}
+		l.unlockAll([]int64{h.key})
 	})
 }
 
