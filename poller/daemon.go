@@ -161,7 +161,6 @@ func (d *Daemon) SetBackoff(base, max time.Duration) {
 func (d *Daemon) Start(ctx context.Context, runNow bool) {
 	d.idle, d.idleDone = &idleRuns{}, make(chan struct{})
 	d.p.idle.Store(d.idle)
-	d.p.daemon.Store(true)
 	go func() {
 		defer close(d.idleDone)
 		d.p.writeIdleRuns(d.idle, d.ctx.Done())
@@ -196,7 +195,6 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	go func() {
 		<-stopped.Done()
 		d.wg.Wait()
-		d.p.daemon.Store(false)
 		if d.idle != nil {
 			// The passes have ended: write the idle runs they left.
 			d.p.idle.CompareAndSwap(d.idle, nil)

@@ -62,7 +62,7 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 	if err != nil {
 		return nil, err
 	}
-	if p.daemon.Load() {
+	if p.idle.Load() != nil {
 		// The unlock rides on the next lease statement: a daemon takes a
 		// pass lease per source and tick.
 		defer held.ReleaseSoon()
@@ -75,7 +75,7 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 		return nil, err
 	}
 	sp := &sourcePass{held: held, highWaters: hws}
-	defer p.recordRuns(ctx, source, &sp.runs)
+	defer p.recordRuns(&sp.runs)
 	// A resource listed by date (time entries) whose listing turns out long
 	// (a first sync: besideAfter pages) goes on beside the steps after it,
 	// which never point at it, so that they spend the source's one budget

@@ -102,12 +102,10 @@ type Poller struct {
 	sources map[string]*Source
 	order   []string
 	modes   sync.Map // "source/resource" → the read mode last recorded
-	// idle, while a daemon runs, gathers every source's idle runs for
-	// one statement every idleRunsEvery (runs.go).
+	// idle is set while a daemon runs the passes: it gathers every
+	// source's idle runs for one statement every idleRunsEvery (runs.go),
+	// and the passes give their pass leases up with lease.ReleaseSoon.
 	idle atomic.Pointer[idleRuns]
-	// daemon: a daemon runs the passes, and gives their pass leases up
-	// with lease.ReleaseSoon.
-	daemon atomic.Bool
 }
 
 // New returns a Poller.

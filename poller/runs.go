@@ -24,9 +24,9 @@ func (b *runBatch) add(r cursor.RunRecord) {
 	b.runs = append(b.runs, r)
 }
 
-// recordRuns writes the batch's runs, even when ctx is done (the passes
-// did run).
-func (p *Poller) recordRuns(ctx context.Context, source string, b *runBatch) {
+// recordRuns writes the batch's runs, even when the passes' context is
+// done (they did run), or hands them to the running daemon's idle runs.
+func (p *Poller) recordRuns(b *runBatch) {
 	b.mu.Lock()
 	runs := b.runs
 	b.runs = nil
@@ -37,11 +37,7 @@ func (p *Poller) recordRuns(ctx context.Context, source string, b *runBatch) {
 	if ir := p.idle.Load(); ir != nil && ir.add(runs) {
 		return
 	}
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
-	defer cancel()
-	if err := cursor.RecordRuns(c, p.pool, runs); err != nil {
-		p.log.Error().Err(err).Str("source", source).Int("runs", len(runs)).Msg("could not record idle runs")
-	}
+	p.writeRuns(runs)
 }
 
 // idleRuns gathers the idle runs of every source a daemon polls, written
@@ -73,9 +69,13 @@ func (ir *idleRuns) flush(p *Poller, last bool) {
 	runs := ir.runs
 	ir.runs, ir.closed = nil, last
 	ir.mu.Unlock()
-	// In statements of at most idleRunsBatch runs: a connection keeps the
-	// buffer of the largest message it sent (a thousand sources ticking
-	// in the same half second would leave each a megabyte).
+	p.writeRuns(runs)
+}
+
+// writeRuns writes idle runs in statements of at most idleRunsBatch: a
+// connection keeps the buffer of the largest message it sent (a thousand
+// sources ticking in the same half second would leave each a megabyte).
+func (p *Poller) writeRuns(runs []cursor.RunRecord) {
 	for len(runs) > 0 {
 		n := min(len(runs), idleRunsBatch)
 		c, cancel := context.WithTimeout(context.Background(), dbTimeout)
