@@ -97,14 +97,19 @@ func (m *pageMemo) get(r clients.Resource, k pageKey, now time.Time) (upsert.Cou
 	defer m.mu.Unlock()
 	for _, p := range m.pages {
 		if p.resource == r && p.key == k {
-			age := now.Sub(time.Unix(0, p.at))
-			if age < 0 || age > memoMaxAge {
+			if !fresh(p, now) {
 				return upsert.Counts{}, false
 			}
 			return upsert.Counts{Unchanged: p.unchanged, Stale: p.stale}, true
 		}
 	}
 	return upsert.Counts{}, false
+}
+
+// fresh reports whether p may still stand in for its lookup at now.
+func fresh(p memoPage, now time.Time) bool {
+	age := now.Sub(time.Unix(0, p.at))
+	return age >= 0 && age <= memoMaxAge
 }
 
 // generation is the number of forgets so far; read it before a page's
@@ -116,7 +121,8 @@ func (m *pageMemo) generation() uint64 {
 }
 
 // put remembers a page whose application wrote nothing, unless the memo
-// forgot anything since generation gen (read before the page's lookup).
+// forgot anything since generation gen (read before the page's lookup) or
+// already holds memoMaxPages fresh pages of r.
 func (m *pageMemo) put(r clients.Resource, k pageKey, c upsert.Counts, now time.Time, gen uint64) {
 	if c.Inserted+c.Updated+c.Tombstoned > 0 {
 		return
@@ -126,18 +132,20 @@ func (m *pageMemo) put(r clients.Resource, k pageKey, c upsert.Counts, now time.
 	if m.gen != gen {
 		return
 	}
+	m.pages = slices.DeleteFunc(m.pages, func(p memoPage) bool {
+		return p.resource == r && (p.key == k || !fresh(p, now))
+	})
 	n := 0
-	for i := range m.pages {
-		if m.pages[i].resource == r {
-			if m.pages[i].key == k {
-				m.pages = slices.Delete(m.pages, i, i+1)
-				break
-			}
+	for _, p := range m.pages {
+		if p.resource == r {
 			n++
 		}
 	}
 	if n >= memoMaxPages {
-		m.pages = slices.DeleteFunc(m.pages, func(p memoPage) bool { return p.resource == r })
+		// Full: keep what is remembered. A listing longer than the memo
+		// then still finds its first pages each pass, where evicting would
+		// make every page of it miss in turn.
+		return
 	}
 	m.pages = append(m.pages, memoPage{resource: r, key: k, unchanged: c.Unchanged, stale: c.Stale, at: now.UnixNano()})
 }

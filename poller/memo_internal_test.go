@@ -76,11 +76,31 @@ func TestPageMemo(t *testing.T) {
 	if _, ok := m.get(clients.TimeEntries, k, t0); ok {
 		t.Fatal("a page looked up before a forget was remembered after it")
 	}
-	for i := range memoMaxPages + 1 {
-		m.put(clients.TimeEntries, pageKey{uint64(i)}, unchanged, t0, m.generation())
+	// A listing one page longer than the memo, listed twice: the memo keeps
+	// its first pages rather than evicting each in turn before it is read.
+	for range 2 {
+		for i := range memoMaxPages + 1 {
+			m.put(clients.TimeEntries, pageKey{uint64(i)}, unchanged, t0, m.generation())
+		}
 	}
-	if n := len(m.pages); n > memoMaxPages {
-		t.Fatalf("%d pages remembered, at most %d", n, memoMaxPages)
+	if n := len(m.pages); n != memoMaxPages {
+		t.Fatalf("%d pages remembered, want %d", n, memoMaxPages)
+	}
+	for i := range memoMaxPages {
+		if _, ok := m.get(clients.TimeEntries, pageKey{uint64(i)}, t0); !ok {
+			t.Fatalf("page %d of a long listing was evicted", i)
+		}
+	}
+	// Pages of other resources do not count against r's, and an expired
+	// page makes room.
+	m.put(clients.Projects, k, unchanged, t0, m.generation())
+	later := t0.Add(memoMaxAge + time.Second)
+	m.put(clients.TimeEntries, pageKey{99}, unchanged, later, m.generation())
+	if _, ok := m.get(clients.TimeEntries, pageKey{99}, later); !ok {
+		t.Fatal("a full memo of expired pages did not make room")
+	}
+	if _, ok := m.get(clients.Projects, k, t0); !ok {
+		t.Fatal("making room for one resource dropped another's page")
 	}
 }
 
