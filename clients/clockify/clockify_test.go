@@ -296,7 +296,8 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 		}
 	}
 	q := f.Requests()[1].Query
-	if q.Get("start") != from.String()+"T00:00:00Z" || q.Get("end") != to.AddDays(1).String()+"T00:00:00Z" || q.Get("page") != "1" || q.Get("page-size") != "10" {
+	// One day wider on each side: spent dates are in the users' zones.
+	if q.Get("start") != from.AddDays(-1).String()+"T00:00:00Z" || q.Get("end") != to.AddDays(2).String()+"T00:00:00Z" || q.Get("page") != "1" || q.Get("page-size") != "10" {
 		t.Errorf("query %v", q)
 	}
 	// Configured user ids skip the users listing.
@@ -457,6 +458,39 @@ func TestParamsValidate(t *testing.T) {
 		{Key: "user_ids[0]", Change: func(p *clockify.Params) { p.UserIDs = []string{"x y"} }},
 		{Key: "page_size", Change: func(p *clockify.Params) { p.PageSize = 5001 }},
 	})
+}
+
+// A date window hands over exactly the entries whose spent_date (the
+// start's day in the user's zone) is in it, though Clockify filters on the
+// UTC instant: a reconcile tombstones what it was not handed in the window,
+// so a Tokyo morning or a Los Angeles evening must not fall out of it.
+func TestDateWindowFollowsTheUsersZones(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{})
+	f.PutUser(clockifytest.User{ID: userA, Name: "A", TimeZone: "America/Los_Angeles"})
+	f.PutUser(clockifytest.User{ID: userB, Name: "B", TimeZone: "Asia/Tokyo"})
+	day := clients.Date{Year: 2026, Month: 3, Day: 1}
+	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
+	f.PutTimeEntry(entry("65f0000000000000000000d1", userB, at("2026-02-28T16:00:00Z"), time.Hour)) // 1 March, 01:00 in Tokyo
+	f.PutTimeEntry(entry("65f0000000000000000000d2", userA, at("2026-03-02T04:00:00Z"), time.Hour)) // 1 March, 20:00 in LA
+	f.PutTimeEntry(entry("65f0000000000000000000d3", userB, at("2026-03-01T17:00:00Z"), time.Hour)) // 2 March in Tokyo
+	f.PutTimeEntry(entry("65f0000000000000000000d4", userA, at("2026-03-01T04:00:00Z"), time.Hour)) // 28 February in LA
+	clk.Advance(time.Minute)
+	c := newClient(t, f, nil)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: day, To: day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sourcetest.Records(pages)
+	for id, want := range map[string]bool{
+		"65f0000000000000000000d1": true, "65f0000000000000000000d2": true,
+		"65f0000000000000000000d3": false, "65f0000000000000000000d4": false,
+	} {
+		if r, ok := got[id]; ok != want {
+			t.Errorf("%s handed over %v, want %v (spent %v)", id, ok, want, schema.TimeEntries.Date(r, "spent_date"))
+		}
+	}
 }
 
 // Entries without clientId get their project's client; each is dated in
