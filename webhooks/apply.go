@@ -25,8 +25,8 @@ const ApplyTimeout = 10 * time.Second
 // (webhooks.apply): a record older than the stored one is skipped, the same
 // one writes nothing, and the pass the event triggered confirms it. It runs
 // after the answer; a failure only leaves the work to that pass.
-func (in *Intake) apply(log zerolog.Logger, source string, dec Decoder, r clients.Resource, payload json.RawMessage, arrived time.Time) {
-	recs, ok, err := dec.DecodeEvent(r, payload, arrived)
+func (in *Intake) apply(log zerolog.Logger, source string, src Source, r clients.Resource, payload json.RawMessage, arrived time.Time) {
+	recs, ok, err := src.Decoder.DecodeEvent(r, payload, arrived)
 	if err != nil || !ok {
 		if err != nil {
 			log.Warn().Err(err).Str("resource", string(r)).Msg("webhook record not applied (the pass will read it)")
@@ -38,7 +38,7 @@ func (in *Intake) apply(log zerolog.Logger, source string, dec Decoder, r client
 	var c upsert.Counts
 	err = pgx.BeginFunc(ctx, in.Store.Pool, func(tx pgx.Tx) error {
 		var err error
-		c, err = upsert.Apply(ctx, tx, source, r, recs)
+		c, err = upsert.Apply(ctx, tx, source, r, recs, upsert.WithEvents(src.Events))
 		return err
 	})
 	if err != nil {

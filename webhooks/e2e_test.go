@@ -68,8 +68,9 @@ func startRegistered(t *testing.T, tg *toggltest.Server) *daemon {
 	return d
 }
 
-// startReplica starts a daemon on dbURL, logging to w.
-func startReplica(t *testing.T, tg *toggltest.Server, extra, dbURL string, w io.Writer) *daemon {
+// startReplica starts a daemon on dbURL, logging to w; source adds lines
+// to the source's config.
+func startReplica(t *testing.T, tg *toggltest.Server, extra, dbURL string, w io.Writer, source ...string) *daemon {
 	t.Helper()
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	t.Setenv(webhooks.KeyEnv, key) // not Parallel: the key comes from the environment
@@ -82,8 +83,8 @@ func startReplica(t *testing.T, tg *toggltest.Server, extra, dbURL string, w io.
 listen: %s
 %s
 sources:
-%s`, dbURL, listen, extra, tg.SourceConfig("tg", "plan: premium", `schedule: "0 0 1 1 *"`,
-		"rate_limit: {requests: 50, per: 1s}", "resources: [time_entries]"))
+%s`, dbURL, listen, extra, tg.SourceConfig("tg", append([]string{"plan: premium", `schedule: "0 0 1 1 *"`,
+		"rate_limit: {requests: 50, per: 1s}", "resources: [time_entries]"}, source...)...))
 	cfg, err := config.Parse("test.yaml", []byte(yaml), os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +275,7 @@ func TestE2EBurstCoalesces(t *testing.T) {
 // write.
 func TestE2EApplyWritesTheEventsRecord(t *testing.T) {
 	tg := newToggl(t)
-	d := startDaemon(t, tg, "webhooks: {apply: true}")
+	d := startReplica(t, tg, "webhooks: {apply: true}", pgtest.URL(t), zerolog.NewTestWriter(t), "events: on")
 	d.waitFor("the start-up pass (it learns the user's zone)", func() bool {
 		return d.count(`SELECT count(*) FROM sync_runs WHERE status = 'ok'`) >= 1
 	})
@@ -284,6 +285,11 @@ func TestE2EApplyWritesTheEventsRecord(t *testing.T) {
 	d.waitFor("the event's record in the mirror", func() bool { return d.notes(7) == "applied" })
 	if n := d.count(`SELECT count(*) FROM sync_runs WHERE status = 'ok'`); n != 1 {
 		t.Fatalf("%d passes succeeded; the record came from the event", n)
+	}
+	// The source has `events: on`: the change is in the feed once, though
+	// the pass that confirms it later finds the row unchanged.
+	if n := d.count(`SELECT count(*) FROM events WHERE source = 'tg' AND record_id = '7'`); n != 1 {
+		t.Fatalf("%d events for the applied record, want 1", n)
 	}
 	tg.Hooks().Wait()
 }

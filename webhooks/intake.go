@@ -32,6 +32,10 @@ type Source struct {
 	// Decoder, when set with Intake.Apply, applies an accepted event's
 	// record at once (webhooks.apply).
 	Decoder Decoder
+	// Events is the source's `events: on`: a record applied here appends
+	// its change to the feed, as the pass would have (the pass then finds
+	// the row unchanged and appends nothing).
+	Events bool
 }
 
 // Intake serves POST /webhooks/{source}: it reads the body once (at most
@@ -208,7 +212,7 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case in.applying() <- struct{}{}:
 			go func() {
 				defer func() { <-in.applying() }()
-				in.apply(log, name, src.Decoder, res, ev.Record, arrived)
+				in.apply(log, name, src, res, ev.Record, arrived)
 			}()
 		default:
 		}

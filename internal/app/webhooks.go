@@ -57,7 +57,7 @@ func (a *App) webhookParts() *webhookState {
 				rs = append(rs, clients.Resource(r))
 			}
 			dec, _ := a.wh.built[s.Name].(webhooks.Decoder)
-			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs, Decoder: dec}
+			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs, Decoder: dec, Events: bool(s.Events)}
 		}
 		w.intake = &webhooks.Intake{Store: w.store, Seal: seal, Sources: srcs,
 			MaxBody: a.Config.Webhooks.MaxBody, Log: a.Log, Metrics: w.metrics, Apply: a.Config.Webhooks.Apply}
