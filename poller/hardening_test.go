@@ -419,3 +419,45 @@ func TestCappedListingIsRetriedAtTheNextTick(t *testing.T) {
 	waitFor(t, 5*time.Second, func() bool { return countRuns(t, pool, "time_entries", "incremental", "ok") >= 1 },
 		"the capped listing to be listed again at the next tick")
 }
+
+// noClock is a source behind something that drops the Date header (a
+// proxy): its pages carry no source clock.
+type noClock struct{ *fakeSource }
+
+func (n noClock) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	return n.fakeSource.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
+		pg.SourceTime = time.Time{}
+		return fn(ctx, pg)
+	})
+}
+
+// Without the source's clock, the cursor must not move to the newest
+// version of a later page: a record on a page already served may have
+// been edited before that version and after its page went, and the next
+// window would start past its edit. The first page's newest version bounds
+// the move instead.
+func TestNoSourceClockDoesNotSkipAnEditBehindTheWalk(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	day := clients.Date{Year: 2026, Month: 3, Day: 10}
+	src := newFakeSource("acme", t0.Add(30*time.Minute))
+	for i := 1; i <= 6; i++ {
+		src.putAt(i, t0, day, "v1")
+	}
+	src.putAt(5, t0.Add(30*time.Minute), day, "v1") // on page 2
+	pool := pgtest.DB(t)
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: noClock{src}, Overlap: 2 * time.Minute}}, Logger: zerolog.Nop()})
+	src.onPage = func(_ clients.Window, page int) {
+		if page == 2 {
+			src.onPage = nil
+			src.putAt(1, t0.Add(5*time.Minute), day, "v2") // page 1 is served
+		}
+	}
+	for range 2 {
+		if _, err := p.Incremental(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertConverged(t, pool, src)
+}

@@ -212,10 +212,14 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) error {
 		// The new high water: the newest version seen, capped by the source's
 		// clock when the pass began (records changed after that instant may sit
-		// on pages already served). Never our own clock.
-		hw := l.maxVersion
-		if !l.sourceTime.IsZero() && hw.After(l.sourceTime) {
-			hw = l.sourceTime
+		// on pages already served). Never our own clock: without the source's
+		// (no Date header), the newest version on the first page bounds it.
+		hw, limit := l.maxVersion, l.sourceTime
+		if limit.IsZero() {
+			limit = l.firstMax
+		}
+		if hw.After(limit) {
+			hw = limit
 		}
 		res.HighWaterAfter = cur.HighWater
 		finish := func(db cursor.DB) error {

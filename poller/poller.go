@@ -205,7 +205,11 @@ type listing struct {
 	counts     cursor.Counts
 	maxVersion time.Time
 	sourceTime time.Time // the source's clock when it served the first page
-	seen       []string  // ids seen, when collecting (reconcile)
+	// firstMax is the newest version on the first page: no later than the
+	// instant it was served, so a stand-in for sourceTime when the source
+	// sent no Date header.
+	firstMax time.Time
+	seen     []string // ids seen, when collecting (reconcile)
 }
 
 // applyListing streams a listing into the database, each page in its own
@@ -283,6 +287,9 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 		for i := range pg.Records {
 			if v := pg.Records[i].Version; v.After(l.maxVersion) {
 				l.maxVersion = v
+			}
+			if v := pg.Records[i].Version; l.pages == 1 && v.After(l.firstMax) {
+				l.firstMax = v
 			}
 			if collect {
 				l.seen = append(l.seen, pg.Records[i].ID)
