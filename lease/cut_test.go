@@ -157,3 +157,42 @@ func TestLeaseSessionKeepalives(t *testing.T) {
 		}
 	}
 }
+
+// A database that accepts connections and never answers (black-holed)
+// fails a lease statement within the leaser's timeout: the leaser's lock,
+// and every caller queued on it, is not held for the kernel's connect
+// timeout.
+func TestBlackHoledServerFailsWithinTheTimeout(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // accepted, never answered
+		}
+	}()
+	l := lease.New("postgres://tidemark@" + ln.Addr().String() + "/tidemark?sslmode=disable")
+	defer l.Close()
+	lease.Timeout(l, 300*time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.TryAcquire(context.Background(), "owner:acme")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a lease taken from a server that never answered")
+
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("TryAcquire against a black-holed server still waiting after 10 s")
+	}
+}

@@ -30,3 +30,10 @@ func Setting(l *Leaser, name string) (string, error) {
 	err := l.conn.QueryRow(context.Background(), "SELECT current_setting($1)", name).Scan(&v)
 	return v, err
 }
+
+// Timeout sets l's statement (and connect) timeout.
+func Timeout(l *Leaser, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.timeout = d
+}

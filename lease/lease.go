@@ -110,13 +110,21 @@ func (l *Leaser) connect(ctx context.Context) error {
 	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
 	}
+	// A server that accepts and never answers (black-holed) must not hold
+	// the leaser's lock, and every caller behind it, for the kernel's
+	// connect timeout over and over.
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = l.timeout
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		l.conn = nil
 		return fmt.Errorf("lease connection: %w", err)
 	}
+	qctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
 	var s session
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`).
+	if err := conn.QueryRow(qctx, `SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`).
 		Scan(&s.pid, &s.started); err != nil {
 		conn.Close(context.Background())
 		return fmt.Errorf("lease connection: identify session: %w", err)
@@ -128,7 +136,7 @@ func (l *Leaser) connect(ctx context.Context) error {
 	// one (a server that refuses one keeps the others); no-ops on a Unix
 	// socket, and a refusal only leaves the server's default.
 	for _, set := range sqlKeepalives {
-		_, _ = conn.Exec(ctx, set)
+		_, _ = conn.Exec(qctx, set)
 	}
 	l.conn, l.sess = conn, s
 	l.endPrevious(ctx)
