@@ -42,10 +42,10 @@ func TestPlansStayLinear(t *testing.T) {
 			"'acme', " + idArray + ", '{}', '{}', '{}', '{}', '{}'", linear},
 		{"move forward", te.moveForward, "text, text[], timestamptz[], timestamptz[], bytea[]",
 			"'acme', " + idArray + ", '{}', '{}', '{}'", linear},
-		{"tombstone missing", te.tombstoneMissing, "text, timestamptz, date, date, text[], bigint, text[], boolean",
-			"'acme', '2026-03-02', NULL, NULL, " + idArray + ", 0, NULL, true", linear},
-		{"tombstone missing, user scope", te.tombstoneMissing, "text, timestamptz, date, date, text[], bigint, text[], boolean",
-			"'acme', '2026-03-02', NULL, NULL, " + idArray + ", 0, '{1782959,1782960}', true", linear},
+		{"tombstone missing", te.tombstoneMissing, "text, timestamptz, date, date, text[], bigint, text[], boolean, timestamptz",
+			"'acme', '2026-03-02', NULL, NULL, " + idArray + ", 0, NULL, true, '2026-03-03'", linear},
+		{"tombstone missing, user scope", te.tombstoneMissing, "text, timestamptz, date, date, text[], bigint, text[], boolean, timestamptz",
+			"'acme', '2026-03-02', NULL, NULL, " + idArray + ", 0, '{1782959,1782960}', true, '2026-03-03'", linear},
 	}
 	// The check itself catches a bad plan: the lookup without its index.
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

@@ -350,7 +350,8 @@ RETURNING t.id`
 	// UPDATE re-checks the row as it is now (a concurrent newer version
 	// wins; a row moved out of the scope meanwhile is kept).
 	// The mark changes the content hash and stamps fetched_at with our
-	// clock: a listing fetched afterwards that still returns the record (one
+	// clock ($9, the process's, the clock every record's FetchedAt comes
+	// from; not the database's now(), which may be off from it): a listing fetched afterwards that still returns the record (one
 	// a reconcile missed, say a page shifted by a deletion) then counts as
 	// the same version fetched later with other content, and brings it back;
 	// a page fetched before the mark stays stale.
@@ -361,7 +362,7 @@ RETURNING t.id`
       AND NOT EXISTS (SELECT 1 FROM unnest($5::text[]) AS seen(id) WHERE seen.id = t.id)
 ), n AS (SELECT count(*) AS n FROM cand),
 upd AS (
-    UPDATE %[1]s t SET deleted_at = $2, fetched_at = GREATEST(t.fetched_at, now()),
+    UPDATE %[1]s t SET deleted_at = $2, fetched_at = GREATEST(t.fetched_at, $9::timestamptz),
         content_hash = sha256(t.content_hash)
     FROM cand
     WHERE t.source = $1 AND t.id = cand.id AND ($6::bigint <= 0 OR (SELECT n FROM n) <= $6::bigint)

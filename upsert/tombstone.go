@@ -91,7 +91,7 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 	var versions []time.Time
 	var hashes [][]byte
 	err := tx.QueryRow(ctx, t.tombstoneMissing, p.Source, p.AsOf.Truncate(time.Microsecond),
-		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max), p.Scope.UserIDs, p.Events).
+		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max), p.Scope.UserIDs, p.Events, time.Now().Truncate(time.Microsecond)).
 		Scan(&n, &marked, &ids, &versions, &hashes)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", where, err)

@@ -1,10 +1,13 @@
 package upsert
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
@@ -174,4 +177,37 @@ func TestTombstoneMissing(t *testing.T) {
 			t.Fatalf("projects without range: %v", err)
 		}
 	})
+}
+
+// The mark is stamped with the clock records are fetched by (the
+// process's), at the moment of marking: a page fetched before the mark but
+// applied after it stays stale, whatever the database's clock says (here
+// its now(), frozen when the marking transaction began, is earlier than the
+// page's fetch).
+func TestTombstoneMarkUsesTheFetchClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.DB(t)
+	live := entry(1, t0, time.Now(), "a")
+	applyTx(t, pool, []clients.Record{live})
+	var fetchedBefore clients.Record
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT now()"); err != nil { // the transaction's clock starts
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+		fetchedBefore = entry(1, t0, time.Now(), "a") // a page beside the reconcile
+		time.Sleep(20 * time.Millisecond)
+		_, err := TombstoneMissing(ctx, tx, TombstoneParams{Source: testSource, Resource: clients.TimeEntries, AsOf: t0.Add(time.Hour)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := applyTx(t, pool, []clients.Record{fetchedBefore}); c != (Counts{Stale: 1}) {
+		t.Fatalf("a page fetched before the mark: counts %+v, want stale", c)
+	}
+	if r, _ := readRow(t, pool, "1"); r.DeletedAt == nil {
+		t.Fatal("a page fetched before the mark brought the row back")
+	}
 }
