@@ -73,10 +73,16 @@ func (in *Intake) applying() chan struct{} {
 // SecretsTTL is how long decrypted secrets are reused between deliveries.
 const SecretsTTL = 10 * time.Second
 
+// FreshEvery bounds the fresh reads a signature that matched no cached
+// secret asks for: anyone who can reach the intake could otherwise cost a
+// query and the decryptions with each bogus POST.
+const FreshEvery = 250 * time.Millisecond
+
 type cached struct {
 	subs    []Subscription
 	secrets []string
 	until   time.Time
+	read    time.Time
 }
 
 // secrets returns a source's subscriptions and their secrets (unreadable
@@ -85,7 +91,7 @@ func (in *Intake) secrets(ctx context.Context, source string, fresh bool) ([]Sub
 	in.mu.Lock()
 	c, ok := in.cache[source]
 	in.mu.Unlock()
-	if ok && !fresh && time.Now().Before(c.until) {
+	if ok && (!fresh && time.Now().Before(c.until) || fresh && time.Since(c.read) < FreshEvery) {
 		return c.subs, c.secrets, nil
 	}
 	subs, err := in.Store.Subscriptions(ctx, source)
@@ -108,7 +114,7 @@ func (in *Intake) secrets(ctx context.Context, source string, fresh bool) ([]Sub
 	if in.cache == nil {
 		in.cache = map[string]cached{}
 	}
-	in.cache[source] = cached{subs: subs, secrets: secrets, until: time.Now().Add(ttl)}
+	in.cache[source] = cached{subs: subs, secrets: secrets, until: time.Now().Add(ttl), read: time.Now()}
 	in.mu.Unlock()
 	return subs, secrets, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -186,5 +187,43 @@ func TestSealer(t *testing.T) {
 	}
 	if _, err := NewSealer("c2hvcnQ="); err == nil || strings.Contains(err.Error(), "c2hvcnQ=") {
 		t.Fatalf("a short key: %v", err)
+	}
+}
+
+// A flood of deliveries with wrong signatures costs at most one fresh read
+// of the subscriptions per FreshEvery, not one (and its decryptions) each.
+func TestBadSignaturesDoNotReadTheStoreEachTime(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	st, _ := newTestStore(t, pool)
+	seal := testSealer(t)
+	ctx := context.Background()
+	if err := st.SaveSubscription(ctx, Subscription{Source: "tg", ID: "1", URL: "http://x", Events: []string{"time_entry"}}, togglSecret, seal); err != nil {
+		t.Fatal(err)
+	}
+	in := &Intake{Store: st, Seal: seal, MaxBody: 4096, Log: zerolog.Nop(),
+		Sources: map[string]Source{"tg": {Dialect: Toggl{}, Resources: []clients.Resource{clients.TimeEntries}}}}
+	mux := http.NewServeMux()
+	mux.Handle(Route, in)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	body := togglEvent("1", "x")
+	before, start := pool.Stat().AcquireCount(), time.Now()
+	const bogus = 200
+	for range bogus {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/tg", strings.NewReader(body))
+		req.Header.Set(TogglSignatureHeader, TogglSign("not-the-secret", []byte(body)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("bogus delivery: %d", resp.StatusCode)
+		}
+	}
+	reads := pool.Stat().AcquireCount() - before
+	if allowed := 2 + int64(time.Since(start)/FreshEvery); reads > allowed || reads >= bogus {
+		t.Fatalf("%d bogus deliveries read the store %d times, want at most %d", bogus, reads, allowed)
 	}
 }
