@@ -653,8 +653,11 @@ func (d *Daemon) tick(ctx context.Context, source, kind string, st *sourceState,
 				continue
 			}
 			if now.Before(ps.notUntil) {
-				log.Info().Str("resource", string(r)).Str("pass", k).Time("until", ps.notUntil).Int("failures", ps.failures).
-					Msg("backing off after failures; skipping this resource this tick")
+				ev, msg := log.Info(), "backing off after failures; skipping this resource this tick"
+				if ps.failures == 0 {
+					ev, msg = log.Debug(), "resource not available from this source; skipping it until the next try"
+				}
+				ev.Str("resource", string(r)).Str("pass", k).Time("until", ps.notUntil).Int("failures", ps.failures).Msg(msg)
 				continue
 			}
 			steps = append(steps, Step{Resource: r, Kind: k})
@@ -690,6 +693,13 @@ func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerol
 	d.mu.Lock()
 	ps := st.pass(sr.Resource, sr.Kind)
 	switch {
+	case sr.Skipped:
+		// Not available from the source (a right the token lacks, a
+		// feature the plan lacks): asked again after a while, not at every
+		// tick, where each ask costs a request of the source's budget (a
+		// Toggl Free workspace has 30 an hour).
+		ps.failures, ps.notUntil, ps.due = 0, time.Now().Add(d.reconcileBackoffMax), false
+		d.mu.Unlock()
 	case sr.Err == nil:
 		if ps.failures > 0 {
 			log.Info().Int("after_failures", ps.failures).Msg("resource recovered")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -460,4 +461,38 @@ func TestNoSourceClockDoesNotSkipAnEditBehindTheWalk(t *testing.T) {
 		}
 	}
 	assertConverged(t, pool, src)
+}
+
+// usersGated serves no users (a right the token lacks, a feature the plan
+// lacks), and counts the asks.
+type usersGated struct {
+	*fakeSource
+	asks *atomic.Int64
+}
+
+func (u usersGated) Resources() []clients.Resource {
+	return []clients.Resource{clients.Users, clients.TimeEntries}
+}
+
+func (u usersGated) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	if r == clients.Users {
+		u.asks.Add(1)
+		return fmt.Errorf("users: not in the plan: %w", clients.ErrUnsupported)
+	}
+	return u.fakeSource.List(ctx, r, w, fn)
+}
+
+// A resource the source does not serve is skipped, and asked about again
+// only after a while: every ask costs a request of the source's budget.
+func TestDaemonAsksForAnUnavailableResourceRarely(t *testing.T) {
+	t.Parallel()
+	var asks atomic.Int64
+	pool := pgtest.DB(t)
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: usersGated{onDay(today(), "a"), &asks}}}, Logger: zerolog.Nop()})
+	startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})
+	waitFor(t, 20*time.Second, func() bool { return countRuns(t, pool, "time_entries", "incremental", "ok") >= 4 },
+		"time entries to keep syncing beside the unavailable users")
+	if n := asks.Load(); n != 1 {
+		t.Fatalf("users asked for %d times in four ticks, want once", n)
+	}
 }
