@@ -71,6 +71,13 @@
 //     `before` combines with `since` is not documented: a page that gets
 //     no older fails with clients.ErrCapped, so the cursor does not move
 //     and reconcile tombstones nothing.
+//   - Archived records are listed too: Toggl lists only active clients
+//     unless `status` is both ("If not provided, only active clients are
+//     returned"), and only active projects and tasks unless `active` is
+//     both (developers.track.toggl.com/docs/api/clients, projects,
+//     tasks). Left out, an archived client, project or task would vanish
+//     from the listing and a reconcile would tombstone it while entries
+//     still point at it; with both, archiving is is_active false.
 //   - Projects and tasks page by number (page, per_page) over a live list.
 //     Tasks come in the documented envelope {data, page, per_page,
 //     sort_field, sort_order, total_count} (APIS.md; a bare array is
@@ -820,6 +827,9 @@ func (c *Client) sinceParam(w clients.Window) int64 {
 func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
 	q := url.Values{}
 	q.Set("per_page", strconv.Itoa(PerPage))
+	// Left out, Toggl lists only active ones: an archived one would read
+	// as deleted to reconcile.
+	q.Set("active", "both")
 	if s := c.sinceParam(w); s != 0 {
 		q.Set("since", strconv.FormatInt(s, 10))
 	}
@@ -870,7 +880,13 @@ func walkPage(recs []clients.Record, env envelope, n int) pagewalk.Page {
 
 // listOnce lists clients or users: one response, no pagination.
 func (c *Client) listOnce(ctx context.Context, r clients.Resource, fn func(context.Context, clients.Page) error) error {
-	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), nil), Resource: string(r), Page: 1})
+	var q url.Values
+	if r == clients.Clients {
+		// "If not provided, only active clients are returned": archived
+		// ones would read as deleted to reconcile.
+		q = url.Values{"status": {"both"}}
+	}
+	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), q), Resource: string(r), Page: 1})
 	if err != nil {
 		var he *httpx.Error
 		if r == clients.Users && errors.As(err, &he) && he.Status == http.StatusForbidden {

@@ -25,6 +25,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/conformance"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -1122,5 +1123,60 @@ func TestPassCostMatchesTheRequestLog(t *testing.T) {
 					return toggl.PassCost(r, provider.PassShape{Reconcile: true, Days: 98}, s)
 				})
 		})
+	}
+}
+
+// Toggl lists only active clients, projects and tasks unless asked for
+// both (its reference; the fake does the same): archiving must read as
+// is_active false, not as a deletion a reconcile tombstones while time
+// entries still point at the record.
+func TestArchivedStaysMirroredThroughReconcile(t *testing.T) {
+	t.Parallel()
+	clk := conformance.NewClock()
+	f := newFake(t, toggltest.Options{Clock: clk.Now})
+	f.PutClient(toggltest.Client{ID: 5, Name: "ABC"})
+	f.PutProject(toggltest.Project{ID: 1, ClientID: 5, Name: "Site", Active: true})
+	f.PutTask(toggltest.Task{ID: 6, ProjectID: 1, Name: "Design", Active: true})
+	clk.Advance(time.Second)
+	c := newClient(t, f, nil)
+	pool := pgtest.DB(t)
+	resources := []clients.Resource{clients.Clients, clients.Projects, clients.Tasks}
+	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.New(zerolog.NewTestWriter(t)),
+		Sources: []poller.Source{{Source: c, Resources: resources, Overlap: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx := t.Context()
+	if _, err := p.Incremental(ctx, c.Name()); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Advance(time.Hour)
+	f.PutClient(toggltest.Client{ID: 5, Name: "ABC", Archived: true})
+	f.PutProject(toggltest.Project{ID: 1, ClientID: 5, Name: "Site", Active: false})
+	f.PutTask(toggltest.Task{ID: 6, ProjectID: 1, Name: "Design", Active: false})
+	clk.Advance(time.Second)
+	if _, err := p.Incremental(ctx, c.Name()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Reconcile(ctx, c.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Counts.Tombstoned != 0 {
+			t.Errorf("reconcile of %s tombstoned %d", r.Resource, r.Counts.Tombstoned)
+		}
+	}
+	for r, id := range map[clients.Resource]string{clients.Clients: "5", clients.Projects: "1", clients.Tasks: "6"} {
+		var active, deleted bool
+		q := fmt.Sprintf(`SELECT is_active, deleted_at IS NOT NULL FROM %s WHERE source = $1 AND id = $2`, r)
+		if err := pool.QueryRow(ctx, q, c.Name(), id).Scan(&active, &deleted); err != nil {
+			t.Fatalf("%s %s: %v", r, id, err)
+		}
+		if active || deleted {
+			t.Errorf("archived %s %s: is_active %v, tombstoned %v; want inactive and live", r, id, active, deleted)
+		}
 	}
 }
