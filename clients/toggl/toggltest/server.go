@@ -90,6 +90,10 @@ type Options struct {
 	// ForbidUsers answers 403 to the workspace users list (a non-admin
 	// token).
 	ForbidUsers bool
+	// PlanGated are workspace listings the plan lacks (tasks on Free):
+	// they answer 402, after the quota is counted (so with the quota
+	// headers, when Quota is set). The body's text is assumed.
+	PlanGated []clients.Resource
 	// VisibilityDelay makes a write visible to listings (and State) that
 	// long after its `at` on the source's clock (a deletion: after the
 	// source's now when it was made), as a replica lagging behind or a long
@@ -469,6 +473,10 @@ func parseDay(v string, zone *time.Location) (time.Time, error) {
 }
 
 func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q url.Values) {
+	if slices.Contains(s.opts.PlanGated, res) {
+		fakeapi.WriteJSON(w, http.StatusPaymentRequired, `"This feature is not available on your workspace's plan"`)
+		return
+	}
 	if res == clients.Users && s.opts.ForbidUsers {
 		fakeapi.WriteJSON(w, http.StatusForbidden, `"Forbidden: only workspace admins can list users"`)
 		return
