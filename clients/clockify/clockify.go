@@ -9,13 +9,18 @@
 //   - A record from the feed carries the feed's change stamp (createdAt,
 //     updatedAt or deletedAt of the change document, see below), in UTC.
 //   - A record from a listing (per-user time entries, projects, clients,
-//     users, tasks) carries the source's clock when the page was served: its
-//     Date header. A listing returns each record's current state as of that
-//     instant, so any change the record had before it is already in the
-//     content, and any change after it gets a feed stamp (or a later listing
-//     clock) that is later. The version guard therefore never lets an older
-//     state win. Two states with the same second are ordered by fetch time,
-//     and a listing is always fetched after the state it shows.
+//     users, tasks) carries the source's clock when the page was served,
+//     its Date header, less SafetyLag. The Date comes after the read: a
+//     change committed between the two (a second boundary, or Clockify's
+//     front ends' clocks ahead of its database's, which stamps the feed)
+//     has a feed stamp before the Date although the listing shows the
+//     state before it, and stamped at the Date that older state would win
+//     and the change be dropped as stale until the entry next changed.
+//     Stamped SafetyLag earlier, a listing claims only what it surely
+//     holds; a change inside the lag that it already shows comes again
+//     from the feed with its own, later stamp, so the newest state still
+//     wins. Listings compare with each other as before (all shifted
+//     alike), and a page's SourceTime stays its Date.
 //
 // Incremental time entries (Window.UpdatedSince set) read the change feed:
 // GET /workspaces/{ws}/entities/{created,updated,deleted}?type=TIME_ENTRY
@@ -524,7 +529,7 @@ func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q 
 		if r != clients.TimeEntries {
 			ms = nil
 		}
-		recs, err = c.dec.decodeListM(r, l.page, resp.Body, resp.Date, resp.ReceivedAt, ms)
+		recs, err = c.dec.decodeListM(r, l.page, resp.Body, resp.Date.Add(-c.lag), resp.ReceivedAt, ms)
 		return err
 	})
 	if err != nil {

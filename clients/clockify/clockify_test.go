@@ -278,8 +278,8 @@ func TestPerUserListingPaginationExactRequests(t *testing.T) {
 			t.Errorf("page %d numbered %d", i+1, p.Number)
 		}
 		for _, r := range p.Records {
-			if !r.Version.Equal(p.SourceTime) || !p.SourceTime.Equal(t0) {
-				t.Errorf("%s: version %v, want the page's clock %v", r.ID, r.Version, p.SourceTime)
+			if !r.Version.Equal(p.SourceTime.Add(-clockify.DefaultSafetyLag)) || !p.SourceTime.Equal(t0) {
+				t.Errorf("%s: version %v, want the page's clock %v less the safety lag", r.ID, r.Version, p.SourceTime)
 			}
 			want := live[r.ID]
 			if !reflect.DeepEqual(r.Row, want.Row) {
@@ -335,8 +335,8 @@ func TestReferenceResources(t *testing.T) {
 		for id, rec := range got {
 			w := live[id]
 			rec.Raw, rec.FetchedAt = nil, time.Time{}
-			if !rec.Version.Equal(t0) {
-				t.Errorf("%s %s: version %v", r, id, rec.Version)
+			if !rec.Version.Equal(t0.Add(-clockify.DefaultSafetyLag)) {
+				t.Errorf("%s %s: version %v, want the page's clock less the safety lag", r, id, rec.Version)
 			}
 			rec.Version = time.Time{}
 			if !reflect.DeepEqual(rec, w) {
@@ -941,7 +941,10 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 //
 // The fake runs without its deletion delay and the client with a
 // one-second SafetyLag: the suite's clock moves seconds at a time. The
-// delay and the lag together are tested above.
+// delay and the lag together are tested above. Listed records are stamped
+// the lag before their page's Date; the suite moves its clock a second on
+// after each put, so they are still not earlier than the fake's stamps
+// (ListingClock).
 func TestConformance(t *testing.T) {
 	caps := conformance.Capabilities{
 		Deletions:    map[clients.Resource]conformance.Deletion{clients.TimeEntries: conformance.Reported},
@@ -1046,5 +1049,49 @@ func TestPassCostMatchesTheRequestLog(t *testing.T) {
 			sourcetest.CheckPassCost(t, c, f, clockify.Resources, sourcetest.ReconcileWindow(clients.DateOf(t0), 90),
 				func(r clients.Resource) provider.Cost { return clockify.PassCost(r, shape, provider.Settings{}) })
 		})
+	}
+}
+
+// A listing shows an entry as Clockify read it, and its Date comes a little
+// later: a change committed in between (a second boundary, or Clockify's
+// front ends' clocks ahead of its database's) has a feed stamp before that
+// Date. The listed state must still read as older than the change's, or
+// the version guard would drop the change as stale.
+func TestChangeJustBeforeAListingsDateIsNewerThanTheListing(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{NoDeletionDelay: true})
+	f.PutUser(clockifytest.User{ID: userA, Name: "A"})
+	e := entry("65f0000000000000000000e1", userA, t0.Add(-2*time.Hour), time.Hour)
+	f.PutTimeEntry(e)
+	clk.Advance(10 * time.Minute)
+	c := newClient(t, f, nil)
+
+	day := clients.DateOf(t0)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: day, To: day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, ok := sourcetest.Records(pages)[e.ID]
+	date := pages[0].SourceTime
+	if !ok || date.IsZero() {
+		t.Fatalf("listing: %+v", pages)
+	}
+	// The change the listing did not see, committed a second before its Date.
+	notes := "changed"
+	e.Description, e.CreatedAt, e.UpdatedAt = &notes, time.Time{}, date.Add(-time.Second)
+	f.PutTimeEntry(e)
+	clk.Advance(10 * time.Minute)
+	pages, err = sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed, ok := sourcetest.Records(pages)[e.ID]
+	if !ok {
+		t.Fatalf("the feed did not bring the change: %+v", pages)
+	}
+	if !fed.Version.After(listed.Version) {
+		t.Errorf("the change's feed version %v is not after the listing's %v (Date %v): it would be dropped as stale",
+			fed.Version, listed.Version, date)
 	}
 }

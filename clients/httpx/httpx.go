@@ -111,6 +111,12 @@ type Config struct {
 	// QuotaWait says how long to wait after a 402 (quota spent). The default
 	// waits until the next full hour of the source's clock.
 	QuotaWait func(resp *http.Response) time.Duration
+	// NotQuota, if set, is asked about each 402 before it is waited out,
+	// with how many 402 waits this call has had (resp.Request names the
+	// call): an error says this 402 is not a spent quota (a feature the
+	// account's plan lacks, say), and the call fails at once with it, as
+	// KindStatus, without waiting or pausing the source.
+	NotQuota func(resp *http.Response, quotaWaits int) error
 	// Headers are set on every request and are secret: their values are
 	// redacted from every error, log line and body excerpt.
 	Headers http.Header
@@ -275,10 +281,11 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		// back-off sleeps only. Limiter spacing, pauses, 429 and 402 waits
 		// are the source's pace, not failures; counting them would let one
 		// quota wait fail the next transient 5xx outright.
-		spent    time.Duration
-		failures int
-		waits    int
-		attempts int
+		spent      time.Duration
+		failures   int
+		waits      int
+		quotaWaits int
+		attempts   int
 	)
 	for {
 		if err := c.acquire(ctx); err != nil {
@@ -317,7 +324,16 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			waits++
 			reason, d := "retry_after", retryAfter(res.header, c.cfg.DefaultRetryAfter)
 			if res.status == http.StatusPaymentRequired {
-				reason, d = "quota", c.quotaWait(res)
+				hr := &http.Response{StatusCode: res.status, Header: res.header, Body: io.NopCloser(bytes.NewReader(res.body)),
+					Request: &http.Request{Method: method, URL: u}}
+				if c.cfg.NotQuota != nil {
+					if err := c.cfg.NotQuota(hr, quotaWaits); err != nil {
+						return nil, c.fail(req, method, path, KindStatus, res.status, attempts, res.body, err)
+					}
+				}
+				quotaWaits++
+				hr.Body = io.NopCloser(bytes.NewReader(res.body)) // NotQuota may have read it
+				reason, d = "quota", c.quotaWait(hr)
 			}
 			if c.cfg.MaxRateLimitWaits > 0 && waits > c.cfg.MaxRateLimitWaits {
 				return nil, c.fail(req, method, path, KindRateLimited, res.status, attempts, res.body, nil)
@@ -667,11 +683,11 @@ func retryAfter(h http.Header, def time.Duration) time.Duration {
 	return max(t.Sub(now), 0)
 }
 
-func (c *Client) quotaWait(res attemptResult) time.Duration {
+func (c *Client) quotaWait(resp *http.Response) time.Duration {
 	if c.cfg.QuotaWait != nil {
-		return c.cfg.QuotaWait(&http.Response{StatusCode: res.status, Header: res.header, Body: io.NopCloser(bytes.NewReader(res.body))})
+		return c.cfg.QuotaWait(resp)
 	}
-	return UntilNextHour(res.header)
+	return UntilNextHour(resp.Header)
 }
 
 // UntilNextHour is the default 402 wait: until the next full hour of the

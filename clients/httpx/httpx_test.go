@@ -294,6 +294,39 @@ func Test402WaitsForQuota(t *testing.T) {
 	}
 }
 
+// A 402 the NotQuota hook says is not a spent quota fails the call at once
+// with the hook's error: no wait, no pause. The hook is told of the waits
+// the call has had and sees which call it was.
+func Test402NotQuotaFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusPaymentRequired) })
+	cfg := fastConfig(nil)
+	cfg.QuotaWait = func(*http.Response) time.Duration { return 50 * time.Millisecond }
+	gated := errors.New("plan lacks it")
+	var seen []string
+	cfg.NotQuota = func(resp *http.Response, waits int) error {
+		seen = append(seen, fmt.Sprintf("%s %d", resp.Request.URL.Path, waits))
+		if waits > 0 {
+			return gated
+		}
+		return nil
+	}
+	var quota int
+	cfg.OnWait = func(r string, _ time.Duration) {
+		if r == "quota" {
+			quota++
+		}
+	}
+	_, err := get(t, httpx.New(cfg), s.URL+"/x?page=1")
+	var he *httpx.Error
+	if !errors.Is(err, gated) || !errors.As(err, &he) || he.Kind != httpx.KindStatus || he.Status != http.StatusPaymentRequired {
+		t.Fatalf("err = %v", err)
+	}
+	if s.n.Load() != 2 || quota != 1 || fmt.Sprint(seen) != "[/x 0 /x 1]" {
+		t.Errorf("%d requests, %d quota waits, hook saw %v", s.n.Load(), quota, seen)
+	}
+}
+
 func TestUntilNextHour(t *testing.T) {
 	t.Parallel()
 	h := http.Header{"Date": {"Tue, 03 Mar 2026 10:45:00 GMT"}}

@@ -52,6 +52,15 @@
 //     it, until 60 minutes (QuotaWindow) after the first request of the
 //     current window as this client tracked it, never until a clock hour.
 //     QuotaWaitUntil reports the wait while it lasts.
+//   - Toggl also answers 402 for paid-only features (tasks on Free: other
+//     tools skip tasks on free workspaces "to prevent 402 errors from
+//     Toggl"). A 402 whose X-Toggl-Quota-Remaining says requests remain,
+//     or that a call still gets after waiting out a quota window (the
+//     header absent), is taken as such: the call fails at once with
+//     ErrPlanGated, which is clients.ErrUnsupported too (the poller skips
+//     the resource and syncs the others), and the path is refused at once
+//     from then on, without pausing the source. A 402 with the header at
+//     0 is always a spent quota.
 //   - /me/time_entries has no pagination and a cap. Toggl's v8 reference
 //     said so outright: "The limit of returned time entries is 1000. So
 //     only the first 1000 found time entries are returned" (toggl/
@@ -71,6 +80,13 @@
 //     `before` combines with `since` is not documented: a page that gets
 //     no older fails with clients.ErrCapped, so the cursor does not move
 //     and reconcile tombstones nothing.
+//   - Archived records are listed too: Toggl lists only active clients
+//     unless `status` is both ("If not provided, only active clients are
+//     returned"), and only active projects and tasks unless `active` is
+//     both (developers.track.toggl.com/docs/api/clients, projects,
+//     tasks). Left out, an archived client, project or task would vanish
+//     from the listing and a reconcile would tombstone it while entries
+//     still point at it; with both, archiving is is_active false.
 //   - Projects and tasks page by number (page, per_page) over a live list.
 //     Tasks come in the documented envelope {data, page, per_page,
 //     sort_field, sort_order, total_count} (APIS.md; a bare array is
@@ -404,6 +420,14 @@ func HTTPConfig(p Params) httpx.Config {
 		ev.Msg("Toggl API quota spent (402): waiting for the next quota window")
 		return d
 	}
+	gate := &planGate{paths: map[string]bool{}}
+	cfg.NotQuota = func(resp *http.Response, waits int) error {
+		err := gate.check(resp, waits)
+		if err != nil {
+			log.Warn().Str("path", resp.Request.URL.Path).Msg("Toggl answered 402 for a feature the workspace's plan lacks, not for a spent quota: failing it, not waiting")
+		}
+		return err
+	}
 	cfg.OnResponse = func(status int, took time.Duration) {
 		if q != nil {
 			q.request(time.Now().Add(-took), window)
@@ -426,6 +450,46 @@ const (
 	HeaderQuotaRemaining = "X-Toggl-Quota-Remaining"
 	HeaderQuotaResetsIn  = "X-Toggl-Quota-Resets-In"
 )
+
+// ErrPlanGated is matched (errors.Is) by the error of a request Toggl
+// refused with 402 for a feature the workspace's plan lacks (tasks on
+// Free, say), not for a spent quota. The error is clients.ErrUnsupported
+// too, so that the poller skips the resource and syncs the others.
+var ErrPlanGated = errors.New("not included in the workspace's plan")
+
+// planGate tells a 402 for a paid-only feature from a spent quota: Toggl
+// answers 402 to both. It is one when X-Toggl-Quota-Remaining says
+// requests remain, or when the call still gets 402 after waiting out a
+// quota window (unless the header says the quota is spent again). Such a
+// path is then refused at once for the client's life: another quota wait
+// would hold up the whole source for nothing.
+type planGate struct {
+	mu    sync.Mutex
+	paths map[string]bool
+}
+
+func (g *planGate) check(resp *http.Response, waits int) error {
+	path := resp.Request.URL.Path
+	rem, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get(HeaderQuotaRemaining)))
+	known := err == nil
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var why string
+	switch {
+	case g.paths[path]:
+		why = "as it did before while quota remained"
+	case known && rem > 0:
+		why = fmt.Sprintf("while %s says %d requests remain", HeaderQuotaRemaining, rem)
+	case waits > 0 && !known:
+		why = "even after the quota window reset"
+	default:
+		return nil
+	}
+	g.paths[path] = true
+	what := path[strings.LastIndex(path, "/")+1:]
+	return fmt.Errorf("this workspace's plan does not include %s (Toggl answers 402 for %s %s); remove %s from the source's resources, or upgrade the plan: %w: %w",
+		what, path, why, what, ErrPlanGated, clients.ErrUnsupported)
+}
 
 // quotaWait is the wait after a 402 at now: the seconds the provider states
 // in X-Toggl-Quota-Resets-In when it sends them, else until window after
@@ -820,6 +884,9 @@ func (c *Client) sinceParam(w clients.Window) int64 {
 func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
 	q := url.Values{}
 	q.Set("per_page", strconv.Itoa(PerPage))
+	// Left out, Toggl lists only active ones: an archived one would read
+	// as deleted to reconcile.
+	q.Set("active", "both")
 	if s := c.sinceParam(w); s != 0 {
 		q.Set("since", strconv.FormatInt(s, 10))
 	}
@@ -870,7 +937,13 @@ func walkPage(recs []clients.Record, env envelope, n int) pagewalk.Page {
 
 // listOnce lists clients or users: one response, no pagination.
 func (c *Client) listOnce(ctx context.Context, r clients.Resource, fn func(context.Context, clients.Page) error) error {
-	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), nil), Resource: string(r), Page: 1})
+	var q url.Values
+	if r == clients.Clients {
+		// "If not provided, only active clients are returned": archived
+		// ones would read as deleted to reconcile.
+		q = url.Values{"status": {"both"}}
+	}
+	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url(c.workspacePath(r), q), Resource: string(r), Page: 1})
 	if err != nil {
 		var he *httpx.Error
 		if r == clients.Users && errors.As(err, &he) && he.Status == http.StatusForbidden {

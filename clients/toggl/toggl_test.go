@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/conformance"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -1122,5 +1124,131 @@ func TestPassCostMatchesTheRequestLog(t *testing.T) {
 					return toggl.PassCost(r, provider.PassShape{Reconcile: true, Days: 98}, s)
 				})
 		})
+	}
+}
+
+// Toggl lists only active clients, projects and tasks unless asked for
+// both (its reference; the fake does the same): archiving must read as
+// is_active false, not as a deletion a reconcile tombstones while time
+// entries still point at the record.
+func TestArchivedStaysMirroredThroughReconcile(t *testing.T) {
+	t.Parallel()
+	clk := conformance.NewClock()
+	f := newFake(t, toggltest.Options{Clock: clk.Now})
+	f.PutClient(toggltest.Client{ID: 5, Name: "ABC"})
+	f.PutProject(toggltest.Project{ID: 1, ClientID: 5, Name: "Site", Active: true})
+	f.PutTask(toggltest.Task{ID: 6, ProjectID: 1, Name: "Design", Active: true})
+	clk.Advance(time.Second)
+	c := newClient(t, f, nil)
+	pool := pgtest.DB(t)
+	resources := []clients.Resource{clients.Clients, clients.Projects, clients.Tasks}
+	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.New(zerolog.NewTestWriter(t)),
+		Sources: []poller.Source{{Source: c, Resources: resources, Overlap: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx := t.Context()
+	if _, err := p.Incremental(ctx, c.Name()); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Advance(time.Hour)
+	f.PutClient(toggltest.Client{ID: 5, Name: "ABC", Archived: true})
+	f.PutProject(toggltest.Project{ID: 1, ClientID: 5, Name: "Site", Active: false})
+	f.PutTask(toggltest.Task{ID: 6, ProjectID: 1, Name: "Design", Active: false})
+	clk.Advance(time.Second)
+	if _, err := p.Incremental(ctx, c.Name()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Reconcile(ctx, c.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Counts.Tombstoned != 0 {
+			t.Errorf("reconcile of %s tombstoned %d", r.Resource, r.Counts.Tombstoned)
+		}
+	}
+	for r, id := range map[clients.Resource]string{clients.Clients: "5", clients.Projects: "1", clients.Tasks: "6"} {
+		var active, deleted bool
+		q := fmt.Sprintf(`SELECT is_active, deleted_at IS NOT NULL FROM %s WHERE source = $1 AND id = $2`, r)
+		if err := pool.QueryRow(ctx, q, c.Name(), id).Scan(&active, &deleted); err != nil {
+			t.Fatalf("%s %s: %v", r, id, err)
+		}
+		if active || deleted {
+			t.Errorf("archived %s %s: is_active %v, tombstoned %v; want inactive and live", r, id, active, deleted)
+		}
+	}
+}
+
+// quotaCounter counts the client's quota waits.
+func quotaCounter(window time.Duration, n *atomic.Int32) opt {
+	return func(p *toggl.Params, _ *httpx.Config) {
+		p.QuotaWindow = window
+		p.OnWait = func(reason string, _ time.Duration) {
+			if reason == "quota" {
+				n.Add(1)
+			}
+		}
+	}
+}
+
+// Toggl answers 402 for paid-only features too (tasks on Free). With
+// X-Toggl-Quota-Remaining above 0 the quota is not spent: the listing fails
+// at once, as unsupported, naming the resource, and nothing waits.
+func TestPlanGated402WithQuotaLeftFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{Quota: 100, PlanGated: []clients.Resource{clients.Tasks}})
+	f.PutClient(toggltest.Client{ID: 5, Name: "ABC"})
+	var waits atomic.Int32
+	c := newClient(t, f, nil, quotaCounter(time.Hour, &waits))
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := sourcetest.CollectContext(ctx, c, clients.Tasks, clients.Window{})
+	if !errors.Is(err, toggl.ErrPlanGated) || !errors.Is(err, clients.ErrUnsupported) || !strings.Contains(err.Error(), "plan does not include tasks") ||
+		!strings.Contains(err.Error(), "remove tasks from the source's resources") {
+		t.Fatalf("err = %v", err)
+	}
+	if f.RequestCount() != 1 || waits.Load() != 0 || !c.QuotaWaitUntil().IsZero() {
+		t.Errorf("%d requests, %d quota waits, waiting until %v", f.RequestCount(), waits.Load(), c.QuotaWaitUntil())
+	}
+	if _, err := sourcetest.Collect(t, c, clients.Clients, clients.Window{}); err != nil {
+		t.Errorf("clients after the gated tasks: %v", err)
+	}
+}
+
+// Without quota headers a 402 is first taken as a spent quota and waited
+// out; one that still comes after the window reset is the plan's: the
+// resource is skipped (the others sync), and from then on it fails at once,
+// without another wait.
+func TestPlanGated402AfterAQuotaWaitIsSkippedAndRemembered(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{PlanGated: []clients.Resource{clients.Tasks}})
+	now := f.Now()
+	f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 7, Start: now.Add(-time.Hour), Stop: &now, Duration: 3600})
+	var waits atomic.Int32
+	c := newClient(t, f, nil, quotaCounter(time.Second, &waits))
+	p, err := poller.New(poller.Params{Pool: pgtest.DB(t), Logger: zerolog.New(zerolog.NewTestWriter(t)),
+		Sources: []poller.Source{{Source: c, Resources: []clients.Resource{clients.Tasks, clients.TimeEntries}, Overlap: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	res, err := p.Incremental(ctx, c.Name())
+	if err != nil || len(res) != 1 || res[0].Resource != clients.TimeEntries || res[0].Counts.Inserted != 1 {
+		t.Fatalf("first pass: %+v, %v", res, err)
+	}
+	if n := countPath(f, "/workspaces/4242/tasks"); n != 2 || waits.Load() != 1 {
+		t.Fatalf("tasks asked %d times, %d quota waits; want 2 and 1", n, waits.Load())
+	}
+	start := time.Now()
+	if _, err := sourcetest.Collect(t, c, clients.Tasks, clients.Window{}); !errors.Is(err, clients.ErrUnsupported) || !strings.Contains(err.Error(), "plan does not include tasks") {
+		t.Fatalf("second listing: %v", err)
+	}
+	if n := countPath(f, "/workspaces/4242/tasks"); n != 3 || waits.Load() != 1 || time.Since(start) > 500*time.Millisecond {
+		t.Errorf("tasks asked %d times, %d quota waits, took %v: want a third request refused at once", n, waits.Load(), time.Since(start))
 	}
 }

@@ -24,7 +24,10 @@
 // envelope {data, page, per_page, sort_field, sort_order, total_count}
 // (total_count counts the listing, `since` applied), projects as a bare
 // array; clients and users are not
-// paginated; workspace users are served without `at` or
+// paginated; clients list only active ones unless `status` is archived or
+// both, and projects and tasks only active ones unless `active` is false
+// or both (Toggl's reference; the filter applies to `since` listings and
+// deleted records too); workspace users are served without `at` or
 // server_deleted_at (as documented) and listed whole, `since` or not; the
 // text of the 400, 402 and 429 bodies; a 429 carries no
 // Retry-After unless Options.RetryAfter is set.
@@ -87,6 +90,10 @@ type Options struct {
 	// ForbidUsers answers 403 to the workspace users list (a non-admin
 	// token).
 	ForbidUsers bool
+	// PlanGated are workspace listings the plan lacks (tasks on Free):
+	// they answer 402, after the quota is counted (so with the quota
+	// headers, when Quota is set). The body's text is assumed.
+	PlanGated []clients.Resource
 	// VisibilityDelay makes a write visible to listings (and State) that
 	// long after its `at` on the source's clock (a deletion: after the
 	// source's now when it was made), as a replica lagging behind or a long
@@ -466,6 +473,10 @@ func parseDay(v string, zone *time.Location) (time.Time, error) {
 }
 
 func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q url.Values) {
+	if slices.Contains(s.opts.PlanGated, res) {
+		fakeapi.WriteJSON(w, http.StatusPaymentRequired, `"This feature is not available on your workspace's plan"`)
+		return
+	}
 	if res == clients.Users && s.opts.ForbidUsers {
 		fakeapi.WriteJSON(w, http.StatusForbidden, `"Forbidden: only workspace admins can list users"`)
 		return
@@ -493,6 +504,10 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 			page = n
 		}
 	}
+	state, sbad := stateFilter(res, q)
+	if bad == "" {
+		bad = sbad
+	}
 	if bad != "" {
 		fakeapi.WriteJSON(w, http.StatusBadRequest, string(bad))
 		return
@@ -512,7 +527,7 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 	}
 	t := s.tables[res]
 	for _, v := range t.all() {
-		if id, at, del := t.stamps(v); keep(at, del) {
+		if id, at, del := t.stamps(v); keep(at, del) && state(v) {
 			items = append(items, item{id, s.workspaceJSON(v)})
 		}
 	}
@@ -535,6 +550,44 @@ func (s *Server) listWorkspace(w http.ResponseWriter, res clients.Resource, q ur
 		return
 	}
 	s.writeList(w, res, page, objs, nil)
+}
+
+// stateFilter reads the archive filter Toggl documents for res: clients'
+// `status` (active, archived or both; "If not provided, only active
+// clients are returned") and projects' and tasks' `active` (true, false or
+// both). Left out, only active records are listed, as Toggl does. Users
+// take no filter.
+func stateFilter(res clients.Resource, q url.Values) (func(any) bool, badRequest) {
+	param, on, off := "active", "true", "false"
+	switch res {
+	case clients.Clients:
+		param, on, off = "status", "active", "archived"
+	case clients.Projects, clients.Tasks:
+	default:
+		return func(any) bool { return true }, ""
+	}
+	var want func(active bool) bool
+	switch q.Get(param) {
+	case "", on:
+		want = func(a bool) bool { return a }
+	case off:
+		want = func(a bool) bool { return !a }
+	case "both":
+		want = func(bool) bool { return true }
+	default:
+		return nil, badRequest(fmt.Sprintf(`"%s must be %s, %s or both"`, param, on, off))
+	}
+	return func(v any) bool {
+		switch v := v.(type) {
+		case Client:
+			return want(!v.Archived)
+		case Project:
+			return want(v.Active)
+		case Task:
+			return want(v.Active)
+		}
+		return true
+	}, ""
 }
 
 // SetTaskTotalBias adds n to every tasks envelope's total_count: a

@@ -3,6 +3,7 @@ package toggltest_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -119,3 +120,34 @@ func TestQuotaAndBucket(t *testing.T) {
 }
 
 func httpBudget() httpx.RateLimit { return httpx.RateLimit{Requests: 2, Per: time.Minute} }
+
+// Toggl's documented defaults: only active clients unless `status` says
+// otherwise, only active projects unless `active` does.
+func TestArchivedListedOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	s := toggltest.New(toggltest.Options{})
+	defer s.Close()
+	s.PutClient(toggltest.Client{ID: 1, Name: "live"})
+	s.PutClient(toggltest.Client{ID: 2, Name: "old", Archived: true})
+	s.PutProject(toggltest.Project{ID: 1, Name: "live", Active: true})
+	s.PutProject(toggltest.Project{ID: 2, Name: "old"})
+	for _, c := range []struct {
+		path string
+		want string
+	}{
+		{"/workspaces/4242/clients", "[1]"},
+		{"/workspaces/4242/clients?status=archived", "[2]"},
+		{"/workspaces/4242/clients?status=both", "[1 2]"},
+		{"/workspaces/4242/projects", "[1]"},
+		{"/workspaces/4242/projects?active=false", "[2]"},
+		{"/workspaces/4242/projects?active=both", "[1 2]"},
+	} {
+		code, body, _ := get(t, s, s.Token(), c.path)
+		if got := fmt.Sprint(ids(t, body)); code != http.StatusOK || got != c.want {
+			t.Errorf("%s: %d %s, want ids %s", c.path, code, got, c.want)
+		}
+	}
+	if code, _, _ := get(t, s, s.Token(), "/workspaces/4242/clients?status=all"); code != http.StatusBadRequest {
+		t.Errorf("status=all: %d, want 400", code)
+	}
+}
