@@ -263,7 +263,7 @@ func (c *Client) fetchOne(ctx context.Context, r clients.Resource, send func(lis
 			return err
 		}})
 	if err != nil {
-		send(listing.Fetched{Err: err})
+		send(listing.Fetched{Err: c.forbidden(r, err)})
 		return
 	}
 	for i := range recs {
@@ -294,7 +294,7 @@ func (c *Client) walk(ctx context.Context, r clients.Resource, parent, first str
 				return err
 			}})
 		if err != nil {
-			send(listing.Fetched{Err: err})
+			send(listing.Fetched{Err: c.forbidden(r, err)})
 			return page - base, false
 		}
 		link := env.next
@@ -338,6 +338,22 @@ func (c *Client) walk(ctx context.Context, r clients.Resource, parent, first str
 			return page - base, true
 		}
 	}
+}
+
+// forbidden turns a 403 into clients.ErrUnsupported, which the poller
+// skips with a warning: Harvest answers 403 when the token's user lacks a
+// right (invoices, estimates and rates need an administrator or manager),
+// and 401 for a bad token. The cause is kept, but no longer as
+// unauthorized: its text would say to check the token.
+func (c *Client) forbidden(r clients.Resource, err error) error {
+	var he *httpx.Error
+	if !errors.As(err, &he) || he.Status != http.StatusForbidden {
+		return err
+	}
+	cause := *he
+	cause.Kind = httpx.KindStatus
+	return fmt.Errorf("%s: %s: the token's user lacks the permission to list it (Harvest asks for an administrator or manager); use such a user's token or remove %s from the source's resources: %w: %w",
+		c.name, r, r, clients.ErrUnsupported, &cause)
 }
 
 // pageURL is the listing's URL for page n (Harvest's page-style links).

@@ -375,6 +375,54 @@ func TestWrongTokenIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	}
 }
 
+// A 403 is a token whose user lacks a right (invoices need an
+// administrator or manager), not a bad token: the resource is unsupported
+// (skipped with a warning), and so are the lists under its records.
+func TestForbiddenResourceIsUnsupported(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{Forbidden: []clients.Resource{schema.Invoices.Name}})
+	seed(f, 3)
+	c := newClient(t, f)
+	for _, r := range []clients.Resource{schema.Invoices.Name, schema.InvoicePayments.Name} {
+		_, err := sourcetest.Collect(t, c, r, clients.Window{})
+		if !errors.Is(err, clients.ErrUnsupported) || errors.Is(err, httpx.ErrUnauthorized) ||
+			!strings.Contains(err.Error(), "lacks the permission") || strings.Contains(err.Error(), "check the source's token") {
+			t.Errorf("%s: err = %v, want unsupported naming the missing permission", r, err)
+		}
+	}
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+		t.Errorf("time_entries: %v", err)
+	}
+}
+
+// A pass over a token without the right to list invoices mirrors the rest,
+// tick after tick, and fails nothing.
+func TestForbiddenResourceIsSkippedByThePoller(t *testing.T) {
+	t.Parallel()
+	rs := []clients.Resource{clients.Users, schema.Invoices.Name, schema.InvoicePayments.Name, clients.TimeEntries}
+	e := newAccountEnvWith(t, harvestfake.Options{Forbidden: []clients.Resource{schema.Invoices.Name}}, rs...)
+	e.f.PutUser(harvestfake.User{ID: 20, FirstName: "Kim", LastName: "Allen", Email: "kim@example.com", IsActive: true})
+	e.f.PutTimeEntry(harvestfake.TimeEntry{ID: 1, SpentDate: clients.DateOf(e.clk.Now()), Hours: "1.0", UserID: 20, ProjectID: 30})
+	for tick := range 2 {
+		e.clk.Advance(time.Second)
+		res, err := e.p.Incremental(t.Context(), "acme")
+		if err != nil {
+			t.Fatalf("tick %d: %v", tick, err)
+		}
+		var got []string
+		for _, r := range res {
+			got = append(got, string(r.Resource))
+		}
+		if strings.Join(got, " ") != "users time_entries" {
+			t.Fatalf("tick %d: results for %v, want users and time_entries", tick, got)
+		}
+	}
+	var n int
+	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM time_entries WHERE source = 'acme'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("time entries mirrored: %d (%v)", n, err)
+	}
+}
+
 func TestNextLinkToAnotherHostIsRejected(t *testing.T) {
 	t.Parallel()
 	var evil atomic.Int64
@@ -765,8 +813,16 @@ type accountEnv struct {
 
 func newAccountEnv(t *testing.T, rs ...clients.Resource) *accountEnv {
 	t.Helper()
+	return newAccountEnvWith(t, harvestfake.Options{}, rs...)
+}
+
+// newAccountEnvWith is newAccountEnv over a fake with options o (its clock
+// and rate limit are the env's).
+func newAccountEnvWith(t *testing.T, o harvestfake.Options, rs ...clients.Resource) *accountEnv {
+	t.Helper()
 	clk := conformance.NewClock()
-	f := newFake(t, harvestfake.Options{NoRateLimit: true, Clock: clk.Now})
+	o.NoRateLimit, o.Clock = true, clk.Now
+	f := newFake(t, o)
 	c, err := harvest.New(harvest.Params{
 		Base: provider.Base{Name: "acme", BaseURL: f.URL(), Token: f.Token(), Resources: rs,
 			Env: provider.Env{Contact: "ops@example.com", Logger: zerolog.New(zerolog.NewTestWriter(t))}},

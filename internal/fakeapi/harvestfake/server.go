@@ -63,6 +63,10 @@ type Options struct {
 	FaultRate, RateLimitRate float64
 	// Seed seeds the random faults.
 	Seed uint64
+	// Forbidden resources answer 403 (as do the lists under their
+	// records), as Harvest does when the token's user lacks the right:
+	// invoices, estimates and rates need an administrator or manager.
+	Forbidden []clients.Resource
 }
 
 // write is a put (val) or a deletion (val nil) of one record, made at
@@ -360,6 +364,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	def, known := schema.Lookup(resource)
+	if slices.Contains(s.opts.Forbidden, resource) || (def != nil && def.Parent != "" && slices.Contains(s.opts.Forbidden, def.Parent)) {
+		fakeapi.WriteJSON(w, http.StatusForbidden, `{"status":403,"error":"Forbidden"}`)
+		return
+	}
 	if _, served := s.tables.by[resource]; !ok || !known || !served || r.Method != http.MethodGet || (def.Parent != "") != (parent != 0) {
 		fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
 		return
