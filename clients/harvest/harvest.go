@@ -370,10 +370,21 @@ func pageURL(first string, n int) string {
 
 // walkPage describes a page for the page walk. links.next with cursor= is
 // keyset pagination (some Harvest endpoints moved to it): it cannot skip.
-func walkPage(recs []clients.Record, env envelope, perPage int, clock time.Time) pagewalk.Page {
+// The page size is the one served, which may be less than asked (Harvest
+// served 100 a page in 2019): the envelope's per_page, else links.next's,
+// else asked.
+func walkPage(recs []clients.Record, env envelope, asked int, clock time.Time) pagewalk.Page {
+	next, _ := url.Parse(env.next)
+	size := env.perPage
+	if size <= 0 && next != nil {
+		size, _ = strconv.Atoi(next.Query().Get("per_page"))
+	}
+	if size <= 0 {
+		size = asked
+	}
 	p := pagewalk.Page{
 		IDs: make([]string, len(recs)), Total: env.totalEntries, TotalPages: env.totalPages,
-		Size: perPage, More: env.next != "", Clock: clock,
+		Size: size, More: env.next != "", Clock: clock,
 	}
 	p.CreatedKnown = true
 	p.Versions = make([]time.Time, len(recs))
@@ -389,7 +400,7 @@ func walkPage(recs []clients.Record, env envelope, perPage int, clock time.Time)
 			p.Created = c
 		}
 	}
-	if u, err := url.Parse(env.next); err == nil && u.Query().Has("cursor") {
+	if next != nil && next.Query().Has("cursor") {
 		p.Keyset = true
 	}
 	return p

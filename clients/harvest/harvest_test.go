@@ -423,6 +423,19 @@ func TestForbiddenResourceIsSkippedByThePoller(t *testing.T) {
 	}
 }
 
+// A server that serves fewer records a page than asked (Harvest served
+// 100 in 2019) is walked by the size it serves: its full pages are not
+// short ones.
+func TestServedPageSizeBelowAskedIsWalked(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{PerPageCap: 4})
+	seed(f, 25)
+	pages, err := sourcetest.Collect(t, newClient(t, f), clients.TimeEntries, clients.Window{})
+	if err != nil || len(pages) != 7 || len(sourcetest.IDs(pages)) != 25 || f.RequestCount() != 7 {
+		t.Fatalf("err = %v, %d pages of %d entries in %d requests, want 7 of 25 in 7", err, len(pages), len(sourcetest.IDs(pages)), f.RequestCount())
+	}
+}
+
 func TestNextLinkToAnotherHostIsRejected(t *testing.T) {
 	t.Parallel()
 	var evil atomic.Int64

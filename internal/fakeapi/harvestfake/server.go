@@ -63,6 +63,10 @@ type Options struct {
 	FaultRate, RateLimitRate float64
 	// Seed seeds the random faults.
 	Seed uint64
+	// PerPageCap, above 0, caps the records a page serves whatever
+	// per_page asks, as Harvest served 100 a page in 2019; per_page in the
+	// envelope and the links says what was served.
+	PerPageCap int
 	// Forbidden resources answer 403 (as do the lists under their
 	// records), as Harvest does when the token's user lacks the right:
 	// invoices, estimates and rates need an administrator or manager.
@@ -411,6 +415,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 			return
 		}
 		perPage = n
+	}
+	if c := s.opts.PerPageCap; c > 0 {
+		perPage = min(perPage, c)
 	}
 	f := filter{exclusive: s.opts.UpdatedSinceExclusive, parent: parent}
 	if v := q.Get("updated_since"); v != "" {
