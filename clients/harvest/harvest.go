@@ -184,8 +184,10 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 // listing's clock by the window's overlap (at least a second): Harvest
 // stamps to the second, and a child added in the same second as the
 // parent's stamp, or visible late, leaves the parent's updated_at as it
-// was. Pages are numbered across the whole listing. It returns the
-// parents' versions to trust once the listing is complete.
+// was. A parent deleted between its listing and its children's answers
+// 404 there: nothing is under it. Pages are numbered across the whole
+// listing. It returns the parents' versions to trust once the listing is
+// complete.
 func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w clients.Window, send func(listing.Fetched) bool) map[string]time.Time {
 	c.mu.Lock()
 	before := c.listedUnder[r]
@@ -231,7 +233,26 @@ func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w 
 	}
 	n := 0
 	for i, id := range ids {
-		pages, ok := c.walk(ctx, r, id, c.nestedURL(r, parent, id, w), n, i == len(ids)-1, withCover)
+		last, gone := i == len(ids)-1, false
+		pages, ok := c.walk(ctx, r, id, c.nestedURL(r, parent, id, w), n, last, func(f listing.Fetched) bool {
+			// A 404 under a parent just listed: it was deleted since, and
+			// its children with it.
+			if errors.Is(f.Err, httpx.ErrNotFound) {
+				gone = true
+				return false
+			}
+			return withCover(f)
+		})
+		if gone {
+			c.log.Info().Str("resource", string(r)).Str("parent", string(parent)).Str("id", id).
+				Msg("parent deleted before its list was read: nothing under it")
+			delete(versions, id)
+			n += pages - 1 // the 404 was no page
+			if last && !withCover(listing.Fetched{Page: clients.Page{Resource: r, Number: n + 1, SourceTime: clock}, Last: true}) {
+				return nil
+			}
+			continue
+		}
 		if !ok {
 			return nil
 		}

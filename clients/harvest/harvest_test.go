@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1088,5 +1089,47 @@ func TestNestedChildInTheParentsSecondIsListed(t *testing.T) {
 	list()
 	if d := f.RequestCount() - n; d != 1 {
 		t.Errorf("a listing with the invoice settled and unchanged made %d requests, want 1", d)
+	}
+}
+
+// An invoice deleted between the listing of invoices and the listing of
+// its payments answers 404 there: it has no payments now, and the others'
+// are listed (whichever of the listings under a parent it was).
+func TestNestedListingUnderADeletedParentIsEmpty(t *testing.T) {
+	t.Parallel()
+	inv, pay := schema.Invoices, schema.InvoicePayments
+	for gone := int64(1); gone <= 3; gone++ {
+		t.Run(fmt.Sprint(gone), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, harvestfake.Options{NoRateLimit: true})
+			for id := int64(1); id <= 3; id++ {
+				d := sampleDoc(inv, id, conformance.ContentValue(inv.Name, "word"), clients.DateOf(base))
+				d.UpdatedAt = base.Add(time.Duration(id) * time.Second)
+				f.PutDoc(inv.Name, d)
+				p := sampleDoc(pay, 10+id, conformance.ContentValue(pay.Name, "word"), clients.DateOf(base))
+				p.Parent, p.UpdatedAt = id, d.UpdatedAt
+				f.PutDoc(pay.Name, p)
+			}
+			f.OnList(func(r fakeapi.Request) {
+				if r.Path == fmt.Sprintf("/invoices/%d/payments", gone) {
+					f.Delete(inv.Name, gone)
+				}
+			})
+			pages, err := sourcetest.Collect(t, newClient(t, f), pay.Name, clients.Window{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := sourcetest.IDs(pages)
+			slices.Sort(got)
+			var want []string
+			for id := int64(1); id <= 3; id++ {
+				if id != gone {
+					want = append(want, fmt.Sprint(10+id))
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("payments %v, want %v", got, want)
+			}
+		})
 	}
 }

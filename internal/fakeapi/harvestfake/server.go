@@ -452,6 +452,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 
 	s.late.Lock()
 	defer s.late.Unlock()
+	if def, _ := schema.Lookup(res); parent != 0 {
+		if _, ok := s.tables.by[def.Parent].get(parent); !ok {
+			// The parent is gone (or never was): Harvest has no such path.
+			fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
+			return
+		}
+	}
 	pos := s.filtered(res, f)
 	total := len(pos)
 	totalPages := max((total+perPage-1)/perPage, 1)
