@@ -264,11 +264,20 @@ func (s *Server) Count(r clients.Resource) int {
 	return s.tables.by[r].len()
 }
 
-// State returns what the fake serves now (writes not yet visible excluded).
+// State returns what the fake serves now (writes not yet visible excluded;
+// running timers' hours as of now).
 func (s *Server) State() State {
 	s.late.Lock()
 	defer s.late.Unlock()
-	return newState(s.tables, s.deleted, s.opts.AccountID)
+	st := newState(s.tables, s.deleted, s.opts.AccountID)
+	now := s.Now()
+	for id, e := range st.TimeEntries {
+		if h := e.HoursAt(now); h != e.Hours {
+			e.Hours = h
+			st.TimeEntries[id] = e
+		}
+	}
+	return st
 }
 
 // Versions returns r's visible ids (decimal text, as in the mirror) with
