@@ -63,7 +63,18 @@ type Client struct {
 	// listedUnder holds, per nested resource, the parent versions whose
 	// children the last complete listing read (fetchNested).
 	listedUnder map[clients.Resource]map[string]time.Time
+	// timers is what the last look showed of running timers (fetchEntries).
+	timers timers
 }
+
+// timers is what a Client knows of the account's running timers.
+type timers int
+
+const (
+	timersUnknown timers = iota // a fresh client
+	timersRunning
+	timersNone
+)
 
 var _ clients.Source = (*Client)(nil)
 
@@ -166,6 +177,8 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 		c.fetchOne(ctx, r, send)
 	case t != nil && t.Parent != "":
 		return c.fetchNested(ctx, r, t.Parent, w, send)
+	case r == clients.TimeEntries:
+		c.fetchEntries(ctx, w, send)
 	default:
 		c.walk(ctx, r, "", c.firstURL(r, w), 0, true, send)
 	}
@@ -259,6 +272,46 @@ func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w 
 		n += pages
 	}
 	return settled(versions, clock, w.Overlap)
+}
+
+// fetchEntries lists time entries. A running timer's hours grow while its
+// updated_at stands still (APIS.md), so an incremental pass also lists the
+// running ones (is_running=true) after the updated_since pages, unless the
+// last look found none running: an idle account still costs one request,
+// and a timer started since shows in updated_since (starting it stamps
+// the entry). None is known only from a complete look at every running
+// timer: the is_running listing, or the whole listing.
+func (c *Client) fetchEntries(ctx context.Context, w clients.Window, send func(listing.Fetched) bool) {
+	r := clients.TimeEntries
+	incremental := !w.UpdatedSince.IsZero() && !w.ByDate()
+	whole := w.UpdatedSince.IsZero() && !w.ByDate()
+	c.mu.Lock()
+	recheck := incremental && c.timers != timersNone
+	c.mu.Unlock()
+	saw := false
+	watch := func(f listing.Fetched) bool {
+		for _, rec := range f.Page.Records {
+			if len(rec.Row) > schema.TE.Running && rec.Row[schema.TE.Running] == true {
+				saw = true
+			}
+		}
+		return send(f)
+	}
+	n, ok := c.walk(ctx, r, "", c.firstURL(r, w), 0, !recheck, watch)
+	if recheck && ok {
+		saw = false
+		q := c.query(EndpointOf(r), clients.Window{})
+		q.Set("is_running", "true")
+		_, ok = c.walk(ctx, r, "", c.endpointURL(EndpointOf(r).Path, q), n, true, watch)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case saw:
+		c.timers = timersRunning
+	case ok && (recheck || whole):
+		c.timers = timersNone
+	}
 }
 
 // settled keeps the parent versions older than clock by overlap (at least

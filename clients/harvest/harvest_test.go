@@ -1133,3 +1133,72 @@ func TestNestedListingUnderADeletedParentIsEmpty(t *testing.T) {
 		})
 	}
 }
+
+// A running timer's hours grow while its updated_at stands still: the
+// mirror follows them pass after pass (the running timers are listed
+// again), and once none runs an idle pass is one request again.
+func TestRunningTimerHoursFollowed(t *testing.T) {
+	t.Parallel()
+	e := newAccountEnv(t, clients.TimeEntries)
+	now := e.clk.Now().UTC().Truncate(time.Second)
+	timer := harvestfake.TimeEntry{ID: 1, SpentDate: clients.DateOf(now), Hours: "0.0", UserID: 20, ProjectID: 30,
+		IsRunning: true, TimerStartedAt: now, UpdatedAt: now}
+	e.f.PutTimeEntry(timer)
+	e.f.PutTimeEntry(harvestfake.TimeEntry{ID: 2, SpentDate: clients.DateOf(now), Hours: "1.0", UserID: 20, ProjectID: 30, UpdatedAt: now})
+	hours := func() string {
+		t.Helper()
+		var h string
+		if err := e.pool.QueryRow(t.Context(), `SELECT hours::text FROM time_entries WHERE source = 'acme' AND id = '1'`).Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	e.pass(t, clients.TimeEntries)
+	for i, want := range []string{"0.50", "1.00"} {
+		e.clk.Advance(30*time.Minute - time.Second) // pass adds the second
+		// Another entry moves the cursor past the timer's updated_at.
+		e.f.PutTimeEntry(harvestfake.TimeEntry{ID: int64(3 + i), SpentDate: clients.DateOf(now), Hours: "1.0", UserID: 20, ProjectID: 30})
+		e.pass(t, clients.TimeEntries)
+		if got := hours(); got != want {
+			t.Fatalf("running timer's hours in the mirror %s, want %s", got, want)
+		}
+	}
+	// Stopped: its stamp moves; the pass after it finds none running.
+	timer.IsRunning, timer.Hours, timer.UpdatedAt = false, "1.00", time.Time{}
+	e.f.PutTimeEntry(timer)
+	e.pass(t, clients.TimeEntries)
+	e.clk.Advance(10 * time.Minute)
+	e.pass(t, clients.TimeEntries)
+	for range 2 {
+		e.f.ResetRequests()
+		e.pass(t, clients.TimeEntries)
+		if n := e.f.RequestCount(); n != 1 {
+			t.Errorf("idle pass with no timer running: %d requests, want 1", n)
+		}
+	}
+}
+
+// A client that knows nothing of running timers yet (a restart with a
+// cursor) lists them once; with none running, each pass after costs one
+// request.
+func TestIdleIncrementalIsOneRequestOnceNoTimerRuns(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{NoRateLimit: true})
+	seed(f, 3)
+	c := newClient(t, f)
+	w := clients.Window{UpdatedSince: base.Add(time.Hour)}
+	var got []int
+	for range 3 {
+		f.ResetRequests()
+		if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, f.RequestCount())
+	}
+	if !slices.Equal(got, []int{2, 1, 1}) {
+		t.Errorf("requests per pass %v, want [2 1 1]", got)
+	}
+	if q := f.Requests()[0].Query; q.Get("is_running") != "" {
+		t.Errorf("idle pass asked %v", q)
+	}
+}
