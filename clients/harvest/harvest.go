@@ -289,12 +289,18 @@ func (c *Client) fetchEntries(ctx context.Context, w clients.Window, send func(l
 	recheck := incremental && c.timers != timersNone
 	c.mu.Unlock()
 	saw := false
+	// The running entries already handed over: each id once a listing.
+	served := map[string]bool{}
 	watch := func(f listing.Fetched) bool {
-		for _, rec := range f.Page.Records {
-			if len(rec.Row) > schema.TE.Running && rec.Row[schema.TE.Running] == true {
-				saw = true
+		f.Page.Records = slices.DeleteFunc(f.Page.Records, func(rec clients.Record) bool {
+			if len(rec.Row) <= schema.TE.Running || rec.Row[schema.TE.Running] != true {
+				return false
 			}
-		}
+			saw = true
+			dup := served[rec.ID]
+			served[rec.ID] = true
+			return dup
+		})
 		return send(f)
 	}
 	n, ok := c.walk(ctx, r, "", c.firstURL(r, w), 0, !recheck, watch)
