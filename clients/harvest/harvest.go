@@ -520,15 +520,29 @@ func (c *Client) endpointURL(path string, q url.Values) string {
 	return u.String()
 }
 
-// resolveNext accepts a next link only on the configured scheme and host:
-// following one elsewhere would send the token to another server.
+// harvestBase is where Harvest's own links point, whatever base_url says.
+var harvestBase, _ = url.Parse(DefaultBaseURL)
+
+// resolveNext accepts a next link on the configured scheme and host, or on
+// Harvest's (a proxy in base_url passes Harvest's bodies on as they are):
+// those are followed on the configured base. Any other host is refused:
+// following it would send the token to another server.
 func (c *Client) resolveNext(link string) (string, error) {
 	u, err := c.base.Parse(link)
 	if err != nil {
 		return "", fmt.Errorf("not a URL: %q", link)
 	}
-	if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+	if u.Scheme == c.base.Scheme && u.Host == c.base.Host {
+		return u.String(), nil
+	}
+	if u.Host != harvestBase.Host {
 		return "", fmt.Errorf("points to another host (%s://%s), not %s", u.Scheme, u.Host, c.base.Host)
 	}
-	return u.String(), nil
+	rest, ok := strings.CutPrefix(u.Path, harvestBase.Path+"/")
+	if !ok {
+		return "", fmt.Errorf("points outside Harvest's API (%s)", u.Path)
+	}
+	on := *c.base
+	on.Path, on.RawPath, on.RawQuery = strings.TrimRight(on.Path, "/")+"/"+rest, "", u.RawQuery
+	return on.String(), nil
 }

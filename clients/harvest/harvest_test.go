@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -453,6 +455,28 @@ func TestNextLinkToAnotherHostIsRejected(t *testing.T) {
 	_, err = sourcetest.Collect(t, c, clients.Users, clients.Window{})
 	if !errors.Is(err, httpx.ErrDecode) || !strings.Contains(err.Error(), "links.next") || evil.Load() != 0 {
 		t.Fatalf("err = %v, other host hit %d times", err, evil.Load())
+	}
+}
+
+// A base_url on a reverse proxy gets Harvest's bodies as they are, with
+// links to api.harvestapp.com: they are followed on the proxy.
+func TestNextLinkOnHarvestsHostIsFollowedOnTheBase(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{})
+	seed(f, 25)
+	fake, _ := url.Parse(f.URL())
+	var proxied atomic.Int64
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		proxied.Add(1)
+		pr.Out.URL.Scheme, pr.Out.URL.Host = fake.Scheme, fake.Host
+		pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, "/harvest")
+		pr.Out.Host = "api.harvestapp.com" // the fake's links name the host asked for
+	}})
+	defer proxy.Close()
+	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.BaseURL = proxy.URL + "/harvest/v2" })
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if err != nil || len(sourcetest.IDs(pages)) != 25 || proxied.Load() != 3 || f.RequestCount() != 3 {
+		t.Fatalf("err = %v, %d entries, %d requests through the proxy, %d at the fake", err, len(sourcetest.IDs(pages)), proxied.Load(), f.RequestCount())
 	}
 }
 
