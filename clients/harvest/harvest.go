@@ -468,9 +468,11 @@ func walkPage(recs []clients.Record, env envelope, asked int, clock time.Time) p
 	}
 	p.CreatedKnown = true
 	p.Versions = make([]time.Time, len(recs))
+	p.Creations = make([]time.Time, len(recs))
 	for i := range recs {
 		p.IDs[i] = recs[i].ID
 		p.Versions[i] = recs[i].Version
+		p.Creations[i] = recs[i].CreatedAt
 		if v := recs[i].Version; v.After(p.Newest) {
 			p.Newest = v
 		}
