@@ -14,6 +14,9 @@ import (
 // (none when idle) and, in a reconcile, under every parent.
 func PassCost(r clients.Resource, p provider.PassShape, _ provider.Settings) provider.Cost {
 	def, ok := schema.Lookup(r)
+	if r == clients.TimeEntries && !p.Reconcile {
+		return provider.Cost{Requests: 1, Note: "one listing, and one of the running timers while any runs"}
+	}
 	if !ok || def.Parent == "" {
 		return provider.Cost{Requests: 1, Note: "one listing"}
 	}

@@ -527,3 +527,22 @@ func oraclePage(r clients.Resource, body []byte) ([]clients.Record, bool) {
 	}
 	return recs, err == nil
 }
+
+// The page size the walk checks pages against is the one served: the
+// envelope's per_page, else links.next's, else the one asked.
+func TestWalkPageSizeIsTheOneServed(t *testing.T) {
+	next := "https://api.harvestapp.com/v2/time_entries?page=2&per_page=100"
+	for _, tc := range []struct {
+		perPage int
+		next    string
+		want    int
+	}{{100, next, 100}, {-1, next, 100}, {-1, "", 2000}, {-1, "https://api.harvestapp.com/v2/time_entries?page=2", 2000}} {
+		env := envelope{perPage: tc.perPage, next: tc.next, totalEntries: -1, totalPages: -1}
+		if got := walkPage(nil, env, 2000, time.Time{}).Size; got != tc.want {
+			t.Errorf("per_page %d, next %q: size %d, want %d", tc.perPage, tc.next, got, tc.want)
+		}
+	}
+	if env, err := scanEnvelope([]byte(`{"time_entries":[],"per_page":100,"links":{"next":null}}`), clients.TimeEntries, nil); err != nil || env.perPage != 100 {
+		t.Errorf("envelope per_page = %d (%v), want 100", env.perPage, err)
+	}
+}

@@ -63,7 +63,18 @@ type Client struct {
 	// listedUnder holds, per nested resource, the parent versions whose
 	// children the last complete listing read (fetchNested).
 	listedUnder map[clients.Resource]map[string]time.Time
+	// timers is what the last look showed of running timers (fetchEntries).
+	timers timers
 }
+
+// timers is what a Client knows of the account's running timers.
+type timers int
+
+const (
+	timersUnknown timers = iota // a fresh client
+	timersRunning
+	timersNone
+)
 
 var _ clients.Source = (*Client)(nil)
 
@@ -166,6 +177,8 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 		c.fetchOne(ctx, r, send)
 	case t != nil && t.Parent != "":
 		return c.fetchNested(ctx, r, t.Parent, w, send)
+	case r == clients.TimeEntries:
+		c.fetchEntries(ctx, w, send)
 	default:
 		c.walk(ctx, r, "", c.firstURL(r, w), 0, true, send)
 	}
@@ -184,8 +197,10 @@ func (c *Client) fetch(ctx context.Context, r clients.Resource, w clients.Window
 // listing's clock by the window's overlap (at least a second): Harvest
 // stamps to the second, and a child added in the same second as the
 // parent's stamp, or visible late, leaves the parent's updated_at as it
-// was. Pages are numbered across the whole listing. It returns the
-// parents' versions to trust once the listing is complete.
+// was. A parent deleted between its listing and its children's answers
+// 404 there: nothing is under it. Pages are numbered across the whole
+// listing. It returns the parents' versions to trust once the listing is
+// complete.
 func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w clients.Window, send func(listing.Fetched) bool) map[string]time.Time {
 	c.mu.Lock()
 	before := c.listedUnder[r]
@@ -231,13 +246,78 @@ func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w 
 	}
 	n := 0
 	for i, id := range ids {
-		pages, ok := c.walk(ctx, r, id, c.nestedURL(r, parent, id, w), n, i == len(ids)-1, withCover)
+		last, gone := i == len(ids)-1, false
+		pages, ok := c.walk(ctx, r, id, c.nestedURL(r, parent, id, w), n, last, func(f listing.Fetched) bool {
+			// A 404 under a parent just listed: it was deleted since, and
+			// its children with it.
+			if errors.Is(f.Err, httpx.ErrNotFound) {
+				gone = true
+				return false
+			}
+			return withCover(f)
+		})
+		if gone {
+			c.log.Info().Str("resource", string(r)).Str("parent", string(parent)).Str("id", id).
+				Msg("parent deleted before its list was read: nothing under it")
+			delete(versions, id)
+			n += pages - 1 // the 404 was no page
+			if last && !withCover(listing.Fetched{Page: clients.Page{Resource: r, Number: n + 1, SourceTime: clock}, Last: true}) {
+				return nil
+			}
+			continue
+		}
 		if !ok {
 			return nil
 		}
 		n += pages
 	}
 	return settled(versions, clock, w.Overlap)
+}
+
+// fetchEntries lists time entries. A running timer's hours grow while its
+// updated_at stands still (APIS.md), so an incremental pass also lists the
+// running ones (is_running=true) after the updated_since pages, unless the
+// last look found none running: an idle account still costs one request,
+// and a timer started since shows in updated_since (starting it stamps
+// the entry). None is known only from a complete look at every running
+// timer: the is_running listing, or the whole listing.
+func (c *Client) fetchEntries(ctx context.Context, w clients.Window, send func(listing.Fetched) bool) {
+	r := clients.TimeEntries
+	incremental := !w.UpdatedSince.IsZero() && !w.ByDate()
+	whole := w.UpdatedSince.IsZero() && !w.ByDate()
+	c.mu.Lock()
+	recheck := incremental && c.timers != timersNone
+	c.mu.Unlock()
+	saw := false
+	// The running entries already handed over: each id once a listing.
+	served := map[string]bool{}
+	watch := func(f listing.Fetched) bool {
+		f.Page.Records = slices.DeleteFunc(f.Page.Records, func(rec clients.Record) bool {
+			if len(rec.Row) <= schema.TE.Running || rec.Row[schema.TE.Running] != true {
+				return false
+			}
+			saw = true
+			dup := served[rec.ID]
+			served[rec.ID] = true
+			return dup
+		})
+		return send(f)
+	}
+	n, ok := c.walk(ctx, r, "", c.firstURL(r, w), 0, !recheck, watch)
+	if recheck && ok {
+		saw = false
+		q := c.query(EndpointOf(r), clients.Window{})
+		q.Set("is_running", "true")
+		_, ok = c.walk(ctx, r, "", c.endpointURL(EndpointOf(r).Path, q), n, true, watch)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case saw:
+		c.timers = timersRunning
+	case ok && (recheck || whole):
+		c.timers = timersNone
+	}
 }
 
 // settled keeps the parent versions older than clock by overlap (at least
@@ -263,7 +343,7 @@ func (c *Client) fetchOne(ctx context.Context, r clients.Resource, send func(lis
 			return err
 		}})
 	if err != nil {
-		send(listing.Fetched{Err: err})
+		send(listing.Fetched{Err: c.forbidden(r, err)})
 		return
 	}
 	for i := range recs {
@@ -294,7 +374,7 @@ func (c *Client) walk(ctx context.Context, r clients.Resource, parent, first str
 				return err
 			}})
 		if err != nil {
-			send(listing.Fetched{Err: err})
+			send(listing.Fetched{Err: c.forbidden(r, err)})
 			return page - base, false
 		}
 		link := env.next
@@ -340,6 +420,22 @@ func (c *Client) walk(ctx context.Context, r clients.Resource, parent, first str
 	}
 }
 
+// forbidden turns a 403 into clients.ErrUnsupported, which the poller
+// skips with a warning: Harvest answers 403 when the token's user lacks a
+// right (invoices, estimates and rates need an administrator or manager),
+// and 401 for a bad token. The cause is kept, but no longer as
+// unauthorized: its text would say to check the token.
+func (c *Client) forbidden(r clients.Resource, err error) error {
+	var he *httpx.Error
+	if !errors.As(err, &he) || he.Status != http.StatusForbidden {
+		return err
+	}
+	cause := *he
+	cause.Kind = httpx.KindStatus
+	return fmt.Errorf("%s: %s: the token's user lacks the permission to list it (Harvest asks for an administrator or manager); use such a user's token or remove %s from the source's resources: %w: %w",
+		c.name, r, r, clients.ErrUnsupported, &cause)
+}
+
 // pageURL is the listing's URL for page n (Harvest's page-style links).
 func pageURL(first string, n int) string {
 	u, err := url.Parse(first)
@@ -354,16 +450,29 @@ func pageURL(first string, n int) string {
 
 // walkPage describes a page for the page walk. links.next with cursor= is
 // keyset pagination (some Harvest endpoints moved to it): it cannot skip.
-func walkPage(recs []clients.Record, env envelope, perPage int, clock time.Time) pagewalk.Page {
+// The page size is the one served, which may be less than asked (Harvest
+// served 100 a page in 2019): the envelope's per_page, else links.next's,
+// else asked.
+func walkPage(recs []clients.Record, env envelope, asked int, clock time.Time) pagewalk.Page {
+	next, _ := url.Parse(env.next)
+	size := env.perPage
+	if size <= 0 && next != nil {
+		size, _ = strconv.Atoi(next.Query().Get("per_page"))
+	}
+	if size <= 0 {
+		size = asked
+	}
 	p := pagewalk.Page{
 		IDs: make([]string, len(recs)), Total: env.totalEntries, TotalPages: env.totalPages,
-		Size: perPage, More: env.next != "", Clock: clock,
+		Size: size, More: env.next != "", Clock: clock,
 	}
 	p.CreatedKnown = true
 	p.Versions = make([]time.Time, len(recs))
+	p.Creations = make([]time.Time, len(recs))
 	for i := range recs {
 		p.IDs[i] = recs[i].ID
 		p.Versions[i] = recs[i].Version
+		p.Creations[i] = recs[i].CreatedAt
 		if v := recs[i].Version; v.After(p.Newest) {
 			p.Newest = v
 		}
@@ -373,7 +482,7 @@ func walkPage(recs []clients.Record, env envelope, perPage int, clock time.Time)
 			p.Created = c
 		}
 	}
-	if u, err := url.Parse(env.next); err == nil && u.Query().Has("cursor") {
+	if next != nil && next.Query().Has("cursor") {
 		p.Keyset = true
 	}
 	return p
@@ -413,15 +522,29 @@ func (c *Client) endpointURL(path string, q url.Values) string {
 	return u.String()
 }
 
-// resolveNext accepts a next link only on the configured scheme and host:
-// following one elsewhere would send the token to another server.
+// harvestBase is where Harvest's own links point, whatever base_url says.
+var harvestBase, _ = url.Parse(DefaultBaseURL)
+
+// resolveNext accepts a next link on the configured scheme and host, or on
+// Harvest's (a proxy in base_url passes Harvest's bodies on as they are):
+// those are followed on the configured base. Any other host is refused:
+// following it would send the token to another server.
 func (c *Client) resolveNext(link string) (string, error) {
 	u, err := c.base.Parse(link)
 	if err != nil {
 		return "", fmt.Errorf("not a URL: %q", link)
 	}
-	if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+	if u.Scheme == c.base.Scheme && u.Host == c.base.Host {
+		return u.String(), nil
+	}
+	if u.Host != harvestBase.Host {
 		return "", fmt.Errorf("points to another host (%s://%s), not %s", u.Scheme, u.Host, c.base.Host)
 	}
-	return u.String(), nil
+	rest, ok := strings.CutPrefix(u.Path, harvestBase.Path+"/")
+	if !ok {
+		return "", fmt.Errorf("points outside Harvest's API (%s)", u.Path)
+	}
+	on := *c.base
+	on.Path, on.RawPath, on.RawQuery = strings.TrimRight(on.Path, "/")+"/"+rest, "", u.RawQuery
+	return on.String(), nil
 }

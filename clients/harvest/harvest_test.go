@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -375,6 +378,67 @@ func TestWrongTokenIsUnauthorizedNotRetriedNotLeaked(t *testing.T) {
 	}
 }
 
+// A 403 is a token whose user lacks a right (invoices need an
+// administrator or manager), not a bad token: the resource is unsupported
+// (skipped with a warning), and so are the lists under its records.
+func TestForbiddenResourceIsUnsupported(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{Forbidden: []clients.Resource{schema.Invoices.Name}})
+	seed(f, 3)
+	c := newClient(t, f)
+	for _, r := range []clients.Resource{schema.Invoices.Name, schema.InvoicePayments.Name} {
+		_, err := sourcetest.Collect(t, c, r, clients.Window{})
+		if !errors.Is(err, clients.ErrUnsupported) || errors.Is(err, httpx.ErrUnauthorized) ||
+			!strings.Contains(err.Error(), "lacks the permission") || strings.Contains(err.Error(), "check the source's token") {
+			t.Errorf("%s: err = %v, want unsupported naming the missing permission", r, err)
+		}
+	}
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+		t.Errorf("time_entries: %v", err)
+	}
+}
+
+// A pass over a token without the right to list invoices mirrors the rest,
+// tick after tick, and fails nothing.
+func TestForbiddenResourceIsSkippedByThePoller(t *testing.T) {
+	t.Parallel()
+	rs := []clients.Resource{clients.Users, schema.Invoices.Name, schema.InvoicePayments.Name, clients.TimeEntries}
+	e := newAccountEnvWith(t, harvestfake.Options{Forbidden: []clients.Resource{schema.Invoices.Name}}, rs...)
+	e.f.PutUser(harvestfake.User{ID: 20, FirstName: "Kim", LastName: "Allen", Email: "kim@example.com", IsActive: true})
+	e.f.PutTimeEntry(harvestfake.TimeEntry{ID: 1, SpentDate: clients.DateOf(e.clk.Now()), Hours: "1.0", UserID: 20, ProjectID: 30})
+	for tick := range 2 {
+		e.clk.Advance(time.Second)
+		res, err := e.p.Incremental(t.Context(), "acme")
+		if err != nil {
+			t.Fatalf("tick %d: %v", tick, err)
+		}
+		var got []string
+		for _, r := range res {
+			got = append(got, string(r.Resource))
+		}
+		if strings.Join(got, " ") != "users time_entries" {
+			t.Fatalf("tick %d: results for %v, want users and time_entries", tick, got)
+		}
+	}
+	var n int
+	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM time_entries WHERE source = 'acme'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("time entries mirrored: %d (%v)", n, err)
+	}
+}
+
+// A server that serves fewer records a page than asked (Harvest served
+// 100 in 2019) is walked by the size it serves: its full pages are not
+// short ones.
+func TestServedPageSizeBelowAskedIsWalked(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{PerPageCap: 4})
+	seed(f, 25)
+	pages, err := sourcetest.Collect(t, newClient(t, f), clients.TimeEntries, clients.Window{})
+	if err != nil || len(pages) != 7 || len(sourcetest.IDs(pages)) != 25 || f.RequestCount() != 7 {
+		t.Fatalf("err = %v, %d pages of %d entries in %d requests, want 7 of 25 in 7", err, len(pages), len(sourcetest.IDs(pages)), f.RequestCount())
+	}
+}
+
 func TestNextLinkToAnotherHostIsRejected(t *testing.T) {
 	t.Parallel()
 	var evil atomic.Int64
@@ -391,6 +455,28 @@ func TestNextLinkToAnotherHostIsRejected(t *testing.T) {
 	_, err = sourcetest.Collect(t, c, clients.Users, clients.Window{})
 	if !errors.Is(err, httpx.ErrDecode) || !strings.Contains(err.Error(), "links.next") || evil.Load() != 0 {
 		t.Fatalf("err = %v, other host hit %d times", err, evil.Load())
+	}
+}
+
+// A base_url on a reverse proxy gets Harvest's bodies as they are, with
+// links to api.harvestapp.com: they are followed on the proxy.
+func TestNextLinkOnHarvestsHostIsFollowedOnTheBase(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{})
+	seed(f, 25)
+	fake, _ := url.Parse(f.URL())
+	var proxied atomic.Int64
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		proxied.Add(1)
+		pr.Out.URL.Scheme, pr.Out.URL.Host = fake.Scheme, fake.Host
+		pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, "/harvest")
+		pr.Out.Host = "api.harvestapp.com" // the fake's links name the host asked for
+	}})
+	defer proxy.Close()
+	c := newClient(t, f, func(p *harvest.Params, _ *httpx.Config) { p.BaseURL = proxy.URL + "/harvest/v2" })
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{})
+	if err != nil || len(sourcetest.IDs(pages)) != 25 || proxied.Load() != 3 || f.RequestCount() != 3 {
+		t.Fatalf("err = %v, %d entries, %d requests through the proxy, %d at the fake", err, len(sourcetest.IDs(pages)), proxied.Load(), f.RequestCount())
 	}
 }
 
@@ -765,8 +851,16 @@ type accountEnv struct {
 
 func newAccountEnv(t *testing.T, rs ...clients.Resource) *accountEnv {
 	t.Helper()
+	return newAccountEnvWith(t, harvestfake.Options{}, rs...)
+}
+
+// newAccountEnvWith is newAccountEnv over a fake with options o (its clock
+// and rate limit are the env's).
+func newAccountEnvWith(t *testing.T, o harvestfake.Options, rs ...clients.Resource) *accountEnv {
+	t.Helper()
 	clk := conformance.NewClock()
-	f := newFake(t, harvestfake.Options{NoRateLimit: true, Clock: clk.Now})
+	o.NoRateLimit, o.Clock = true, clk.Now
+	f := newFake(t, o)
 	c, err := harvest.New(harvest.Params{
 		Base: provider.Base{Name: "acme", BaseURL: f.URL(), Token: f.Token(), Resources: rs,
 			Env: provider.Env{Contact: "ops@example.com", Logger: zerolog.New(zerolog.NewTestWriter(t))}},
@@ -1019,5 +1113,116 @@ func TestNestedChildInTheParentsSecondIsListed(t *testing.T) {
 	list()
 	if d := f.RequestCount() - n; d != 1 {
 		t.Errorf("a listing with the invoice settled and unchanged made %d requests, want 1", d)
+	}
+}
+
+// An invoice deleted between the listing of invoices and the listing of
+// its payments answers 404 there: it has no payments now, and the others'
+// are listed (whichever of the listings under a parent it was).
+func TestNestedListingUnderADeletedParentIsEmpty(t *testing.T) {
+	t.Parallel()
+	inv, pay := schema.Invoices, schema.InvoicePayments
+	for gone := int64(1); gone <= 3; gone++ {
+		t.Run(fmt.Sprint(gone), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, harvestfake.Options{NoRateLimit: true})
+			for id := int64(1); id <= 3; id++ {
+				d := sampleDoc(inv, id, conformance.ContentValue(inv.Name, "word"), clients.DateOf(base))
+				d.UpdatedAt = base.Add(time.Duration(id) * time.Second)
+				f.PutDoc(inv.Name, d)
+				p := sampleDoc(pay, 10+id, conformance.ContentValue(pay.Name, "word"), clients.DateOf(base))
+				p.Parent, p.UpdatedAt = id, d.UpdatedAt
+				f.PutDoc(pay.Name, p)
+			}
+			f.OnList(func(r fakeapi.Request) {
+				if r.Path == fmt.Sprintf("/invoices/%d/payments", gone) {
+					f.Delete(inv.Name, gone)
+				}
+			})
+			pages, err := sourcetest.Collect(t, newClient(t, f), pay.Name, clients.Window{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := sourcetest.IDs(pages)
+			slices.Sort(got)
+			var want []string
+			for id := int64(1); id <= 3; id++ {
+				if id != gone {
+					want = append(want, fmt.Sprint(10+id))
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("payments %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// A running timer's hours grow while its updated_at stands still: the
+// mirror follows them pass after pass (the running timers are listed
+// again), and once none runs an idle pass is one request again.
+func TestRunningTimerHoursFollowed(t *testing.T) {
+	t.Parallel()
+	e := newAccountEnv(t, clients.TimeEntries)
+	now := e.clk.Now().UTC().Truncate(time.Second)
+	timer := harvestfake.TimeEntry{ID: 1, SpentDate: clients.DateOf(now), Hours: "0.0", UserID: 20, ProjectID: 30,
+		IsRunning: true, TimerStartedAt: now, UpdatedAt: now}
+	e.f.PutTimeEntry(timer)
+	e.f.PutTimeEntry(harvestfake.TimeEntry{ID: 2, SpentDate: clients.DateOf(now), Hours: "1.0", UserID: 20, ProjectID: 30, UpdatedAt: now})
+	hours := func() string {
+		t.Helper()
+		var h string
+		if err := e.pool.QueryRow(t.Context(), `SELECT hours::text FROM time_entries WHERE source = 'acme' AND id = '1'`).Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	e.pass(t, clients.TimeEntries)
+	for i, want := range []string{"0.50", "1.00"} {
+		e.clk.Advance(30*time.Minute - time.Second) // pass adds the second
+		// Another entry moves the cursor past the timer's updated_at.
+		e.f.PutTimeEntry(harvestfake.TimeEntry{ID: int64(3 + i), SpentDate: clients.DateOf(now), Hours: "1.0", UserID: 20, ProjectID: 30})
+		e.pass(t, clients.TimeEntries)
+		if got := hours(); got != want {
+			t.Fatalf("running timer's hours in the mirror %s, want %s", got, want)
+		}
+	}
+	// Stopped: its stamp moves; the pass after it finds none running.
+	timer.IsRunning, timer.Hours, timer.UpdatedAt = false, "1.00", time.Time{}
+	e.f.PutTimeEntry(timer)
+	e.pass(t, clients.TimeEntries)
+	e.clk.Advance(10 * time.Minute)
+	e.pass(t, clients.TimeEntries)
+	for range 2 {
+		e.f.ResetRequests()
+		e.pass(t, clients.TimeEntries)
+		if n := e.f.RequestCount(); n != 1 {
+			t.Errorf("idle pass with no timer running: %d requests, want 1", n)
+		}
+	}
+}
+
+// A client that knows nothing of running timers yet (a restart with a
+// cursor) lists them once; with none running, each pass after costs one
+// request.
+func TestIdleIncrementalIsOneRequestOnceNoTimerRuns(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{NoRateLimit: true})
+	seed(f, 3)
+	c := newClient(t, f)
+	w := clients.Window{UpdatedSince: base.Add(time.Hour)}
+	var got []int
+	for range 3 {
+		f.ResetRequests()
+		if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, f.RequestCount())
+	}
+	if !slices.Equal(got, []int{2, 1, 1}) {
+		t.Errorf("requests per pass %v, want [2 1 1]", got)
+	}
+	if q := f.Requests()[0].Query; q.Get("is_running") != "" {
+		t.Errorf("idle pass asked %v", q)
 	}
 }

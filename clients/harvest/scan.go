@@ -418,10 +418,10 @@ type envelope struct {
 	found bool   // the resource's array was there (and not null)
 	links bool   // links was an object
 	next  string // links.next, "" when null
-	// totalEntries and totalPages are the envelope's counts, -1 when absent
-	// or not a whole number (they only feed the page-walk checks, so they
-	// are never an error).
-	totalEntries, totalPages int
+	// totalEntries, totalPages and perPage are the envelope's counts, -1
+	// when absent or not a whole number (they only feed the page-walk
+	// checks, so they are never an error).
+	totalEntries, totalPages, perPage int
 	// typeErr is the first value of the wrong type, in document order, as
 	// encoding/json would report it (it still checks the whole body first).
 	typeErr *decode.FieldError
@@ -434,12 +434,12 @@ var nextKeys = []string{"next"}
 // When sink is set, each record is handed to it where it stands (one pass);
 // a record it does not take is skipped (validated only).
 func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, error) {
-	env := envelope{totalEntries: -1, totalPages: -1}
+	env := envelope{totalEntries: -1, totalPages: -1, perPage: -1}
 	key := string(r)
 	if _, ok := schema.Lookup(r); !ok {
 		key = "" // never matches: an unknown resource has no array
 	}
-	names := []string{key, "links", "total_entries", "total_pages"}
+	names := []string{key, "links", "total_entries", "total_pages", "per_page"}
 	typeErr := func(field string, want string, got kind) {
 		if env.typeErr == nil {
 			env.typeErr = decode.Field(field, fmt.Sprintf("want %s, got %s", want, got))
@@ -510,6 +510,8 @@ func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, err
 				return s.count(&env.totalEntries)
 			case name == "total_pages":
 				return s.count(&env.totalPages)
+			case name == "per_page":
+				return s.count(&env.perPage)
 			}
 			return s.skip()
 		})

@@ -18,10 +18,11 @@
 //     entries arrive at the top all the time) still finishes. The walk is
 //     walked again from the first page when a record shows it moved from a
 //     page already served to a later one (served again on a later page), or
-//     was created during the walk on a page not yet served (which may mask a
-//     deletion: the total stays the same), or changed during the walk when
-//     the provider sends no creation stamp, or when the pages do not add up
-//     to the total, or a page before the last was short.
+//     was created during the walk on a page not yet served while the total
+//     stood still (a creation only pushes records down, losing nothing, but
+//     it may mask a deletion that moved one up; Page.Creations), or changed
+//     during the walk when the provider sends no creation stamp, or when the
+//     pages do not add up to the total, or a page before the last was short.
 //   - A walk of several pages without a total (bare arrays) cannot show a
 //     deletion, so it is taken only when a second walk serves the very same
 //     ids in the same order.
@@ -74,6 +75,11 @@ type Page struct {
 	// it, and only the latter makes the walk start again.
 	Created      time.Time
 	CreatedKnown bool
+	// Creations, when set with CreatedKnown and a Total, are the records'
+	// creation stamps, in the order of IDs: a record created during the
+	// walk then costs a new walk only when the total did not change while
+	// it was created (see createdUnseen).
+	Creations []time.Time
 	// Versions, when set, are the records' versions, in the order of IDs:
 	// a record changed during the walk that was served on an earlier page
 	// moved down past what was read.
@@ -116,6 +122,12 @@ type Walker struct {
 	changed time.Time
 }
 
+// tick is when a page was served and the total it said.
+type tick struct {
+	clock time.Time
+	total int
+}
+
 type print struct {
 	sum uint64
 	n   int
@@ -130,6 +142,7 @@ type walk struct {
 	totalChanged      bool
 	numbered          bool // a page-number link was followed
 	start             time.Time
+	ticks             []tick // each page's clock and total, in the order served
 	seq               maphash.Hash
 	last, this        map[uint64]struct{} // id hashes of the previous and current page
 	bloom             bloom               // ids served on every page read so far (walks with a total)
@@ -188,6 +201,7 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 	}
 	c.sizes[c.pos-1] = len(p.IDs)
 	c.served += len(p.IDs)
+	c.ticks = append(c.ticks, tick{p.Clock, p.Total})
 	if p.Total >= 0 && c.bloom.bits == nil {
 		c.bloom = newBloom(p.Total)
 	}
@@ -238,8 +252,11 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 			// An edit in place moves nothing; a record created on a page
 			// not yet read may mask a deletion (the total stays the same).
 			stamp, what = p.Created, "was created"
-			if !fresh {
+			switch {
+			case !fresh:
 				stamp = time.Time{}
+			case p.Total >= 0 && len(p.Creations) == len(p.IDs):
+				stamp = c.createdUnseen(p.Creations)
 			}
 		}
 		if !stamp.Before(c.start) && stamp.After(w.changed) {
@@ -311,6 +328,39 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 	}
 	// A deletion would leave no trace in one walk: confirm with another.
 	return w.again(ctx, "several pages and no total: confirming with a second walk", false)
+}
+
+// createdUnseen returns the newest of the creation stamps after the walk
+// began that no change of total accounts for (zero if none). A creation
+// moves records down, never up past what was read: it loses nothing by
+// itself. It can mask a deletion on a page already read (which moves a
+// record up past the boundary) only when both fall between the same two
+// pages, leaving the total as it was; when the total changed between
+// every two pages the creation may fall between, the page before was read
+// again there (Back), which caught what the deletion moved up.
+func (c *walk) createdUnseen(created []time.Time) time.Time {
+	var out time.Time
+	for _, s := range created {
+		if s.Before(c.start) || !s.After(out) {
+			continue
+		}
+		explained := false
+		for j := 1; j < len(c.ticks); j++ {
+			a, b := c.ticks[j-1], c.ticks[j]
+			if a.clock.IsZero() || b.clock.IsZero() || s.Before(a.clock.Truncate(time.Second)) || s.After(b.clock) {
+				continue // not created between these two pages
+			}
+			if a.total == b.total {
+				explained = false
+				break
+			}
+			explained = true
+		}
+		if !explained {
+			out = s
+		}
+	}
+	return out
 }
 
 // again starts the next walk, or ends the listing when the walks are spent.

@@ -220,3 +220,107 @@ func TestCapsAreErrCapped(t *testing.T) {
 		t.Errorf("beyond MaxPages: %v", err)
 	}
 }
+
+// liveList is a list sorted newest first with a total and creation stamps,
+// as Harvest serves time entries; change runs before each request.
+type liveList struct {
+	ids     []string
+	created map[string]time.Time
+	clock   time.Time
+	size    int
+}
+
+func newLiveList(n, size int, clock time.Time) *liveList {
+	l := &liveList{created: map[string]time.Time{}, clock: clock, size: size}
+	for i := range n {
+		id := fmt.Sprint(10000 - i)
+		l.ids = append(l.ids, id)
+		l.created[id] = clock.Add(-time.Hour)
+	}
+	return l
+}
+
+// insert creates id at position at, a second before the next page is
+// served (the last was served two seconds before it).
+func (l *liveList) insert(at int, id string) {
+	l.ids = append(l.ids[:at], append([]string{id}, l.ids[at:]...)...)
+	l.created[id] = l.clock.Add(-time.Second)
+}
+
+func (l *liveList) page(n int) Page {
+	lo := min((n-1)*l.size, len(l.ids))
+	hi := min(lo+l.size, len(l.ids))
+	p := Page{Total: len(l.ids), TotalPages: (len(l.ids) + l.size - 1) / l.size, Size: l.size,
+		More: hi < len(l.ids), Clock: l.clock, CreatedKnown: true}
+	for _, id := range l.ids[lo:hi] {
+		p.IDs = append(p.IDs, id)
+		p.Creations = append(p.Creations, l.created[id])
+		if c := l.created[id]; c.After(p.Created) {
+			p.Created = c
+		}
+		p.Versions = append(p.Versions, l.created[id])
+	}
+	return p
+}
+
+// walkLive walks l, calling change before each request (with the count of
+// requests so far, from 1), and returns the ids served.
+func walkLive(t *testing.T, w *Walker, l *liveList, change func(req, page int)) (map[string]bool, int, error) {
+	t.Helper()
+	seen := map[string]bool{}
+	reqs := 0
+	err := w.Numbered(t.Context(), 1, func(_ context.Context, n int) (Page, error) {
+		reqs++
+		l.clock = l.clock.Add(2 * time.Second)
+		change(reqs, n)
+		p := l.page(n)
+		for _, id := range p.IDs {
+			seen[id] = true
+		}
+		return p, nil
+	})
+	return seen, reqs, err
+}
+
+// Back-dated records created on pages not yet read (a busy account's
+// timesheets during a long first sync) only push records down: each costs
+// the page before read again, not a walk, and nothing is lost.
+func TestBackdatedCreationsCostRewindsNotWalks(t *testing.T) {
+	l := newLiveList(200, 10, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	before := append([]string(nil), l.ids...)
+	created := 0
+	w := New("x")
+	seen, reqs, err := walkLive(t, w, l, func(req, _ int) {
+		if req%5 == 0 {
+			l.insert(len(l.ids)-5, fmt.Sprint(20000+req)) // near the end: a page not read yet
+			created++
+		}
+	})
+	if err != nil || w.Walks() != 1 || reqs > 20+2*created+3 {
+		t.Fatalf("err %v, %d walks, %d requests for 20 pages and %d creations", err, w.Walks(), reqs, created)
+	}
+	for _, id := range before {
+		if !seen[id] {
+			t.Errorf("%s lost", id)
+		}
+	}
+}
+
+// A record created on a page not yet read while one is deleted from a page
+// already read leaves the total as it was, and the deletion moved a record
+// up past what was read: the walk is walked again, and nothing is lost.
+func TestCreationMaskingADeletionIsWalkedAgain(t *testing.T) {
+	l := newLiveList(50, 10, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	w := New("x")
+	var lost string
+	seen, _, err := walkLive(t, w, l, func(req, _ int) {
+		if req == 3 { // between pages 2 and 3
+			lost = l.ids[20]    // first of page 3: it moves up to page 2
+			l.ids = l.ids[1:]   // deleted from page 1
+			l.insert(40, "new") // on page 5
+		}
+	})
+	if err != nil || w.Walks() != 2 || !seen[lost] {
+		t.Fatalf("err %v, %d walks, %s served: %v", err, w.Walks(), lost, seen[lost])
+	}
+}

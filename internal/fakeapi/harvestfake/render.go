@@ -1,6 +1,7 @@
 package harvestfake
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -158,7 +159,7 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 	} else {
 		b = appendNull(b, "invoice")
 	}
-	hours := e.Hours
+	hours := e.HoursAt(s.Now())
 	if hours == "" {
 		hours = "0.0"
 	}
@@ -180,7 +181,7 @@ func (s *Server) appendTimeEntry(b []byte, e *TimeEntry, o renderOpts) []byte {
 	b = appendStr(b, "approval_status", e.ApprovalStatus())
 	b = appendBool(b, "is_billed", e.IsBilled)
 	if e.IsRunning {
-		b = appendTime(appendKey(b, "timer_started_at"), e.UpdatedAt)
+		b = appendTime(appendKey(b, "timer_started_at"), cmp.Or(e.TimerStartedAt, e.UpdatedAt))
 	} else {
 		b = appendNull(b, "timer_started_at")
 	}

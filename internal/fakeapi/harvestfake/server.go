@@ -63,6 +63,14 @@ type Options struct {
 	FaultRate, RateLimitRate float64
 	// Seed seeds the random faults.
 	Seed uint64
+	// PerPageCap, above 0, caps the records a page serves whatever
+	// per_page asks, as Harvest served 100 a page in 2019; per_page in the
+	// envelope and the links says what was served.
+	PerPageCap int
+	// Forbidden resources answer 403 (as do the lists under their
+	// records), as Harvest does when the token's user lacks the right:
+	// invoices, estimates and rates need an administrator or manager.
+	Forbidden []clients.Resource
 }
 
 // write is a put (val) or a deletion (val nil) of one record, made at
@@ -256,11 +264,20 @@ func (s *Server) Count(r clients.Resource) int {
 	return s.tables.by[r].len()
 }
 
-// State returns what the fake serves now (writes not yet visible excluded).
+// State returns what the fake serves now (writes not yet visible excluded;
+// running timers' hours as of now).
 func (s *Server) State() State {
 	s.late.Lock()
 	defer s.late.Unlock()
-	return newState(s.tables, s.deleted, s.opts.AccountID)
+	st := newState(s.tables, s.deleted, s.opts.AccountID)
+	now := s.Now()
+	for id, e := range st.TimeEntries {
+		if h := e.HoursAt(now); h != e.Hours {
+			e.Hours = h
+			st.TimeEntries[id] = e
+		}
+	}
+	return st
 }
 
 // Versions returns r's visible ids (decimal text, as in the mirror) with
@@ -360,6 +377,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	def, known := schema.Lookup(resource)
+	if slices.Contains(s.opts.Forbidden, resource) || (def != nil && def.Parent != "" && slices.Contains(s.opts.Forbidden, def.Parent)) {
+		fakeapi.WriteJSON(w, http.StatusForbidden, `{"status":403,"error":"Forbidden"}`)
+		return
+	}
 	if _, served := s.tables.by[resource]; !ok || !known || !served || r.Method != http.MethodGet || (def.Parent != "") != (parent != 0) {
 		fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
 		return
@@ -404,6 +425,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 		}
 		perPage = n
 	}
+	if c := s.opts.PerPageCap; c > 0 {
+		perPage = min(perPage, c)
+	}
 	f := filter{exclusive: s.opts.UpdatedSinceExclusive, parent: parent}
 	if v := q.Get("updated_since"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
@@ -437,6 +461,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res clients.Resour
 
 	s.late.Lock()
 	defer s.late.Unlock()
+	if def, _ := schema.Lookup(res); parent != 0 {
+		if _, ok := s.tables.by[def.Parent].get(parent); !ok {
+			// The parent is gone (or never was): Harvest has no such path.
+			fakeapi.WriteJSON(w, http.StatusNotFound, `{"status":404,"error":"Not Found"}`)
+			return
+		}
+	}
 	pos := s.filtered(res, f)
 	total := len(pos)
 	totalPages := max((total+perPage-1)/perPage, 1)

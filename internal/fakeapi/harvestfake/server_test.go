@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,5 +224,48 @@ func TestVisibilityDelay(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // stamp (whole seconds) + 1 s
 	if f.Count(clients.TimeEntries) != 6 {
 		t.Fatal("write not visible after its delay")
+	}
+}
+
+// A running timer's hours grow with the source's clock; its updated_at
+// does not move.
+func TestRunningTimerHoursGrow(t *testing.T) {
+	t.Parallel()
+	clk := base
+	f := newFake(t, harvestfake.Options{Clock: func() time.Time { return clk }})
+	f.PutTimeEntry(harvestfake.TimeEntry{ID: 9, SpentDate: clients.DateOf(base), Hours: "0.5", UserID: 1, ProjectID: 1,
+		IsRunning: true, TimerStartedAt: base, UpdatedAt: base})
+	read := func() (hours float64, updated string) {
+		_, body := get(t, f, "/time_entries?is_running=true", nil)
+		var env struct {
+			TimeEntries []struct {
+				Hours     float64 `json:"hours"`
+				UpdatedAt string  `json:"updated_at"`
+			} `json:"time_entries"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil || len(env.TimeEntries) != 1 {
+			t.Fatalf("running entries: %s (%v)", body, err)
+		}
+		return env.TimeEntries[0].Hours, env.TimeEntries[0].UpdatedAt
+	}
+	h1, u1 := read()
+	clk = clk.Add(90 * time.Minute)
+	h2, u2 := read()
+	if h1 != 0.5 || h2 != 2 || u1 != u2 {
+		t.Errorf("hours %v then %v, updated_at %s then %s; want 0.5 then 2 and the same stamp", h1, h2, u1, u2)
+	}
+	if e := f.State().TimeEntries[9]; e.Hours != "2.00" {
+		t.Errorf("State hours %s, want 2.00", e.Hours)
+	}
+}
+
+// A fake with a per_page cap serves that many a page, and says so.
+func TestPerPageCap(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, harvestfake.Options{PerPageCap: 2})
+	_, body := get(t, f, "/time_entries?per_page=10", nil)
+	env, got := ids(t, body)
+	if len(got) != 2 || env.PerPage != 2 || env.TotalPages != 3 || env.Links.Next == nil || !strings.Contains(*env.Links.Next, "per_page=2") {
+		t.Errorf("ids %v, per_page %d, total_pages %d, next %v", got, env.PerPage, env.TotalPages, env.Links.Next)
 	}
 }

@@ -2,6 +2,7 @@ package harvestfake
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -28,6 +29,10 @@ type TimeEntry struct {
 	IsClosed  bool
 	IsBilled  bool
 	IsRunning bool
+	// TimerStartedAt, when set on a running entry, is when its timer
+	// started (source clock): its hours then grow from Hours with the time
+	// since, while updated_at stays as it is (APIS.md).
+	TimerStartedAt time.Time
 	// Submitted: sent for approval (approval_status submitted) and not yet
 	// approved (IsClosed: approved).
 	Submitted bool
@@ -73,6 +78,17 @@ type Task struct {
 	IsActive  bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// HoursAt is the entry's hours as served at now: a running timer's grow by
+// the time since it started (to the hundredth, rounded down).
+func (e *TimeEntry) HoursAt(now time.Time) string {
+	if !e.IsRunning || e.TimerStartedAt.IsZero() {
+		return e.Hours
+	}
+	h, _ := strconv.ParseFloat(e.Hours, 64)
+	h += max(now.Sub(e.TimerStartedAt), 0).Hours()
+	return strconv.FormatFloat(math.Floor(h*100+1e-9)/100, 'f', 2, 64)
 }
 
 // ApprovalStatus is the entry's approval_status as Harvest renders it.
