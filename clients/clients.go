@@ -52,7 +52,9 @@ type Page struct {
 	// selected by rather than listed: a nested listing (an invoice's
 	// payments) selects by its parents' versions, and its cursor must move
 	// with them, or a parent edited after its newest child would be listed
-	// again every pass. The high water takes it like a record's version.
+	// again every pass; a Toggl `since` listing holds every change up to
+	// its Date. The high water takes it like a record's version (once the
+	// listing completes, capped by the first page's SourceTime).
 	Covered time.Time
 }
 

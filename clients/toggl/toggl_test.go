@@ -1252,3 +1252,41 @@ func TestPlanGated402AfterAQuotaWaitIsSkippedAndRemembered(t *testing.T) {
 		t.Errorf("tasks asked %d times, %d quota waits, took %v: want a third request refused at once", n, waits.Load(), time.Since(start))
 	}
 }
+
+// A user who changes nothing for longer than Toggl serves `since` (about
+// three months) keeps syncing: each complete since listing covers up to
+// its Date, so the cursor keeps up instead of staying at the newest `at`
+// seen and falling out of what Toggl serves.
+func TestIdleForMonthsKeepsSyncing(t *testing.T) {
+	t.Parallel()
+	clk := conformance.NewClock()
+	f := newFake(t, toggltest.Options{Clock: clk.Now})
+	start := clk.Now().Add(-time.Hour)
+	stop := start.Add(30 * time.Minute)
+	f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 7, Start: start, Stop: &stop, Duration: 1800, At: clk.Now().Add(-time.Minute)})
+	clk.Advance(time.Second)
+	c := newClient(t, f, nil)
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.New(zerolog.NewTestWriter(t)),
+		Sources: []poller.Source{{Source: c, Resources: []clients.Resource{clients.TimeEntries}, Overlap: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx := t.Context()
+	for range 10 { // a pass every 12 days, for 120 days, with nothing changed
+		if _, err := p.Incremental(ctx, c.Name()); err != nil {
+			t.Fatalf("day %d: %v", int(clk.Now().Sub(start).Hours()/24), err)
+		}
+		clk.Advance(12 * 24 * time.Hour)
+	}
+	f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 7, Start: start, Stop: &stop, Duration: 1800, Description: str("back"), At: clk.Now()})
+	clk.Advance(time.Second)
+	if _, err := p.Incremental(ctx, c.Name()); err != nil {
+		t.Fatal(err)
+	}
+	var notes string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(notes, '') FROM time_entries WHERE source = $1 AND id = '1'`, c.Name()).Scan(&notes); err != nil || notes != "back" {
+		t.Fatalf("notes %q, %v; want the edit made after four idle months", notes, err)
+	}
+}
