@@ -644,7 +644,8 @@ var feedKinds = []feedKind{feedCreated, feedUpdated, feedDeleted}
 // clock, window by window. Every page carries the end of the last window as
 // its SourceTime: the poller caps the new high water by it, and nothing
 // after it was listed (a /created element's version, the later of its
-// creation and its last update, may be later still).
+// creation and its last update, may be later still). Each also says it
+// covers up to DeletionSpan before that end, so an idle cursor keeps up.
 func (l *lister) feed(ctx context.Context, since time.Time) error {
 	c := l.c
 	now, err := c.clock(ctx)
@@ -766,7 +767,13 @@ func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, listedT
 		for _, id := range ids {
 			seen[id] = true
 		}
-		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: listedTo, Records: recs}); err != nil {
+		// A feed read through listedTo covers every change up to it. The
+		// cursor may follow to DeletionSpan before it, no nearer: an idle
+		// source's window then stays about that long (whole-window reads,
+		// three requests), where the newest change seen would leave it
+		// growing with the idle time, a request per kind per FeedWindow.
+		covered := listedTo.Add(-c.delSpan)
+		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: listedTo, Records: recs, Covered: covered}); err != nil {
 			return nil, 0, err
 		}
 		return ids, n, nil

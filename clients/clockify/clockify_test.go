@@ -23,6 +23,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/conformance"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -1093,5 +1094,44 @@ func TestChangeJustBeforeAListingsDateIsNewerThanTheListing(t *testing.T) {
 	if !fed.Version.After(listed.Version) {
 		t.Errorf("the change's feed version %v is not after the listing's %v (Date %v): it would be dropped as stale",
 			fed.Version, listed.Version, date)
+	}
+}
+
+// An idle workspace's feed window stays short: each complete read covers
+// up to DeletionSpan before its end, so months without a change cost three
+// feed requests a pass, not three per FeedWindow of idle time.
+func TestIdleFeedWindowStaysShort(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{})
+	f.PutUser(clockifytest.User{ID: userA, Name: "A"})
+	f.PutTimeEntry(entry("65f0000000000000000000a1", userA, t0.Add(-time.Hour), 30*time.Minute))
+	clk.Advance(5 * time.Minute)
+	c := newClient(t, f, nil)
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.Nop(),
+		Sources: []poller.Source{{Source: c, Resources: []clients.Resource{clients.TimeEntries}, Overlap: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	for range 12 { // 60 days without a change
+		if _, err := p.Incremental(t.Context(), c.Name()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(5 * 24 * time.Hour)
+	}
+	f.ResetRequests()
+	if _, err := p.Incremental(t.Context(), c.Name()); err != nil {
+		t.Fatal(err)
+	}
+	feed := 0
+	for _, r := range f.Requests() {
+		if strings.Contains(r.Path, "/entities/") {
+			feed++
+		}
+	}
+	if feed != 3 {
+		t.Fatalf("an idle pass after 60 quiet days read the feed %d times, want 3 (created, updated, deleted)", feed)
 	}
 }
