@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -37,15 +38,23 @@ func togglEvent(id, notes string) string {
 		`"payload":{"id":5,"description":"` + notes + `","at":"2026-03-02T09:00:00+00:00"},"subscription_id":1,"timestamp":"2026-03-02T09:00:00Z"}`
 }
 
-func TestIntake(t *testing.T) {
-	t.Parallel()
+// withToggl returns a store with source tg's Toggl subscription (secret
+// togglSecret) and its sealer.
+func withToggl(t *testing.T) (*pgxpool.Pool, *Store, *Sealer) {
+	t.Helper()
 	pool := pgtest.DB(t)
 	st, _ := newTestStore(t, pool)
 	seal := testSealer(t)
-	ctx := context.Background()
-	if err := st.SaveSubscription(ctx, Subscription{Source: "tg", ID: "1", URL: "http://x", Events: []string{"time_entry"}}, togglSecret, seal); err != nil {
+	if err := st.SaveSubscription(context.Background(), Subscription{Source: "tg", ID: "1", URL: "http://x", Events: []string{"time_entry"}}, togglSecret, seal); err != nil {
 		t.Fatal(err)
 	}
+	return pool, st, seal
+}
+
+func TestIntake(t *testing.T) {
+	t.Parallel()
+	pool, st, seal := withToggl(t)
+	ctx := context.Background()
 	if err := st.SaveSubscription(ctx, Subscription{Source: "ck", ID: "w1", URL: "http://x", Events: []string{"NEW_TIME_ENTRY"}}, "ck-token", seal); err != nil {
 		t.Fatal(err)
 	}
@@ -194,13 +203,7 @@ func TestSealer(t *testing.T) {
 // of the subscriptions per FreshEvery, not one (and its decryptions) each.
 func TestBadSignaturesDoNotReadTheStoreEachTime(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.DB(t)
-	st, _ := newTestStore(t, pool)
-	seal := testSealer(t)
-	ctx := context.Background()
-	if err := st.SaveSubscription(ctx, Subscription{Source: "tg", ID: "1", URL: "http://x", Events: []string{"time_entry"}}, togglSecret, seal); err != nil {
-		t.Fatal(err)
-	}
+	pool, st, seal := withToggl(t)
 	in := &Intake{Store: st, Seal: seal, MaxBody: 4096, Log: zerolog.Nop(),
 		Sources: map[string]Source{"tg": {Dialect: Toggl{}, Resources: []clients.Resource{clients.TimeEntries}}}}
 	mux := http.NewServeMux()
