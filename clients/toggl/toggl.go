@@ -175,8 +175,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -460,9 +462,12 @@ var ErrPlanGated = errors.New("not included in the workspace's plan")
 // planGate tells a 402 for a paid-only feature from a spent quota: Toggl
 // answers 402 to both. It is one when X-Toggl-Quota-Remaining says
 // requests remain, or when the call still gets 402 after waiting out a
-// quota window (unless the header says the quota is spent again). Such a
-// path is then refused at once for the client's life: another quota wait
-// would hold up the whole source for nothing.
+// quota window, unless the header says the quota is spent or the body
+// speaks of a limit. Such a path is then refused at once on its next 402s:
+// another quota wait would hold up the whole source for nothing. Time
+// entries and /me are never gated (every plan has them): there, a 402
+// after a wait is a quota spent again by something else on the same token
+// (a CLI sync, another tool), which opened Toggl's window before ours.
 type planGate struct {
 	mu    sync.Mutex
 	paths map[string]bool
@@ -470,17 +475,23 @@ type planGate struct {
 
 func (g *planGate) check(resp *http.Response, waits int) error {
 	path := resp.Request.URL.Path
+	if strings.Contains(path, "/me/") || strings.HasSuffix(path, "/me") || strings.Contains(path, "time_entries") {
+		return nil
+	}
 	rem, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get(HeaderQuotaRemaining)))
 	known := err == nil
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var why string
 	switch {
-	case g.paths[path]:
-		why = "as it did before while quota remained"
 	case known && rem > 0:
 		why = fmt.Sprintf("while %s says %d requests remain", HeaderQuotaRemaining, rem)
-	case waits > 0 && !known:
+	case known || quotaText.Match(body):
+		return nil // the quota is spent
+	case g.paths[path]:
+		why = "as it did before after a quota window reset"
+	case waits > 0:
 		why = "even after the quota window reset"
 	default:
 		return nil
@@ -490,6 +501,10 @@ func (g *planGate) check(resp *http.Response, waits int) error {
 	return fmt.Errorf("this workspace's plan does not include %s (Toggl answers 402 for %s %s); remove %s from the source's resources, or upgrade the plan: %w: %w",
 		what, path, why, what, ErrPlanGated, clients.ErrUnsupported)
 }
+
+// quotaText is how a 402 body speaks of a spent quota ("You have hit your
+// hourly limit for API calls").
+var quotaText = regexp.MustCompile(`(?i)\b(quota|limit)`)
 
 // quotaWait is the wait after a 402 at now: the seconds the provider states
 // in X-Toggl-Quota-Resets-In when it sends them, else until window after

@@ -2,6 +2,7 @@ package toggl_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1288,5 +1289,43 @@ func TestIdleForMonthsKeepsSyncing(t *testing.T) {
 	var notes string
 	if err := pool.QueryRow(ctx, `SELECT coalesce(notes, '') FROM time_entries WHERE source = $1 AND id = '1'`, c.Name()).Scan(&notes); err != nil || notes != "back" {
 		t.Fatalf("notes %q, %v; want the edit made after four idle months", notes, err)
+	}
+}
+
+// A genuine spent quota, no quota headers, and a quota window that another
+// user of the same token (a CLI sync, another source, another tool) opened
+// before this client's: the client's tracked wait ends before Toggl's reset
+// and the retry still gets 402. That is a quota spent again, not a plan
+// gate: time entries are never gated, and a body speaking of a limit is a
+// quota.
+func TestGenuineQuota402IsNotAPlanGate(t *testing.T) {
+	t.Parallel()
+	const w = 2 * time.Second
+	f := newFake(t, toggltest.Options{Quota: 3, QuotaWindow: w, NoQuotaHeaders: true})
+	now := f.Now()
+	f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 7, Start: now.Add(-time.Hour), Stop: &now, Duration: 3600})
+	other := func() {
+		req, _ := http.NewRequest(http.MethodGet, f.URL()+"/me", nil)
+		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(f.Token()+":api_token")))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	c := newClient(t, f, nil, func(p *toggl.Params, _ *httpx.Config) { p.QuotaWindow = w })
+	start := time.Now()
+	other() // Toggl's window opens here
+	time.Sleep(w / 2)
+	if _, err := sourcetest.Collect(t, c, clients.Clients, clients.Window{}); err != nil { // ours opens here
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(start.Add(w + 100*time.Millisecond)))
+	for range 3 { // Toggl's next window opens and is spent by the other user
+		other()
+	}
+	_, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{UpdatedSince: now.Add(-2 * time.Hour)})
+	if errors.Is(err, toggl.ErrPlanGated) || errors.Is(err, clients.ErrUnsupported) {
+		t.Fatalf("a spent quota was taken for a plan gate: %v", err)
 	}
 }
