@@ -432,11 +432,11 @@ func (n noClock) List(ctx context.Context, r clients.Resource, w clients.Window,
 	})
 }
 
-// Without the source's clock, the cursor must not move to the newest
-// version of a later page: a record on a page already served may have
-// been edited before that version and after its page went, and the next
-// window would start past its edit. The first page's newest version bounds
-// the move instead.
+// Without the source's clock, the cursor of a walk longer than the overlap
+// must not move to the newest version of a later page: a record on a page
+// already served may have been edited before that version and after its
+// page went, and the next window would start past its edit. The first
+// page's newest version bounds the move instead.
 func TestNoSourceClockDoesNotSkipAnEditBehindTheWalk(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -448,11 +448,13 @@ func TestNoSourceClockDoesNotSkipAnEditBehindTheWalk(t *testing.T) {
 	}
 	src.putAt(5, t0.Add(30*time.Minute), day, "v1") // on page 2
 	pool := pgtest.DB(t)
-	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: noClock{src}, Overlap: 2 * time.Minute}}, Logger: zerolog.Nop()})
+	const overlap = 200 * time.Millisecond
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: noClock{src}, Overlap: overlap}}, Logger: zerolog.Nop()})
 	src.onPage = func(_ clients.Window, page int) {
 		if page == 2 {
 			src.onPage = nil
 			src.putAt(1, t0.Add(5*time.Minute), day, "v2") // page 1 is served
+			time.Sleep(2 * overlap)                        // a walk longer than the overlap
 		}
 	}
 	for range 2 {
@@ -494,5 +496,65 @@ func TestDaemonAsksForAnUnavailableResourceRarely(t *testing.T) {
 		"time entries to keep syncing beside the unavailable users")
 	if n := asks.Load(); n != 1 {
 		t.Fatalf("users asked for %d times in four ticks, want once", n)
+	}
+}
+
+// emptyFirst: no Date header, and a first page with no records (a nested
+// listing whose first parent has no children).
+type emptyFirst struct{ *fakeSource }
+
+func (n emptyFirst) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	if err := fn(ctx, clients.Page{Resource: r, Number: 1}); err != nil {
+		return err
+	}
+	return n.fakeSource.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
+		pg.SourceTime = time.Time{}
+		pg.Number++
+		return fn(ctx, pg)
+	})
+}
+
+// Without a Date header, a listing shorter than the overlap moves the
+// cursor to the newest version seen, even behind an empty first page.
+func TestNoSourceClockEmptyFirstPageStillMovesTheCursor(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	day := clients.Date{Year: 2026, Month: 3, Day: 10}
+	src := newFakeSource("acme", t0)
+	for i := 1; i <= 4; i++ {
+		src.putAt(i, t0.Add(time.Duration(i)*time.Minute), day, "v1")
+	}
+	pool := pgtest.DB(t)
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: emptyFirst{src}, Overlap: 2 * time.Minute}}, Logger: zerolog.Nop()})
+	for range 3 {
+		res := incremental(t, p)
+		if res[0].HighWaterAfter.IsZero() {
+			t.Fatalf("after a complete listing of 4 records (newest %s) the cursor is still zero: every pass lists from the beginning", t0.Add(4*time.Minute))
+		}
+	}
+}
+
+// Without a Date header, a short listing whose first page holds only old
+// records does not hold the cursor back.
+func TestNoSourceClockOldFirstPageDoesNotStallTheCursor(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	day := clients.Date{Year: 2026, Month: 3, Day: 10}
+	src := newFakeSource("acme", t0)
+	for i := 1; i <= 6; i++ {
+		src.putAt(i, t0, day, "v1")
+	}
+	pool := pgtest.DB(t)
+	p := newPoller(t, poller.Params{Pool: pool, Sources: []poller.Source{{Source: noClock{src}, Overlap: 2 * time.Minute}}, Logger: zerolog.Nop()})
+	incremental(t, p)
+	// ids 4..6 (page 2) keep changing for a day; ids 1..3 (page 1) do not.
+	for h := 1; h <= 24; h++ {
+		for i := 4; i <= 6; i++ {
+			src.putAt(i, t0.Add(time.Duration(h)*time.Hour), day, "v2")
+		}
+		incremental(t, p)
+	}
+	if hw := highWater(t, p, "acme"); hw.Before(t0.Add(time.Hour)) {
+		t.Fatalf("after 24 hourly passes over changes up to %s the cursor is %s: the window keeps growing", t0.Add(24*time.Hour), hw)
 	}
 }

@@ -212,14 +212,17 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) error {
 		// The new high water: the newest version seen, capped by the source's
 		// clock when the pass began (records changed after that instant may sit
-		// on pages already served). Never our own clock: without the source's
-		// (no Date header), the newest version on the first page bounds it.
-		hw, limit := l.maxVersion, l.sourceTime
-		if limit.IsZero() {
-			limit = l.firstMax
-		}
-		if hw.After(limit) {
-			hw = limit
+		// on pages already served). Never our own clock. Without the source's
+		// (no Date header), a listing shorter than the overlap needs no cap:
+		// an edit behind it came after the first page was served, later than
+		// the newest version seen less the overlap. A longer one is capped
+		// by the newest version on its first page.
+		hw := l.maxVersion
+		switch {
+		case !l.sourceTime.IsZero():
+			hw = earlier(hw, l.sourceTime)
+		case l.took >= s.Overlap:
+			hw = earlier(hw, l.firstMax) // none: the cursor stays
 		}
 		res.HighWaterAfter = cur.HighWater
 		finish := func(db cursor.DB) error {
@@ -588,4 +591,12 @@ func (p *Poller) recordMode(ctx context.Context, log zerolog.Logger, s *Source, 
 		return
 	}
 	p.modes.Store(key, mode)
+}
+
+// earlier returns the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -207,8 +207,9 @@ type listing struct {
 	sourceTime time.Time // the source's clock when it served the first page
 	// firstMax is the newest version on the first page: no later than the
 	// instant it was served, so a stand-in for sourceTime when the source
-	// sent no Date header.
+	// sent no Date header. took is how long the listing took, by our clock.
 	firstMax time.Time
+	took     time.Duration
 	seen     []string // ids seen, when collecting (reconcile)
 }
 
@@ -240,6 +241,7 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	}
 	hook := pageHook(ctx)
 	dbctx := context.WithoutCancel(ctx)
+	began := time.Now()
 	err := s.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
 		if l.pages == 0 {
 			l.sourceTime = pg.SourceTime
@@ -304,6 +306,7 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 			Int64("unchanged", uc.Unchanged).Int64("stale", uc.Stale).Msg("page applied")
 		return nil
 	})
+	l.took = time.Since(began)
 	if err != nil {
 		return l, err
 	}
