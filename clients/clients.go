@@ -58,6 +58,12 @@ type Page struct {
 	Covered time.Time
 }
 
+// CoverAfter is how far back a listing's window must start before its
+// Covered may move the cursor past what it returned (a Toggl since
+// listing, a Clockify feed read): an idle source's cursor then keeps up
+// with a write about once a day, not one every pass.
+const CoverAfter = 24 * time.Hour
+
 // Record is one normalized record of a resource.
 type Record struct {
 	ID string

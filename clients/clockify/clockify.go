@@ -435,6 +435,8 @@ type lister struct {
 	// keep, when set, says which time entries' spent dates the listing
 	// hands over (the others were listed only to cover every zone).
 	keep func(clients.Date) bool
+	// feedFrom is where the feed read starts.
+	feedFrom time.Time
 }
 
 // decodeEntries runs decode (a page of time entries) and, when it met a
@@ -657,6 +659,7 @@ func (l *lister) feed(ctx context.Context, since time.Time) error {
 	if since.IsZero() {
 		start = now.AddDate(0, 0, -c.firstDays).Truncate(time.Second)
 	}
+	l.feedFrom = start
 	for ws := start; ws.Before(end); {
 		we := ws.Add(c.feedWindow)
 		if we.After(end) {
@@ -768,11 +771,16 @@ func (l *lister) feedWindow(ctx context.Context, k feedKind, start, end, listedT
 			seen[id] = true
 		}
 		// A feed read through listedTo covers every change up to it. The
-		// cursor may follow to DeletionSpan before it, no nearer: an idle
-		// source's window then stays about that long (whole-window reads,
-		// three requests), where the newest change seen would leave it
-		// growing with the idle time, a request per kind per FeedWindow.
-		covered := listedTo.Add(-c.delSpan)
+		// cursor may follow to DeletionSpan before it, no nearer, once the
+		// read spans over CoverAfter: an idle source's window then stays
+		// within a day or so (whole-window reads, three requests) and its
+		// cursor is written about once a day, where the newest change seen
+		// would leave the window growing with the idle time, a request per
+		// kind per FeedWindow.
+		var covered time.Time
+		if listedTo.Sub(l.feedFrom) > clients.CoverAfter {
+			covered = listedTo.Add(-c.delSpan)
+		}
 		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: listedTo, Records: recs, Covered: covered}); err != nil {
 			return nil, 0, err
 		}

@@ -1115,6 +1115,16 @@ func TestIdleFeedWindowStaysShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
+	for i := range 15 { // idle passes ten minutes apart write no cursor
+		res, err := p.Incremental(t.Context(), c.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && res[0].HighWaterAfter.After(res[0].HighWaterBefore) {
+			t.Fatalf("idle pass %d moved the cursor %s → %s: a write every idle pass", i, res[0].HighWaterBefore, res[0].HighWaterAfter)
+		}
+		clk.Advance(10 * time.Minute)
+	}
 	for range 12 { // 60 days without a change
 		if _, err := p.Incremental(t.Context(), c.Name()); err != nil {
 			t.Fatal(err)

@@ -652,8 +652,9 @@ func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(cont
 	// A since listing that completes holds every change up to its Date: it
 	// covers that far (less a second, `at`'s precision), so the cursor of a
 	// user who changes nothing for months keeps up, where the newest `at`
-	// seen would fall behind what Toggl serves and stop the source.
-	if !pg.SourceTime.IsZero() {
+	// seen would fall behind what Toggl serves and stop the source. Only
+	// for a window over CoverAfter old: an idle pass then writes nothing.
+	if !pg.SourceTime.IsZero() && pg.SourceTime.Sub(since) > clients.CoverAfter {
 		pg.Covered = pg.SourceTime.Add(-time.Second)
 	}
 	if err := fn(ctx, pg); err != nil {

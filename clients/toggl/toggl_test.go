@@ -1275,6 +1275,16 @@ func TestIdleForMonthsKeepsSyncing(t *testing.T) {
 	}
 	t.Cleanup(p.Close)
 	ctx := t.Context()
+	for i := range 5 { // idle passes a minute apart write no cursor
+		clk.Advance(time.Minute)
+		res, err := p.Incremental(ctx, c.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && res[0].HighWaterAfter.After(res[0].HighWaterBefore) {
+			t.Fatalf("idle pass %d moved the cursor %s → %s: a write every idle pass", i, res[0].HighWaterBefore, res[0].HighWaterAfter)
+		}
+	}
 	for range 10 { // a pass every 12 days, for 120 days, with nothing changed
 		if _, err := p.Incremental(ctx, c.Name()); err != nil {
 			t.Fatalf("day %d: %v", int(clk.Now().Sub(start).Hours()/24), err)
