@@ -145,7 +145,6 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
-	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -393,9 +392,12 @@ func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window,
 		case w.ByDate():
 			// Clockify filters on the start instant (UTC); spent_date is the
 			// start's day in the entry's or user's zone, up to 14 hours off.
-			// Ask one day wider on each side and hand over only the entries
-			// whose spent_date is in the window: a reconcile tombstones what
-			// it was not handed within From..To.
+			// Ask one day wider on each side, so that every entry dated in
+			// the window is listed: a reconcile tombstones what it was not
+			// handed within From..To. The entries dated just outside are
+			// handed over too (current records, written by version): a
+			// stored row dated inside whose entry is now dated outside is
+			// then rewritten, not tombstoned.
 			from, to := w.From, w.To
 			if from.IsZero() {
 				from = clients.Date{Year: 1970, Month: 1, Day: 2}
@@ -404,7 +406,6 @@ func (c *Client) List(ctx context.Context, r clients.Resource, w clients.Window,
 			if !to.IsZero() {
 				end = to.AddDays(2).Time()
 			}
-			l.keep = func(d clients.Date) bool { return !d.Before(from) && (to.IsZero() || !d.After(to)) }
 			return l.entries(ctx, from.AddDays(-1).Time(), end)
 		default:
 			// The zero UpdatedSince (first sync) reads the feed too, from
@@ -432,9 +433,6 @@ type lister struct {
 	// usersRead and projectsRead say this listing already walked the
 	// users or projects (to learn zones and clients): at most once each.
 	usersRead, projectsRead bool
-	// keep, when set, says which time entries' spent dates the listing
-	// hands over (the others were listed only to cover every zone).
-	keep func(clients.Date) bool
 	// feedFrom is where the feed read starts.
 	feedFrom time.Time
 }
@@ -541,15 +539,6 @@ func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q 
 		return nil, 0, c.dec.Errf(string(r), l.page, "(page)", fmt.Sprintf("%d records on a page of %d", len(recs), c.pageSize), nil)
 	}
 	ids, n := listing.IDs(recs), len(recs)
-	if l.keep != nil && r == clients.TimeEntries {
-		kept := recs[:0]
-		for _, rec := range recs {
-			if rec.Row == nil || l.keep(schema.At[clients.Date](&rec, schema.TE.SpentDate)) {
-				kept = append(kept, rec)
-			}
-		}
-		recs = kept
-	}
 	c.log.Debug().Str("resource", string(r)).Int("page", l.page).Int("records", len(recs)).Msg("page fetched")
 	if err := l.fn(ctx, clients.Page{Resource: r, Number: l.page, SourceTime: resp.Date, Records: recs}); err != nil {
 		return nil, 0, err

@@ -484,13 +484,49 @@ func TestDateWindowFollowsTheUsersZones(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := sourcetest.Records(pages)
-	for id, want := range map[string]bool{
-		"65f0000000000000000000d1": true, "65f0000000000000000000d2": true,
-		"65f0000000000000000000d3": false, "65f0000000000000000000d4": false,
-	} {
-		if r, ok := got[id]; ok != want {
-			t.Errorf("%s handed over %v, want %v (spent %v)", id, ok, want, schema.TimeEntries.Date(r, "spent_date"))
+	for _, id := range []string{"65f0000000000000000000d1", "65f0000000000000000000d2"} {
+		if _, ok := got[id]; !ok {
+			t.Errorf("%s, dated in the window, was not handed over", id)
 		}
+	}
+}
+
+// An entry the listing finds dated just outside the reconcile's window,
+// whose stored row is dated inside (a stale row: a zone changed, an edit
+// missed), is handed over with the window and so not tombstoned.
+func TestReconcileKeepsAnEntryDatedJustOutside(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC().Truncate(time.Second)
+	clk := fakeapi.NewClock(now)
+	f := newFake(t, clk, clockifytest.Options{})
+	f.PutUser(clockifytest.User{ID: userA, Name: "A", TimeZone: "UTC"})
+	const lookback = 3
+	from := clients.DateOf(now).AddDays(-lookback)
+	const id = "65f0000000000000000000e9"
+	f.PutTimeEntry(entry(id, userA, from.AddDays(-1).Time().Add(12*time.Hour), time.Hour)) // the day before the window
+	clk.Advance(5 * time.Minute)                                                           // past the feed's safety lag
+	c := newClient(t, f, nil)
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.Nop(), Sources: []poller.Source{{Source: c,
+		Resources: []clients.Resource{clients.TimeEntries}, Overlap: 3 * time.Minute, LookbackDays: lookback}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx := t.Context()
+	if _, err := p.Incremental(ctx, c.Name()); err != nil {
+		t.Fatal(err)
+	}
+	if tag, err := pool.Exec(ctx, `UPDATE time_entries SET spent_date = $1 WHERE id = $2`, from.Time(), id); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("the entry was not mirrored by the first pass (%v)", err)
+	}
+	clk.Advance(time.Minute)
+	if _, err := p.Reconcile(ctx, c.Name()); err != nil {
+		t.Fatal(err)
+	}
+	var deleted bool
+	if err := pool.QueryRow(ctx, `SELECT deleted_at IS NOT NULL FROM time_entries WHERE id = $1`, id).Scan(&deleted); err != nil || deleted {
+		t.Fatalf("a live entry dated the day before the window was tombstoned (%v)", err)
 	}
 }
 

@@ -145,7 +145,8 @@
 //     the cursor is older; the first sync lists the last MaxSinceAge. The
 //     write's content hash discards what did not change. Backfill and
 //     reconcile list their date windows the same way (asking a day wider
-//     on each side, keeping the entries whose spent_date is inside).
+//     on each side; every entry is handed over, those whose spent_date is
+//     inside noted as listed).
 //   - Deletions by absence: the client remembers, per entry, the spent
 //     date and version the last complete listing gave it. When a listing
 //     of a date range completes (every page served, no error, no cap), the
@@ -854,14 +855,15 @@ func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients
 // request, as before.
 func (l *entryLister) byDate(ctx context.Context, from, to clients.Date) error {
 	// Toggl filters on start in the user's time zone and may treat
-	// end_date as exclusive: ask one day wider on each side, and keep the
-	// entries whose spent_date (their start's day in the user's zone) is in
-	// the window.
+	// end_date as exclusive: ask one day wider on each side, so that every
+	// entry whose spent_date (its start's day in the user's zone) is in the
+	// window is listed. The ones dated just outside are handed over too
+	// (current records, written by version): a stored row dated inside
+	// whose entry is now dated outside is then rewritten, not tombstoned.
 	q := url.Values{}
 	q.Set("start_date", from.AddDays(-1).String())
 	q.Set("end_date", to.AddDays(2).String())
-	keep := func(d clients.Date) bool { return !d.Before(from) && !d.After(to) }
-	pg, n, err := l.fetch(ctx, q, keep)
+	pg, n, err := l.fetch(ctx, q, nil)
 	if err != nil {
 		return err
 	}

@@ -158,11 +158,11 @@ func TestWindowsQueryParameters(t *testing.T) {
 	if q := reqs[2].Query; q.Get("start_date") != day.AddDays(-1).String() || q.Get("end_date") != day.AddDays(3).String() || q.Has("since") {
 		t.Errorf("date query = %v", q)
 	}
-	// Asked a day wider on each side; only entries started on day..day+1
-	// (UTC) are kept.
+	// Asked a day wider on each side: every entry started on day..day+1
+	// (UTC) is there (those just outside may come too).
 	got := sourcetest.Records(pages)
-	if len(got) != 2 || got["101"].ID == "" || got["102"].ID == "" {
-		t.Errorf("date window returned %v", got)
+	if got["101"].ID == "" || got["102"].ID == "" {
+		t.Errorf("date window returned %v", sourcetest.IDs(pages))
 	}
 }
 
@@ -972,7 +972,8 @@ func TestWorkspaceByDateWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if recs := sourcetest.Records(pages); len(recs) != 2 || recs["1"].ID == "" || recs["2"].ID == "" {
+	// Every entry dated in the window (those just outside may come too).
+	if recs := sourcetest.Records(pages); recs["1"].ID == "" || recs["2"].ID == "" {
 		t.Fatalf("records %v", sourcetest.IDs(pages))
 	}
 	if q := f.ReportQueries()[0]; q.StartDate != "2025-03-09" || q.EndDate != "2025-03-12" {
@@ -1068,8 +1069,8 @@ func TestEntriesDatedInTheUsersZoneFromMe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := sourcetest.Records(pages); len(r) != 1 || r["1"].ID == "" {
-		t.Errorf("window %v: %v", day.AddDays(1), r)
+	if r := sourcetest.Records(pages); r["1"].ID == "" {
+		t.Errorf("window %v: %v", day.AddDays(1), sourcetest.IDs(pages))
 	}
 	if n := countPath(f, "/me"); n != 1 {
 		t.Errorf("/me asked %d times, want once", n)

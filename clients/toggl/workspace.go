@@ -301,8 +301,8 @@ func (l *reportLister) search(ctx context.Context, from, to clients.Date) error 
 	return l.walk(ctx, body, func(d clients.Date) bool { return !d.Before(from) && !d.After(to) })
 }
 
-// walk pages through one detailed search, handing over the entries whose
-// spent_date keep accepts and noting them as listed.
+// walk pages through one detailed search, handing over its entries and
+// noting those whose spent_date keep accepts as listed.
 func (l *reportLister) walk(ctx context.Context, body searchBody, keep func(clients.Date) bool) error {
 	c := l.c
 	u := reportsBase(c.base.String()) + "/workspace/" + strconv.FormatInt(c.wid, 10) + "/search/time_entries"
@@ -332,17 +332,16 @@ func (l *reportLister) walk(ctx context.Context, body searchBody, keep func(clie
 		if err != nil {
 			return err
 		}
-		kept := recs[:0]
+		// Every entry is handed over (those dated just outside the window
+		// too: a stored row dated inside whose entry moved out is then
+		// rewritten, not tombstoned); the ones inside are noted as listed.
 		for _, rec := range recs {
-			d := schema.At[clients.Date](&rec, schema.TE.SpentDate)
-			if !keep(d) {
-				continue
+			if d := schema.At[clients.Date](&rec, schema.TE.SpentDate); keep(d) {
+				l.listed[rec.ID] = seenEntry{date: d, version: rec.Version}
 			}
-			l.listed[rec.ID] = seenEntry{date: d, version: rec.Version}
-			kept = append(kept, rec)
 		}
-		c.log.Debug().Str("resource", string(clients.TimeEntries)).Int("page", l.page).Int("records", len(kept)).Msg("report page fetched")
-		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: resp.Date, Records: kept}); err != nil {
+		c.log.Debug().Str("resource", string(clients.TimeEntries)).Int("page", l.page).Int("records", len(recs)).Msg("report page fetched")
+		if err := l.fn(ctx, clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: resp.Date, Records: recs}); err != nil {
 			return err
 		}
 		next := func(h string) (*int64, error) {
