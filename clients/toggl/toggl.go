@@ -195,7 +195,6 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
-	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -642,7 +641,7 @@ func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(cont
 	}
 	q.Set("since", strconv.FormatInt(since.Unix(), 10))
 	l := &entryLister{c: c, fn: fn}
-	pg, n, err := l.fetch(ctx, q, nil)
+	pg, n, err := l.fetch(ctx, q)
 	if err != nil {
 		var he *httpx.Error
 		if errors.As(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(he.Body), "since") {
@@ -670,7 +669,7 @@ func (c *Client) listEntries(ctx context.Context, w clients.Window, fn func(cont
 	oldest, ok := oldestStart(pg)
 	for ok && n >= EntryCap {
 		q.Set("before", oldest.Add(time.Second).UTC().Format(time.RFC3339))
-		if pg, n, err = l.fetch(ctx, q, nil); err != nil {
+		if pg, n, err = l.fetch(ctx, q); err != nil {
 			return err
 		}
 		var o time.Time
@@ -813,9 +812,9 @@ type entryLister struct {
 	page int
 }
 
-// fetch requests one response and returns it as a page of the entries keep
-// accepts (all when nil), with how many the response held.
-func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients.Date) bool) (clients.Page, int, error) {
+// fetch requests one response and returns it as a page, with how many
+// entries it held.
+func (l *entryLister) fetch(ctx context.Context, q url.Values) (clients.Page, int, error) {
 	c := l.c
 	l.page++
 	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url("/me/time_entries", q), Resource: string(clients.TimeEntries), Page: l.page})
@@ -833,18 +832,8 @@ func (l *entryLister) fetch(ctx context.Context, q url.Values, keep func(clients
 	if err != nil {
 		return clients.Page{}, 0, err
 	}
-	n := len(recs)
-	if keep != nil {
-		kept := recs[:0]
-		for _, rec := range recs {
-			if rec.Row == nil || keep(schema.At[clients.Date](&rec, schema.TE.SpentDate)) {
-				kept = append(kept, rec)
-			}
-		}
-		recs = kept
-	}
 	c.log.Debug().Str("resource", string(clients.TimeEntries)).Int("page", l.page).Int("records", len(recs)).Msg("page fetched")
-	return clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: resp.Date, Records: recs}, n, nil
+	return clients.Page{Resource: clients.TimeEntries, Number: l.page, SourceTime: resp.Date, Records: recs}, len(recs), nil
 }
 
 // byDate lists the entries whose start day (in the user's zone) is in
@@ -863,7 +852,7 @@ func (l *entryLister) byDate(ctx context.Context, from, to clients.Date) error {
 	q := url.Values{}
 	q.Set("start_date", from.AddDays(-1).String())
 	q.Set("end_date", to.AddDays(2).String())
-	pg, n, err := l.fetch(ctx, q, nil)
+	pg, n, err := l.fetch(ctx, q)
 	if err != nil {
 		return err
 	}
