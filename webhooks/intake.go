@@ -74,15 +74,17 @@ func (in *Intake) applying() chan struct{} {
 const SecretsTTL = 10 * time.Second
 
 // FreshEvery bounds the fresh reads a signature that matched no cached
-// secret asks for: anyone who can reach the intake could otherwise cost a
-// query and the decryptions with each bogus POST.
+// secret asks for after one that matched nothing either: anyone who can
+// reach the intake could otherwise cost a query and the decryptions with
+// each bogus POST. The first one is never held back (a subscription saved
+// a moment ago gets its first delivery, or the provider's ping, at once).
 const FreshEvery = 250 * time.Millisecond
 
 type cached struct {
 	subs    []Subscription
 	secrets []string
 	until   time.Time
-	read    time.Time
+	missed  time.Time // when a fresh read last matched no signature
 }
 
 // secrets returns a source's subscriptions and their secrets (unreadable
@@ -91,7 +93,7 @@ func (in *Intake) secrets(ctx context.Context, source string, fresh bool) ([]Sub
 	in.mu.Lock()
 	c, ok := in.cache[source]
 	in.mu.Unlock()
-	if ok && (!fresh && time.Now().Before(c.until) || fresh && time.Since(c.read) < FreshEvery) {
+	if ok && (!fresh && time.Now().Before(c.until) || fresh && time.Since(c.missed) < FreshEvery) {
 		return c.subs, c.secrets, nil
 	}
 	subs, err := in.Store.Subscriptions(ctx, source)
@@ -114,9 +116,19 @@ func (in *Intake) secrets(ctx context.Context, source string, fresh bool) ([]Sub
 	if in.cache == nil {
 		in.cache = map[string]cached{}
 	}
-	in.cache[source] = cached{subs: subs, secrets: secrets, until: time.Now().Add(ttl), read: time.Now()}
+	in.cache[source] = cached{subs: subs, secrets: secrets, until: time.Now().Add(ttl), missed: c.missed}
 	in.mu.Unlock()
 	return subs, secrets, nil
+}
+
+// missed notes that a fresh read of source's secrets matched no signature.
+func (in *Intake) missed(source string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if c, ok := in.cache[source]; ok {
+		c.missed = time.Now()
+		in.cache[source] = c
+	}
 }
 
 func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -162,7 +174,9 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if idx < 0 {
 		// A subscription registered since the cache was filled?
 		if subs, secrets, err = in.secrets(ctx, name, true); err == nil {
-			idx = src.Dialect.Verify(r.Header, body, secrets)
+			if idx = src.Dialect.Verify(r.Header, body, secrets); idx < 0 {
+				in.missed(name)
+			}
 		}
 	}
 	if idx < 0 || secrets[idx] == "" {

@@ -51,6 +51,18 @@ func withToggl(t *testing.T) (*pgxpool.Pool, *Store, *Sealer) {
 	return pool, st, seal
 }
 
+// serveToggl serves an intake of source tg (Toggl) over st.
+func serveToggl(t *testing.T, st *Store, seal *Sealer) *httptest.Server {
+	t.Helper()
+	in := &Intake{Store: st, Seal: seal, MaxBody: 4096, Log: zerolog.Nop(),
+		Sources: map[string]Source{"tg": {Dialect: Toggl{}, Resources: []clients.Resource{clients.TimeEntries}}}}
+	mux := http.NewServeMux()
+	mux.Handle(Route, in)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func TestIntake(t *testing.T) {
 	t.Parallel()
 	pool, st, seal := withToggl(t)
@@ -204,12 +216,7 @@ func TestSealer(t *testing.T) {
 func TestBadSignaturesDoNotReadTheStoreEachTime(t *testing.T) {
 	t.Parallel()
 	pool, st, seal := withToggl(t)
-	in := &Intake{Store: st, Seal: seal, MaxBody: 4096, Log: zerolog.Nop(),
-		Sources: map[string]Source{"tg": {Dialect: Toggl{}, Resources: []clients.Resource{clients.TimeEntries}}}}
-	mux := http.NewServeMux()
-	mux.Handle(Route, in)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := serveToggl(t, st, seal)
 	body := togglEvent("1", "x")
 	before, start := pool.Stat().AcquireCount(), time.Now()
 	const bogus = 200
@@ -228,5 +235,33 @@ func TestBadSignaturesDoNotReadTheStoreEachTime(t *testing.T) {
 	reads := pool.Stat().AcquireCount() - before
 	if allowed := 2 + int64(time.Since(start)/FreshEvery); reads > allowed || reads >= bogus {
 		t.Fatalf("%d bogus deliveries read the store %d times, want at most %d", bogus, reads, allowed)
+	}
+}
+
+// A subscription saved a moment after the secrets were read gets its first
+// delivery accepted at once: the throttle holds back only fresh reads that
+// follow one that matched nothing.
+func TestNewSubscriptionsFirstDeliveryIsAccepted(t *testing.T) {
+	t.Parallel()
+	_, st, seal := withToggl(t)
+	srv := serveToggl(t, st, seal)
+	post := func(body, secret string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/tg", strings.NewReader(body))
+		req.Header.Set(TogglSignatureHeader, TogglSign(secret, []byte(body)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := post(togglEvent("1", "a"), togglSecret); s != http.StatusOK {
+		t.Fatalf("delivery: %d", s)
+	}
+	if err := st.SaveSubscription(context.Background(), Subscription{Source: "tg", ID: "2", URL: "http://x", Events: []string{"time_entry"}}, "second-secret", seal); err != nil {
+		t.Fatal(err)
+	}
+	if s := post(togglEvent("2", "b"), "second-secret"); s != http.StatusOK {
+		t.Fatalf("the new subscription's first delivery: %d", s)
 	}
 }

@@ -506,13 +506,8 @@ func TestReconcileKeepsAnEntryDatedJustOutside(t *testing.T) {
 	f.PutTimeEntry(entry(id, userA, from.AddDays(-1).Time().Add(12*time.Hour), time.Hour)) // the day before the window
 	clk.Advance(5 * time.Minute)                                                           // past the feed's safety lag
 	c := newClient(t, f, nil)
-	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.Nop(), Sources: []poller.Source{{Source: c,
-		Resources: []clients.Resource{clients.TimeEntries}, Overlap: 3 * time.Minute, LookbackDays: lookback}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p, pool := sourcetest.Mirror(t, poller.Source{Source: c,
+		Resources: []clients.Resource{clients.TimeEntries}, Overlap: 3 * time.Minute, LookbackDays: lookback})
 	ctx := t.Context()
 	if _, err := p.Incremental(ctx, c.Name()); err != nil {
 		t.Fatal(err)
@@ -1144,13 +1139,7 @@ func TestIdleFeedWindowStaysShort(t *testing.T) {
 	f.PutTimeEntry(entry("65f0000000000000000000a1", userA, t0.Add(-time.Hour), 30*time.Minute))
 	clk.Advance(5 * time.Minute)
 	c := newClient(t, f, nil)
-	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.Nop(),
-		Sources: []poller.Source{{Source: c, Resources: []clients.Resource{clients.TimeEntries}, Overlap: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p, _ := sourcetest.Mirror(t, poller.Source{Source: c, Resources: []clients.Resource{clients.TimeEntries}, Overlap: time.Minute})
 	for i := range 15 { // idle passes ten minutes apart write no cursor
 		res, err := p.Incremental(t.Context(), c.Name())
 		if err != nil {

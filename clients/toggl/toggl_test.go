@@ -1142,14 +1142,8 @@ func TestArchivedStaysMirroredThroughReconcile(t *testing.T) {
 	f.PutTask(toggltest.Task{ID: 6, ProjectID: 1, Name: "Design", Active: true})
 	clk.Advance(time.Second)
 	c := newClient(t, f, nil)
-	pool := pgtest.DB(t)
 	resources := []clients.Resource{clients.Clients, clients.Projects, clients.Tasks}
-	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.New(zerolog.NewTestWriter(t)),
-		Sources: []poller.Source{{Source: c, Resources: resources, Overlap: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p, pool := sourcetest.Mirror(t, poller.Source{Source: c, Resources: resources, Overlap: time.Minute})
 	ctx := t.Context()
 	if _, err := p.Incremental(ctx, c.Name()); err != nil {
 		t.Fatal(err)
@@ -1231,12 +1225,7 @@ func TestPlanGated402AfterAQuotaWaitIsSkippedAndRemembered(t *testing.T) {
 	f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 7, Start: now.Add(-time.Hour), Stop: &now, Duration: 3600})
 	var waits atomic.Int32
 	c := newClient(t, f, nil, quotaCounter(time.Second, &waits))
-	p, err := poller.New(poller.Params{Pool: pgtest.DB(t), Logger: zerolog.New(zerolog.NewTestWriter(t)),
-		Sources: []poller.Source{{Source: c, Resources: []clients.Resource{clients.Tasks, clients.TimeEntries}, Overlap: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p, _ := sourcetest.Mirror(t, poller.Source{Source: c, Resources: []clients.Resource{clients.Tasks, clients.TimeEntries}, Overlap: time.Minute})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	res, err := p.Incremental(ctx, c.Name())
@@ -1268,13 +1257,7 @@ func TestIdleForMonthsKeepsSyncing(t *testing.T) {
 	f.PutTimeEntry(toggltest.TimeEntry{ID: 1, UserID: 7, Start: start, Stop: &stop, Duration: 1800, At: clk.Now().Add(-time.Minute)})
 	clk.Advance(time.Second)
 	c := newClient(t, f, nil)
-	pool := pgtest.DB(t)
-	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.New(zerolog.NewTestWriter(t)),
-		Sources: []poller.Source{{Source: c, Resources: []clients.Resource{clients.TimeEntries}, Overlap: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p, pool := sourcetest.Mirror(t, poller.Source{Source: c, Resources: []clients.Resource{clients.TimeEntries}, Overlap: time.Minute})
 	ctx := t.Context()
 	for i := range 5 { // idle passes a minute apart write no cursor
 		clk.Advance(time.Minute)

@@ -15,10 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/internal/logtest"
+	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -171,3 +176,16 @@ func ReconcileWindow(today clients.Date, lookbackDays int) func(clients.Resource
 
 // SyncBuffer is a log sink safe for a client's concurrent writes.
 type SyncBuffer = logtest.Buffer
+
+// Mirror is a poller of s over a fresh database (its pool too), closed
+// when the test ends: a provider's behaviour seen through passes.
+func Mirror(t *testing.T, s poller.Source) (*poller.Poller, *pgxpool.Pool) {
+	t.Helper()
+	pool := pgtest.DB(t)
+	p, err := poller.New(poller.Params{Pool: pool, Logger: zerolog.New(zerolog.NewTestWriter(t)), Sources: []poller.Source{s}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, pool
+}
