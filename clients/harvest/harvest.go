@@ -244,7 +244,7 @@ func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w 
 		f.Page.Covered = covered
 		return send(f)
 	}
-	n := 0
+	n, goneN := 0, 0
 	for i, id := range ids {
 		last, gone := i == len(ids)-1, false
 		pages, ok := c.walk(ctx, r, id, c.nestedURL(r, parent, id, w), n, last, func(f listing.Fetched) bool {
@@ -257,6 +257,13 @@ func (c *Client) fetchNested(ctx context.Context, r, parent clients.Resource, w 
 			return withCover(f)
 		})
 		if gone {
+			if goneN++; last && goneN == len(ids) && goneN > 1 {
+				// Not deletions: the lists are not where they are asked
+				// for (a proxy, a base_url). Read as empty, a reconcile
+				// would tombstone every child.
+				send(listing.Fetched{Err: fmt.Errorf("%s: every list under the %d %s asked answered 404: check base_url and any proxy in front of Harvest", r, goneN, parent)})
+				return nil
+			}
 			c.log.Info().Str("resource", string(r)).Str("parent", string(parent)).Str("id", id).
 				Msg("parent deleted before its list was read: nothing under it")
 			delete(versions, id)

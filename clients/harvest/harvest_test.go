@@ -1156,6 +1156,22 @@ func TestNestedListingUnderADeletedParentIsEmpty(t *testing.T) {
 			}
 		})
 	}
+	// Every list answering 404 is not deletions but lists asked for in
+	// the wrong place: read as empty, a reconcile would tombstone them all.
+	f := newFake(t, harvestfake.Options{NoRateLimit: true})
+	for id := int64(1); id <= 3; id++ {
+		d := sampleDoc(inv, id, conformance.ContentValue(inv.Name, "word"), clients.DateOf(base))
+		f.PutDoc(inv.Name, d)
+	}
+	f.OnList(func(r fakeapi.Request) {
+		var id int64
+		if _, err := fmt.Sscanf(r.Path, "/invoices/%d/payments", &id); err == nil {
+			f.Delete(inv.Name, id)
+		}
+	})
+	if _, err := sourcetest.Collect(t, newClient(t, f), pay.Name, clients.Window{}); err == nil || !strings.Contains(err.Error(), "every list under the 3 invoices asked answered 404") {
+		t.Fatalf("every child list answering 404: %v", err)
+	}
 }
 
 // A running timer's hours grow while its updated_at stands still: the
