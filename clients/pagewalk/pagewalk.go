@@ -337,7 +337,12 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 // record up past the boundary) only when both fall between the same two
 // pages, leaving the total as it was; when the total changed between
 // every two pages the creation may fall between, the page before was read
-// again there (Back), which caught what the deletion moved up.
+// again there (Back), which caught what the deletion moved up. It takes a
+// record to show from its creation stamp (to the second): one committed
+// seconds after its stamp could show, and move the total, in a later
+// interval than its stamp says. Widening the intervals by such a delay
+// would make nearly every creation cost a walk again at Harvest's pace of
+// pages (several a second), which is what this avoids.
 func (c *walk) createdUnseen(created []time.Time) time.Time {
 	var out time.Time
 	for _, s := range created {
