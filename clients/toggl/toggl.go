@@ -202,9 +202,11 @@ const (
 	DefaultBaseURL = "https://api.track.toggl.com/api/v9"
 	// MaxSinceAge is how far back Toggl serves `since` (about 3 months).
 	MaxSinceAge = 90 * 24 * time.Hour
-	// FirstSyncMargin keeps the first sync's `since` safely inside
-	// MaxSinceAge when our estimate of the source's clock is a little off.
-	FirstSyncMargin = time.Hour
+	// FirstSyncMargin keeps the first sync's `since` safely inside what
+	// Toggl serves: "3 months" may be calendar months (89 days from 1 May
+	// back to 1 February), and our estimate of the source's clock may be
+	// a little off.
+	FirstSyncMargin = 2 * 24 * time.Hour
 	// PerPage is the page size asked of the paginated workspace lists
 	// (projects, tasks).
 	PerPage = 200
@@ -246,7 +248,7 @@ func (e *SinceTooOldError) Error() string {
 		"Run `tidemark backfill --source %s --resource time_entries --from %s --to %s` to cover the gap, "+
 		"then `tidemark cursor reset --source %s --resource time_entries` (the next sync lists the last %d days)",
 		e.Source, ErrSinceTooOld, e.Since.UTC().Format(time.RFC3339), int(MaxSinceAge/(24*time.Hour)),
-		e.SourceNow.UTC().Format(time.RFC3339), e.Source, from, to, e.Source, int(MaxSinceAge/(24*time.Hour)))
+		e.SourceNow.UTC().Format(time.RFC3339), e.Source, from, to, e.Source, int((MaxSinceAge-FirstSyncMargin)/(24*time.Hour)))
 }
 
 // Is matches ErrSinceTooOld.

@@ -1323,3 +1323,14 @@ func TestGenuineQuota402IsNotAPlanGate(t *testing.T) {
 		t.Fatalf("a spent quota was taken for a plan gate: %v", err)
 	}
 }
+
+// Toggl's "3 months" may be calendar months, 89 days back from 1 May: the
+// first sync asks within that.
+func TestFirstSyncWithinThreeCalendarMonths(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{SinceLimit: 89 * 24 * time.Hour})
+	c := newClient(t, f, nil)
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+		t.Fatalf("first sync where Toggl serves 89 days: %v", err)
+	}
+}
