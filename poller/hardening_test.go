@@ -421,6 +421,12 @@ func TestCappedListingIsRetriedAtTheNextTick(t *testing.T) {
 		"the capped listing to be listed again at the next tick")
 }
 
+// noClockT0 and noClockDay are when the no-clock tests' records change.
+var (
+	noClockT0  = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	noClockDay = clients.DateOf(noClockT0)
+)
+
 // noClock is a source behind something that drops the Date header (a
 // proxy): its pages carry no source clock.
 type noClock struct{ *fakeSource }
@@ -440,8 +446,7 @@ func (n noClock) List(ctx context.Context, r clients.Resource, w clients.Window,
 func TestNoSourceClockDoesNotSkipAnEditBehindTheWalk(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	day := clients.Date{Year: 2026, Month: 3, Day: 10}
+	t0, day := noClockT0, noClockDay
 	src := newFakeSource("acme", t0.Add(30*time.Minute))
 	for i := 1; i <= 6; i++ {
 		src.putAt(i, t0, day, "v1")
@@ -518,8 +523,7 @@ func (n emptyFirst) List(ctx context.Context, r clients.Resource, w clients.Wind
 // cursor to the newest version seen, even behind an empty first page.
 func TestNoSourceClockEmptyFirstPageStillMovesTheCursor(t *testing.T) {
 	t.Parallel()
-	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	day := clients.Date{Year: 2026, Month: 3, Day: 10}
+	t0, day := noClockT0, noClockDay
 	src := newFakeSource("acme", t0)
 	for i := 1; i <= 4; i++ {
 		src.putAt(i, t0.Add(time.Duration(i)*time.Minute), day, "v1")
@@ -538,8 +542,7 @@ func TestNoSourceClockEmptyFirstPageStillMovesTheCursor(t *testing.T) {
 // records does not hold the cursor back.
 func TestNoSourceClockOldFirstPageDoesNotStallTheCursor(t *testing.T) {
 	t.Parallel()
-	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	day := clients.Date{Year: 2026, Month: 3, Day: 10}
+	t0, day := noClockT0, noClockDay
 	src := newFakeSource("acme", t0)
 	for i := 1; i <= 6; i++ {
 		src.putAt(i, t0, day, "v1")
