@@ -65,11 +65,12 @@ type Change struct {
 func (c Change) ID() [16]byte { return c.id(0) }
 
 // id is the id of the n-th time (from 0) the record reaches this (version,
-// content) in the feed. A row comes back to an earlier state only rarely: a
-// record brought back from a wrong tombstone (a tombstone keeps the
-// version), or an edit undone within the same second. That is a change of
-// its own and gets the next id, not the first one again: the same in every
-// interleaving, since each must pass through the earlier state first.
+// content). A row comes back to an earlier state only rarely: a record
+// brought back from a wrong tombstone (a tombstone keeps the version), or an
+// edit undone within the same second. That is a change of its own and gets
+// the next id, not the first one again: the same in every interleaving,
+// since each must pass through the earlier state first. n is counted in
+// event_states, not in the feed, which retention empties.
 func (c Change) id(n int) [16]byte {
 	h := sha256.New()
 	for _, s := range []string{c.Source, string(c.Resource), c.RecordID} {
@@ -127,26 +128,29 @@ type Event struct {
 
 // Append writes changes to the feed in tx, the transaction of the changes
 // themselves, and notifies Channel at commit. Every change is appended:
-// upsert only reports real changes, so an id already in the feed means the
-// record returned to an earlier state, and it gets the next id. Call it after the
-// transaction's last mirror write: the append lock it takes is held until
-// commit. It returns how many events it appended.
+// upsert only reports real changes. A record that returns to a (version,
+// content) it had before gets the next occurrence's id, counted in
+// event_states, which retention leaves alone: an id names one change for
+// ever. Call it after the transaction's last mirror write: the append lock it
+// takes is held until commit. It returns how many events it appended.
 func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
 	if len(changes) == 0 {
 		return 0, nil
 	}
-	ids := make([]pgtype.UUID, len(changes))
-	for i := range changes {
-		ids[i] = pgtype.UUID{Bytes: changes[i].ID(), Valid: true}
-	}
-	// Fast path: COPY under a savepoint. An id already in the feed (rare: a
-	// record back at an earlier state) fails it with a unique violation;
-	// then the slow path gives such changes their next ids.
+	// One round trip: the lock, the occurrences, the savepoint of the fast
+	// path. Fast path: COPY under the savepoint. An id already in the feed
+	// (only for history older than event_states) fails it with a unique
+	// violation; then the slow path gives such changes the next free ids.
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock($1)`, appendLock)
+	nth := occurrences(b, changes)
 	b.Queue(`SAVEPOINT tidemark_events`)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("append events: lock: %w", err)
+		return 0, fmt.Errorf("append events: lock and count occurrences: %w", err)
+	}
+	ids := make([]pgtype.UUID, len(changes))
+	for i := range changes {
+		ids[i] = pgtype.UUID{Bytes: changes[i].id(nth[i]), Valid: true}
 	}
 	n, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, appendColumns, pgx.CopyFromSlice(len(changes), func(i int) ([]any, error) {
 		c := &changes[i]
@@ -157,7 +161,7 @@ func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
 		_, err = tx.Exec(ctx, `RELEASE SAVEPOINT tidemark_events`)
 	case hasCode(err, "23505"):
 		if _, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tidemark_events`); err == nil {
-			n, err = appendEach(ctx, tx, changes, ids)
+			n, err = appendEach(ctx, tx, changes, nth)
 		}
 	}
 	if err != nil {
@@ -169,6 +173,54 @@ func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
 	return n, nil
 }
 
+// occurrences queues in b the statements that record each change in
+// event_states; once b has run, the slice returned holds how many times
+// before each change's record reached the same (version, content). Versions
+// of a record never go back, so the hashes at its latest version are all it
+// takes. A record named twice in changes is recorded in order, one
+// statement per repeat.
+func occurrences(b *pgx.Batch, changes []Change) []int {
+	nth := make([]int, len(changes))
+	type key struct{ source, resource, id string }
+	for off := 0; off < len(changes); {
+		seen := map[key]int{} // key → index in changes
+		var sources, resources, ids []string
+		var versions []time.Time
+		var hashes [][]byte
+		for ; off < len(changes); off++ {
+			c := &changes[off]
+			k := key{c.Source, string(c.Resource), c.RecordID}
+			if _, dup := seen[k]; dup {
+				break // the next statement records it after this one
+			}
+			seen[k] = off
+			sources, resources, ids = append(sources, k.source), append(resources, k.resource), append(ids, k.id)
+			versions, hashes = append(versions, c.Version), append(hashes, c.Hash[:])
+		}
+		b.Queue(occurrencesSQL, sources, resources, ids, versions, hashes).Query(func(rows pgx.Rows) error {
+			var k key
+			var n int
+			_, err := pgx.ForEachRow(rows, []any{&k.source, &k.resource, &k.id, &n}, func() error {
+				nth[seen[k]] = n
+				return nil
+			})
+			return err
+		})
+	}
+	return nth
+}
+
+// occurrencesSQL appends each change's hash to its record's hashes at the
+// change's version (a newer version starts them anew) and returns how many
+// times the hash was there before.
+const occurrencesSQL = `INSERT INTO event_states AS s (source, resource, record_id, version, hashes)
+SELECT c.source, c.resource, c.record_id, c.version, ARRAY[c.hash]
+FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bytea[]) AS c(source, resource, record_id, version, hash)
+ON CONFLICT (source, resource, record_id) DO UPDATE SET
+    version = EXCLUDED.version,
+    hashes = CASE WHEN s.version = EXCLUDED.version THEN s.hashes || EXCLUDED.hashes ELSE EXCLUDED.hashes END
+RETURNING s.source, s.resource, s.record_id, cardinality(array_positions(s.hashes, s.hashes[cardinality(s.hashes)])) - 1`
+
 var appendColumns = []string{"event_id", "source", "resource", "record_id", "kind", "version", "content_hash"}
 
 func hasCode(err error, code string) bool {
@@ -178,16 +230,12 @@ func hasCode(err error, code string) bool {
 
 // appendEach appends changes one by one; one whose id is already in the
 // feed gets the next free occurrence's id.
-func appendEach(ctx context.Context, tx pgx.Tx, changes []Change, ids []pgtype.UUID) (int64, error) {
+func appendEach(ctx context.Context, tx pgx.Tx, changes []Change, nth []int) (int64, error) {
 	var n int64
 	for i := range changes {
 		c := &changes[i]
-		for k := 0; ; k++ {
-			id := ids[i]
-			if k > 0 {
-				id = pgtype.UUID{Bytes: c.id(k), Valid: true}
-			}
-			tag, err := tx.Exec(ctx, appendSQL, id, c.Source, string(c.Resource), c.RecordID, string(c.Kind), c.Version, c.Hash[:])
+		for k := nth[i]; ; k++ {
+			tag, err := tx.Exec(ctx, appendSQL, pgtype.UUID{Bytes: c.id(k), Valid: true}, c.Source, string(c.Resource), c.RecordID, string(c.Kind), c.Version, c.Hash[:])
 			if err != nil {
 				return 0, err
 			}

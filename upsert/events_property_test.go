@@ -191,7 +191,7 @@ func TestEventsOnePerRealChange(t *testing.T) {
 func checkFeedProperty(t *testing.T, pool *pgxpool.Pool, prop func(rt *rapid.T, hs [][]clients.Record, want map[string][][16]byte)) {
 	t.Helper()
 	rapid.Check(t, func(rt *rapid.T) {
-		if _, err := pool.Exec(context.Background(), `TRUNCATE time_entries, events`); err != nil {
+		if _, err := pool.Exec(context.Background(), `TRUNCATE time_entries, events, event_states`); err != nil {
 			rt.Fatal(err)
 		}
 		hs := make([][]clients.Record, rapid.IntRange(1, 6).Draw(rt, "ids"))
@@ -356,4 +356,136 @@ func TestEventsTombstoneAndReturn(t *testing.T) {
 	if feed[1].ID != ch.ID() || feed[3].ID != ch.NthID(1) {
 		t.Fatalf("ids %s, want the creation's and its next occurrence's", fmtIDs([][16]byte{feed[1].ID, feed[3].ID}))
 	}
+}
+
+// TestEventsIDOutlivesRetention (issue 23, item 1): after retention deleted
+// a record's creation, a wrong tombstone and the record's return at the same
+// version and content get ids of their own: the return does not get the
+// creation's id again, which a consumer deduplicating by webhook-id would
+// drop.
+func TestEventsIDOutlivesRetention(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	rec := entry(1, t0, t0.Add(time.Minute), "a")
+	if _, err := applyEvents(ctx, pool, []clients.Record{rec}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, []clients.Record{rec}, WithEvents(true)); err != nil {
+		t.Fatal(err)
+	}
+	delivered := readFeed(t, pool)
+	if n, err := events.Prune(ctx, pool, time.Microsecond); err != nil || n != 1 {
+		t.Fatalf("prune: %d events, %v", n, err)
+	}
+	tombstoneAll(t, pool)
+	back := rec
+	back.FetchedAt = time.Now()
+	if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, []clients.Record{back}, WithEvents(true)); err != nil {
+		t.Fatal(err)
+	}
+	delivered = append(delivered, readFeed(t, pool)...)
+	var kinds []string
+	for _, e := range delivered {
+		kinds = append(kinds, e.Kind)
+	}
+	if want := []string{"created", "deleted", "updated"}; !slices.Equal(kinds, want) {
+		t.Fatalf("feed %v, want %v", kinds, want)
+	}
+	ch := events.Change{Source: testSource, Resource: clients.TimeEntries, RecordID: "1", Version: t0}
+	copy(ch.Hash[:], hashOf(t, rec))
+	if delivered[0].ID != ch.ID() || delivered[2].ID != ch.NthID(1) {
+		t.Fatalf("ids %s, want the creation's and its next occurrence's (%s)", fmtIDs([][16]byte{delivered[0].ID, delivered[2].ID}),
+			fmtIDs([][16]byte{ch.ID(), ch.NthID(1)}))
+	}
+}
+
+// tombstoneAll marks every live time entry of testSource deleted, with
+// events: a reconcile whose listing wrongly came back empty.
+func tombstoneAll(t testing.TB, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var n int64
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		var err error
+		n, err = TombstoneMissing(context.Background(), tx, TombstoneParams{Source: testSource, Resource: clients.TimeEntries,
+			AsOf: t0.Add(24 * time.Hour), Events: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestEventsIDsUniqueAcrossRetention: records' histories applied in order,
+// mixed with wrong tombstones, returns at the same version and content, and
+// retention deleting everything recorded so far: over everything the feed
+// ever held, no id twice and one event per write.
+func TestEventsIDsUniqueAcrossRetention(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	rapid.Check(t, func(rt *rapid.T) {
+		if _, err := pool.Exec(ctx, `TRUNCATE time_entries, events, event_states`); err != nil {
+			rt.Fatal(err)
+		}
+		hs := make([][]clients.Record, rapid.IntRange(1, 3).Draw(rt, "ids"))
+		for i := range hs {
+			hs[i] = history(rt, int64(i+1))
+		}
+		next := make([]int, len(hs))
+		var delivered []feedEvent
+		var written int64
+		for range rapid.IntRange(1, 24).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 3).Draw(rt, "action") {
+			case 0: // the next fetch of a record
+				r := rapid.IntRange(0, len(hs)-1).Draw(rt, "record")
+				if next[r] == len(hs[r]) {
+					continue
+				}
+				c, err := Apply(ctx, pool, testSource, clients.TimeEntries, hs[r][next[r]:next[r]+1], WithEvents(true))
+				if err != nil {
+					rt.Fatal(err)
+				}
+				next[r]++
+				written += c.Inserted + c.Updated
+			case 1: // a wrong tombstone of every live row
+				written += tombstoneAll(t, pool)
+			case 2: // every record fetched again now: the tombstoned ones return
+				var page []clients.Record
+				for r := range hs {
+					if next[r] > 0 {
+						rec := hs[r][next[r]-1]
+						rec.FetchedAt = time.Now()
+						page = append(page, rec)
+					}
+				}
+				if len(page) == 0 {
+					continue
+				}
+				c, err := Apply(ctx, pool, testSource, clients.TimeEntries, page, WithEvents(true))
+				if err != nil {
+					rt.Fatal(err)
+				}
+				written += c.Inserted + c.Updated
+			case 3: // retention deletes everything recorded so far
+				delivered = append(delivered, readFeed(t, pool)...)
+				if _, err := events.Prune(ctx, pool, time.Microsecond); err != nil {
+					rt.Fatal(err)
+				}
+				delivered = delivered[:len(delivered)-len(readFeed(t, pool))]
+			}
+		}
+		delivered = append(delivered, readFeed(t, pool)...)
+		if int64(len(delivered)) != written {
+			rt.Fatalf("%d events for %d writes", len(delivered), written)
+		}
+		seen := map[[16]byte]bool{}
+		for _, e := range delivered {
+			if seen[e.ID] {
+				rt.Fatalf("event id %s twice (feed %v)", events.FormatID(e.ID), delivered)
+			}
+			seen[e.ID] = true
+		}
+	})
 }
