@@ -151,12 +151,14 @@
 //     date and version the last complete listing gave it. When a listing
 //     of a date range completes (every page served, no error, no cap), the
 //     entries remembered in that range and absent from the listing are
-//     asked for by id (the search's time_entry_ids, over the ConfirmDays
-//     before the window's end): one that comes back was moved to another
-//     day, and is handed over live with its new state; the others are
-//     handed over as tombstones at their last seen version (deleted at the
-//     listing's Date), so any later state wins (an entry moved further
-//     back than ConfirmDays, listed again by a backfill, comes back). A
+//     asked for by id (the search's time_entry_ids, over every day from
+//     ConfirmDays before the window or today to ConfirmDays after them,
+//     forward too: an entry moved past tomorrow is not deleted): one that
+//     comes back was moved to another day, and is handed over live with
+//     its new state; the others are handed over as tombstones at their
+//     last seen version (deleted at the listing's Date), so any later
+//     state wins (an entry moved further than that, listed again, comes
+//     back). A
 //     listing or confirmation that failed or was capped hands over no
 //     tombstone and keeps the memory as it was. The memory is the process's: after a restart
 //     the first listing only learns it, and the scheduled reconcile (which

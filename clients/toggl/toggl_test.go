@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1016,9 +1017,68 @@ func TestWorkspaceEntryMovedOutOfTheWindowIsNotTombstoned(t *testing.T) {
 	if recs["2"].DeletedAt == nil {
 		t.Errorf("deleted entry: %+v", recs["2"])
 	}
+	// The first confirmation asks for both absent ids; the later ranges
+	// only for the one not found yet.
 	qs := f.ReportQueries()
-	if last := qs[len(qs)-1]; len(last.TimeEntryIDs) != 2 || last.TimeEntryIDs[0] != 1 || last.TimeEntryIDs[1] != 2 {
-		t.Errorf("confirmation search %+v: want the two absent ids", last)
+	i := slices.IndexFunc(qs, func(q toggltest.ReportQuery) bool { return q.TimeEntryIDs != nil })
+	if i < 0 || len(qs[i].TimeEntryIDs) != 2 || qs[i].TimeEntryIDs[0] != 1 || qs[i].TimeEntryIDs[1] != 2 {
+		t.Errorf("confirmation searches %+v: want the two absent ids first", qs)
+	}
+	if last := qs[len(qs)-1]; !slices.Equal(last.TimeEntryIDs, []int64{2}) {
+		t.Errorf("last confirmation search %+v: want only the id not found", last)
+	}
+}
+
+// Issue 23, item 2: an entry moved to a later day than the window's end
+// (after tomorrow for an incremental pass, after the window for a
+// backfill) is absent from the listing but not deleted: the lookup by id
+// finds it wherever it was moved within a year of the window or of today,
+// and it is handed over live, never as a tombstone.
+func TestWorkspaceEntryMovedForwardIsNotTombstoned(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		window func(today clients.Date) clients.Window
+		at, to func(today clients.Date) clients.Date // the entry's day, then after its move
+	}{
+		{"incremental, moved after tomorrow", func(today clients.Date) clients.Window { return clients.Window{UpdatedSince: today.Time()} },
+			func(today clients.Date) clients.Date { return today.AddDays(-2) }, func(today clients.Date) clients.Date { return today.AddDays(10) }},
+		{"backfill, moved after the window", func(today clients.Date) clients.Window {
+			return clients.Window{From: today.AddDays(-400), To: today.AddDays(-390)}
+		}, func(today clients.Date) clients.Date { return today.AddDays(-395) }, func(today clients.Date) clients.Date { return today.AddDays(-20) }},
+		{"backfill, moved to next year", func(today clients.Date) clients.Window {
+			return clients.Window{From: today.AddDays(-400), To: today.AddDays(-390)}
+		}, func(today clients.Date) clients.Date { return today.AddDays(-395) }, func(today clients.Date) clients.Date { return today.AddDays(300) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, toggltest.Options{})
+			today := clients.DateOf(f.Now().UTC())
+			putEntry(f, 1, 11, tc.at(today).Time().Add(12*time.Hour))
+			putEntry(f, 2, 12, tc.at(today).Time().Add(13*time.Hour))
+			c := newClient(t, f, nil, workspaceScope)
+			w := tc.window(today)
+			if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
+				t.Fatal(err)
+			}
+			putEntry(f, 1, 11, tc.to(today).Time().Add(12*time.Hour))
+			f.Delete(clients.TimeEntries, 2)
+			pages, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs := sourcetest.Records(pages)
+			moved := recs["1"]
+			if moved.DeletedAt != nil || moved.Row == nil {
+				t.Fatalf("moved entry handed over as %+v, want it live on %s", moved, tc.to(today))
+			}
+			if d := schema.At[clients.Date](&moved, schema.TimeEntries.Index("spent_date")); d != tc.to(today) {
+				t.Errorf("moved entry spent %s, want %s", d, tc.to(today))
+			}
+			if recs["2"].DeletedAt == nil {
+				t.Errorf("deleted entry: %+v", recs["2"])
+			}
+		})
 	}
 }
 

@@ -43,8 +43,9 @@ const (
 	// MaxReportPages bounds one search's page walk: a walk that has not
 	// ended by then fails with clients.ErrCapped.
 	MaxReportPages = 5000
-	// ConfirmDays is how far back (from the window's end) an entry absent
-	// from its window is looked for by id before it is taken as deleted;
+	// ConfirmDays is how far either side of the window and of today an
+	// entry absent from its window is looked for by id before it is taken
+	// as deleted (see confirmRanges), one search per ConfirmDays;
 	// ConfirmBatch how many ids one such search names.
 	ConfirmDays  = 365
 	ConfirmBatch = 200
@@ -437,17 +438,26 @@ func (l *reportLister) finish(ctx context.Context, from, to clients.Date) error 
 		}
 	}
 	c.wsMu.Unlock()
-	// An absent entry may have been moved to a day outside the window
-	// rather than deleted: ask for the absent ids by id over the last
-	// ConfirmDays, and hand over as live whatever comes back.
+	// An absent entry may have been moved to another day rather than
+	// deleted: ask for the absent ids by id wherever it can have been moved
+	// (confirmRanges), and hand over as live whatever comes back. "Not
+	// found" must mean looked for everywhere: a moved entry tombstoned would
+	// read deleted until its new day is listed again.
 	slices.Sort(absent)
+	ranges := confirmRanges(from, to, clients.DateOf(c.SourceNow().UTC()))
 	for len(absent) > 0 {
 		batch := absent[:min(len(absent), ConfirmBatch)]
 		absent = absent[len(batch):]
-		body := searchBody{StartDate: to.AddDays(1 - ConfirmDays).String(), EndDate: to.AddDays(1).String(),
-			PageSize: ReportPageSize, TimeEntryIDs: batch}
-		if err := l.walk(ctx, body, func(clients.Date) bool { return true }); err != nil {
-			return err
+		for _, rg := range ranges {
+			body := searchBody{StartDate: rg[0].String(), EndDate: rg[1].String(), PageSize: ReportPageSize, TimeEntryIDs: batch}
+			if err := l.walk(ctx, body, func(clients.Date) bool { return true }); err != nil {
+				return err
+			}
+			// Found ids are not asked for again.
+			batch = slices.DeleteFunc(batch, func(id int64) bool { _, ok := l.listed[strconv.FormatInt(id, 10)]; return ok })
+			if len(batch) == 0 {
+				break
+			}
 		}
 	}
 	c.wsMu.Lock()
@@ -492,6 +502,45 @@ func (l *reportLister) finish(ctx context.Context, from, to clients.Date) error 
 		c.seen[id] = s
 	}
 	return nil
+}
+
+// confirmRanges are the date ranges (inclusive, each at most the search's
+// longest) an absent entry of a listing of from..to is looked for by id in:
+// ConfirmDays either side of the window and of today, the range before the
+// window's end first (where a back-dated entry is), then later days (an
+// entry moved forward, also past tomorrow), then earlier ones.
+func confirmRanges(from, to, today clients.Date) [][2]clients.Date {
+	lo, hi := from, to
+	if today.Before(lo) {
+		lo = today
+	}
+	if today.After(hi) {
+		hi = today
+	}
+	lo, hi = lo.AddDays(-ConfirmDays), hi.AddDays(ConfirmDays)
+	first := [2]clients.Date{to.AddDays(1 - ConfirmDays), to.AddDays(1)}
+	out := [][2]clients.Date{first}
+	for s := first[1].AddDays(1); !s.After(hi); s = s.AddDays(ConfirmDays) {
+		out = append(out, [2]clients.Date{s, minDate(s.AddDays(ConfirmDays-1), hi)})
+	}
+	for e := first[0].AddDays(-1); !e.Before(lo); e = e.AddDays(-ConfirmDays) {
+		out = append(out, [2]clients.Date{maxDate(e.AddDays(1-ConfirmDays), lo), e})
+	}
+	return out
+}
+
+func minDate(a, b clients.Date) clients.Date {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxDate(a, b clients.Date) clients.Date {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // knownTags returns the tag names learnt so far.
