@@ -183,7 +183,7 @@ func meRequests(tg *toggltest.Server) int {
 func put(tg *toggltest.Server, id int64, notes string) {
 	start := tg.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
 	stop := start.Add(time.Hour)
-	tg.PutTimeEntry(toggltest.TimeEntry{ID: id, UserID: 7, Description: &notes, Start: start, Stop: &stop, Duration: 3600})
+	tg.PutTimeEntry(toggltest.TimeEntry{ID: id, UserID: toggltest.OwnerID, Description: &notes, Start: start, Stop: &stop, Duration: 3600})
 }
 
 // A change at the fake reaches the mirror through its webhook, with the

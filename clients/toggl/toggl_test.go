@@ -1394,3 +1394,35 @@ func TestFirstSyncWithinThreeCalendarMonths(t *testing.T) {
 		t.Fatalf("first sync where Toggl serves 89 days: %v", err)
 	}
 }
+
+// Issue 23, item 3: with scope me, a workspace webhook delivers every
+// user's time-entry events, but the me listings cover only the token
+// owner's entries: DecodeEvent hands over the owner's, never another
+// user's (which a reconcile would tombstone and the next event write back).
+// Before /me told who the owner is, none is handed over.
+func TestDecodeEventScopeMeOnlyTheOwnersEntries(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, toggltest.Options{})
+	now := f.Now().UTC()
+	putEntry(f, 5, toggltest.OwnerID, now.Add(-2*time.Hour))
+	putEntry(f, 6, 2, now.Add(-3*time.Hour)) // another user's
+	c := newClient(t, f, nil)
+	event := func(id int64) []byte {
+		stop := now.Add(-time.Hour)
+		return fmt.Appendf(nil, `{"id":%d,"workspace_id":%d,"project_id":null,"task_id":null,"user_id":%d,"billable":false,"description":"x","start":%q,"stop":%q,"duration":1800,"tags":[],"tag_ids":[],"at":%q,"server_deleted_at":null}`,
+			id, toggltest.DefaultWorkspaceID, map[int64]int64{5: toggltest.OwnerID, 6: 2}[id], now.Add(-90*time.Minute).Format(time.RFC3339), stop.Format(time.RFC3339), now.Format(time.RFC3339))
+	}
+	if recs, ok, err := c.DecodeEvent(clients.TimeEntries, event(6), now); err != nil || ok || len(recs) > 0 {
+		t.Fatalf("before /me: %d records, ok %v, %v", len(recs), ok, err)
+	}
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{}); err != nil {
+		t.Fatal(err)
+	}
+	recs, ok, err := c.DecodeEvent(clients.TimeEntries, event(5), now)
+	if err != nil || !ok || len(recs) != 1 || recs[0].ID != "5" {
+		t.Fatalf("the owner's entry: %v, ok %v, %v", recs, ok, err)
+	}
+	if recs, ok, err := c.DecodeEvent(clients.TimeEntries, event(6), now); err != nil || ok || len(recs) > 0 {
+		t.Fatalf("another user's entry: %d records, ok %v, %v: want none (the me listings never return it)", len(recs), ok, err)
+	}
+}

@@ -1,6 +1,7 @@
 package toggl
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -11,10 +12,14 @@ import (
 // for `webhooks.apply`: the versioned write then takes it like any page,
 // and the pass the event triggers confirms it. ok is false when the record
 // cannot be decoded faithfully here: time entries before a pass has learnt
-// the user's zone (GET /me) or with scope workspace (dated by the Reports
-// API), and workspace users (no version stamp).
+// the user's zone and id (GET /me) or with scope workspace (dated by the
+// Reports API), and workspace users (no version stamp). ok is false too for
+// what the source's listings do not cover: in scope me, another user's
+// time entry (a workspace subscription delivers every user's), which the
+// me listings never return and a reconcile would tombstone again. Such an
+// event still triggers a pass, which writes nothing of it.
 func (c *Client) DecodeEvent(r clients.Resource, payload []byte, fetched time.Time) (recs []clients.Record, ok bool, err error) {
-	zone := time.UTC
+	zone, owner := time.UTC, ""
 	switch r {
 	case clients.Users:
 		return nil, false, nil
@@ -23,9 +28,9 @@ func (c *Client) DecodeEvent(r clients.Resource, payload []byte, fetched time.Ti
 			return nil, false, nil
 		}
 		c.zoneMu.Lock()
-		zone = c.zone
+		zone, owner = c.zone, c.meID
 		c.zoneMu.Unlock()
-		if zone == nil {
+		if zone == nil || owner == "" {
 			return nil, false, nil
 		}
 	}
@@ -34,6 +39,15 @@ func (c *Client) DecodeEvent(r clients.Resource, payload []byte, fetched time.Ti
 	recs, _, err = c.dec.decodeListing(r, 0, body, fetched, c.SourceNow(), zone)
 	if err != nil {
 		return nil, false, err
+	}
+	if owner != "" {
+		// From the payload, not the row: a deletion may carry no row.
+		var e struct {
+			UserID json.Number `json:"user_id"`
+		}
+		if json.Unmarshal(payload, &e) != nil || string(e.UserID) != owner {
+			return nil, false, nil
+		}
 	}
 	return recs, true, nil
 }

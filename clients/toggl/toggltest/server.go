@@ -599,11 +599,16 @@ func (s *Server) SetTaskTotalBias(n int) {
 	s.late.Unlock()
 }
 
+// OwnerID is the token owner's user id, as GET /me serves it: in scope me,
+// only its time entries are the source's (Toggl's /me/time_entries; the
+// fake serves every entry there, whoever's).
+const OwnerID = 1
+
 // writeMe answers GET /me: the token owner, with the documented fields a
 // client reads (timezone among them).
 func (s *Server) writeMe(w http.ResponseWriter) {
 	b, err := json.Marshal(map[string]any{
-		"id": 1, "api_token": "********************************", "email": "owner@example.com", "fullname": "Token Owner",
+		"id": OwnerID, "api_token": "********************************", "email": "owner@example.com", "fullname": "Token Owner",
 		"timezone": s.opts.TimeZone, "default_workspace_id": s.opts.WorkspaceID, "beginning_of_week": 1,
 		"image_url": "", "created_at": "2020-01-01T00:00:00Z", "updated_at": "2020-01-01T00:00:00Z",
 		"openid_enabled": false, "has_password": true, "at": "2020-01-01T00:00:00Z",
