@@ -135,13 +135,16 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	name := r.PathValue("source")
 	src, ok := in.Sources[name]
-	if !ok || src.Dialect == nil {
-		http.Error(w, "no webhook intake for this source", http.StatusNotFound)
-		return
-	}
+	// An unknown source is answered as a known one without a valid
+	// signature is (same status, headers and body at every step), so that
+	// source names cannot be probed without a secret; it is not counted
+	// (its name is the caller's).
+	known := ok && src.Dialect != nil
 	log := in.Log.With().Str("source", name).Logger()
 	answer := func(o Outcome, status int, msg string) {
-		in.Metrics.delivery(name, o)
+		if known {
+			in.Metrics.delivery(name, o)
+		}
 		if msg != "" {
 			http.Error(w, msg, status)
 		}
@@ -162,6 +165,11 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if in.Seal == nil {
 		log.Error().Msg("webhook delivery refused: " + ErrNoKey.Error())
 		answer(Unavailable, http.StatusServiceUnavailable, "webhook secrets unavailable")
+		return
+	}
+	if !known {
+		log.Debug().Str("remote", r.RemoteAddr).Msg("webhook delivery for a source without an intake; refused as unsigned")
+		answer(BadSignature, http.StatusUnauthorized, "bad signature")
 		return
 	}
 	subs, secrets, err := in.secrets(ctx, name, false)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -119,7 +120,7 @@ func TestIntake(t *testing.T) {
 	s, _ = post("tg", big, signed(big))
 	expect("an oversized body", s, 413, b, snap(t, pool, "tg", "toggl:101"), false)
 	s, _ = post("nope", ev1, signed(ev1))
-	expect("an unknown source", s, 404, b, snap(t, pool, "tg", "toggl:101"), false)
+	expect("an unknown source", s, 401, b, snap(t, pool, "tg", "toggl:101"), false)
 
 	// PING: answered with its validation_code; the subscription is validated.
 	ping := `{"event_id":0,"payload":"ping","subscription_id":1,"validation_code":"abc123"}`
@@ -263,5 +264,46 @@ func TestNewSubscriptionsFirstDeliveryIsAccepted(t *testing.T) {
 	}
 	if s := post(togglEvent("2", "b"), "second-secret"); s != http.StatusOK {
 		t.Fatalf("the new subscription's first delivery: %d", s)
+	}
+}
+
+// Issue 23, item 7: without a secret, a source's name cannot be probed: an
+// unsigned (or wrongly signed, or oversized) POST gets the same answer,
+// status, headers and body, for a source that does not exist as for one
+// that does.
+func TestIntakeUnknownSourceAnswersLikeAKnownOne(t *testing.T) {
+	t.Parallel()
+	_, st, seal := withToggl(t)
+	srv := serveToggl(t, st, seal)
+	answer := func(source, body string, h http.Header) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/"+source, strings.NewReader(body))
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		resp.Header.Del("Date")
+		return fmt.Sprint(resp.StatusCode, " ", resp.Header, " ", string(b))
+	}
+	ev := togglEvent("101", "x")
+	big := togglEvent("102", strings.Repeat("x", 5000))
+	for _, tc := range []struct {
+		what string
+		body string
+		h    http.Header
+	}{
+		{"unsigned", ev, nil},
+		{"wrongly signed", ev, http.Header{TogglSignatureHeader: {TogglSign("guess", []byte(ev))}}},
+		{"oversized", big, nil},
+	} {
+		known, unknown := answer("tg", tc.body, tc.h), answer("nope", tc.body, tc.h)
+		if known != unknown {
+			t.Errorf("%s: a known source answers %q, an unknown one %q", tc.what, known, unknown)
+		}
 	}
 }
