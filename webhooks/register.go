@@ -5,15 +5,15 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
 )
 
 // RegisterParams says what to subscribe to, where.
@@ -29,6 +29,8 @@ type RegisterParams struct {
 	URL       string
 	Resources []clients.Resource
 	UserAgent string
+	// RateLimit is the source's (rate_limit): the calls keep to it.
+	RateLimit httpx.RateLimit
 	Store     *Store
 	Seal      *Sealer
 }
@@ -47,7 +49,7 @@ type Registered struct {
 // for the source's mirrored resources, with their secrets sealed in the
 // database.
 func Register(ctx context.Context, p RegisterParams) ([]Registered, error) {
-	c := &apiClient{http: &http.Client{Timeout: 30 * time.Second}, p: p}
+	c := newAPIClient(p)
 	switch p.Kind {
 	case "toggl":
 		return c.toggl(ctx)
@@ -57,13 +59,37 @@ func Register(ctx context.Context, p RegisterParams) ([]Registered, error) {
 	return nil, fmt.Errorf("source %s: kind %s sends no webhooks (Harvest has none: polling only)", p.Source, p.Kind)
 }
 
+// newAPIClient talks to the provider through httpx, as every request to a
+// provider does: no redirect is followed (a 3xx is an error, so neither the
+// credential nor Toggl's subscription body with its secret goes to the host
+// it names), the credential is redacted from errors, the source's rate
+// limit spaces the calls and a 429 is waited out (five times at most). A
+// 5xx is not retried (a create may have happened: run register again, it
+// finds what exists), and a 402 (Toggl's quota) fails at once.
+func newAPIClient(p RegisterParams) *apiClient {
+	auth := http.Header{}
+	switch p.Kind {
+	case "toggl":
+		auth.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(p.Token+":api_token")))
+	case "clockify":
+		auth.Set("X-Api-Key", p.Token)
+	}
+	return &apiClient{p: p, http: httpx.New(httpx.Config{
+		Source: p.Source, RateLimit: p.RateLimit, UserAgent: p.UserAgent, Timeout: 30 * time.Second,
+		MaxAttempts: 1, MaxRateLimitWaits: 5, Headers: auth,
+		PlainHeaders: http.Header{"Content-Type": {"application/json"}},
+		NotQuota: func(*http.Response, int) error {
+			return errors.New("the provider's hourly quota is spent (402): try again after the hour")
+		},
+	})}
+}
+
 type apiClient struct {
-	http *http.Client
+	http *httpx.Client
 	p    RegisterParams
 }
 
-// do sends one request, waiting out a 429 (Retry-After, else a second)
-// up to five times: the source's own passes share its budget.
+// do sends one request and decodes a 2xx answer into out.
 func (c *apiClient) do(ctx context.Context, method, url string, in, out any) error {
 	var payload []byte
 	if in != nil {
@@ -73,47 +99,16 @@ func (c *apiClient) do(ctx context.Context, method, url string, in, out any) err
 		}
 		payload = b
 	}
-	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(payload))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", c.p.UserAgent)
-		switch c.p.Kind {
-		case "toggl":
-			req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(c.p.Token+":api_token")))
-		case "clockify":
-			req.Header.Set("X-Api-Key", c.p.Token)
-		}
-		resp, err := c.http.Do(req)
-		if err != nil {
-			return fmt.Errorf("source %s: %s %s: %w", c.p.Source, method, req.URL.Path, err)
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusTooManyRequests && attempt < 5 {
-			wait := time.Second
-			if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
-				wait = time.Duration(n) * time.Second
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
-			}
-			continue
-		}
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("source %s: %s %s: %s: %.200s", c.p.Source, method, req.URL.Path, resp.Status, b)
-		}
-		if out != nil {
-			if err := json.Unmarshal(b, out); err != nil {
-				return fmt.Errorf("source %s: %s %s: unreadable answer: %w", c.p.Source, method, req.URL.Path, err)
-			}
-		}
-		return nil
+	resp, err := c.http.Do(ctx, httpx.Request{Method: method, URL: url, Body: payload, Resource: "webhooks"})
+	if err != nil {
+		return fmt.Errorf("source %s: %w", c.p.Source, err)
 	}
+	if out != nil && len(resp.Body) > 0 {
+		if err := json.Unmarshal(resp.Body, out); err != nil {
+			return fmt.Errorf("source %s: %s %s: unreadable answer: %w", c.p.Source, method, url, err)
+		}
+	}
+	return nil
 }
 
 // provisionalPrefix names a subscription stored before the provider named
@@ -304,7 +299,7 @@ type ProviderState struct {
 // States asks the provider for the state of the source's subscriptions,
 // by id.
 func States(ctx context.Context, p RegisterParams) (map[string]ProviderState, error) {
-	c := &apiClient{http: &http.Client{Timeout: 30 * time.Second}, p: p}
+	c := newAPIClient(p)
 	out := map[string]ProviderState{}
 	switch p.Kind {
 	case "toggl":

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/webhooks"
 )
@@ -30,7 +31,8 @@ func registerParams(a *app, s *config.Source, callback string, seal *webhooks.Se
 	return webhooks.RegisterParams{
 		Source: s.Name, Kind: s.Kind, BaseURL: s.BaseURL, WorkspaceID: s.WorkspaceID, Token: s.Token.Value(),
 		URL: callback, Resources: rs, UserAgent: "tidemark/" + version + " (" + a.Config.Contact + ")",
-		Store: a.WebhookStore(), Seal: seal,
+		RateLimit: httpx.RateLimit{Requests: s.RateLimit.Requests, Per: s.RateLimit.Per.D()},
+		Store:     a.WebhookStore(), Seal: seal,
 	}
 }
 
