@@ -105,7 +105,8 @@ type WebhookParams struct {
 	// jitter up to an hour, within the endpoint's window.
 	RetryBase time.Duration
 	// HTTPClient posts the deliveries (default: a plain client; Endpoint
-	// Timeout bounds each POST).
+	// Timeout bounds each POST). Redirects are never followed, whatever
+	// its CheckRedirect: a 3xx is a failed attempt.
 	HTTPClient *http.Client
 	Log        zerolog.Logger
 	// PollEvery is the dispatchers' polling fallback (default 5s).
@@ -134,9 +135,15 @@ func NewWebhooks(p WebhookParams) (*Webhooks, error) {
 	p.RetryBase = cmpOr(p.RetryBase, 5*time.Second)
 	p.Retention = cmpOr(p.Retention, DefaultRetention)
 	p.PollEvery = cmpOr(p.PollEvery, 5*time.Second)
-	if p.HTTPClient == nil {
-		p.HTTPClient = &http.Client{}
+	// A redirect is a failed attempt, not followed (as Svix does): a 307
+	// would re-POST the signed body to whatever host the endpoint names.
+	// Also on a client of the caller's (a copy).
+	hc := http.Client{}
+	if p.HTTPClient != nil {
+		hc = *p.HTTPClient
 	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	p.HTTPClient = &hc
 	w := &Webhooks{p: p, byName: map[string]Endpoint{}}
 	for i, ep := range p.Endpoints {
 		ep.Window = cmpOr(ep.Window, 24*time.Hour)
@@ -347,6 +354,8 @@ func (d *deliveryWorker) post(ctx context.Context, ep Endpoint, id string, body 
 		return nil
 	case resp.StatusCode == http.StatusGone:
 		return errGone
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return fmt.Errorf("POST %s: %s: redirects are not followed (update the endpoint's url)", ep.URL, resp.Status)
 	default:
 		return fmt.Errorf("POST %s: %s: %s", ep.URL, resp.Status, strings.TrimSpace(string(snippet)))
 	}

@@ -237,3 +237,38 @@ func TestWebhook410DisablesConsumer(t *testing.T) {
 		t.Fatalf("accepted %v", rcv.accepted())
 	}
 }
+
+// Issue 23, item 4: an endpoint answering a redirect (a 307 would re-POST
+// the signed body to the host it names) is a failed attempt, as Svix treats
+// it: nothing reaches that host, the delivery is retried and then
+// dead-lettered with the redirect as its error; also with an HTTPClient
+// of the caller's that would follow redirects.
+func TestWebhooksFollowNoRedirect(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	elsewhere := newReceiver(t, oldSecret)
+	srvElsewhere := httptest.NewServer(elsewhere)
+	defer srvElsewhere.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, srvElsewhere.URL+"/stolen", http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	startWebhooks(t, events.WebhookParams{Pool: pool, HTTPClient: &http.Client{}, Endpoints: []events.Endpoint{
+		{Name: "moved", URL: redirect.URL, Secrets: []string{oldSecret}, Window: time.Second},
+	}})
+	eventstest.Clients(t, pool, "acme", 1, 1)
+	var dead []events.Delivery
+	waitFor(t, func() bool {
+		var err error
+		dead, err = events.Deliveries(context.Background(), pool, events.DeliveriesParams{Consumer: "moved", DeadOnly: true})
+		return err == nil && len(dead) == 1
+	})
+	if !strings.Contains(dead[0].LastError, "307") {
+		t.Errorf("dead letter %+v: want the 307 as its error", dead[0])
+	}
+	elsewhere.mu.Lock()
+	defer elsewhere.mu.Unlock()
+	if len(elsewhere.tries) > 0 {
+		t.Fatalf("the host the redirect named got %v", elsewhere.tries)
+	}
+}
