@@ -80,6 +80,11 @@ type Record struct {
 	DeletedAt *time.Time
 	// Raw is the record exactly as received (one JSON object).
 	Raw []byte
+	// Derived holds what Row takes from outside Raw (a Clockify entry's
+	// client from its project, its day from its user's zone), nil when
+	// nothing: the content hash covers it with Raw, so that a change there
+	// rewrites the row even though Raw is the same.
+	Derived []byte
 	// Row holds the typed columns, one value per column the resource's
 	// table declares, in that order (package schema, which gives the Go
 	// type of each SQL type; nil is NULL). nil for a tombstone that carries

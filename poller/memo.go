@@ -85,6 +85,9 @@ func fingerprint(recs []clients.Record) pageKey {
 			binary.LittleEndian.PutUint64(b[:], uint64(len(r.Raw)))
 			h.Write(b[:])
 			h.Write(r.Raw)
+			binary.LittleEndian.PutUint64(b[:], uint64(len(r.Derived)))
+			h.Write(b[:])
+			h.Write(r.Derived) // in the content hash too
 		}
 		k[i] = h.Sum64()
 	}

@@ -395,7 +395,7 @@ func prepareOne(t *table, rec *clients.Record, it *item, dst []any) *RecordError
 	cz := canonPool.Get().(*canonicalizer)
 	out, flags, err := cz.canonical(rec.Raw)
 	if err == nil {
-		it.hash = sha256.Sum256(out)
+		it.hash = contentHash(out, rec.Derived)
 	}
 	canonPool.Put(cz)
 	switch {
@@ -417,6 +417,22 @@ func prepareOne(t *table, rec *clients.Record, it *item, dst []any) *RecordError
 	}
 	it.typed = vals
 	return nil
+}
+
+// contentHash is SHA-256 of the canonical raw, and of what the row derives
+// from outside it when anything (Record.Derived): a record without derived
+// values keeps the hash it always had.
+func contentHash(canonical, derived []byte) [32]byte {
+	if len(derived) == 0 {
+		return sha256.Sum256(canonical)
+	}
+	h := sha256.New()
+	h.Write(canonical)
+	h.Write([]byte("\x00derived\x00"))
+	h.Write(derived)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // dedupe keeps, per id, the record with the highest (version, fetched_at);

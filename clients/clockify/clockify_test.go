@@ -1170,3 +1170,46 @@ func TestIdleFeedWindowStaysShort(t *testing.T) {
 		t.Fatalf("an idle pass after 60 quiet days read the feed %d times, want 3 (created, updated, deleted)", feed)
 	}
 }
+
+// Issue 23, item 9: an entry's client comes from its project (the listing
+// does not carry it), so it is hashed with the raw (Record.Derived): after
+// the project moves to another client and the projects are listed again,
+// the unchanged entry comes with the new client and another Derived, which
+// the write takes as new content.
+func TestEntryDerivedClientFollowsItsProject(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{})
+	const proj, c1, c2 = "65f0000000000000000000f7", "65f0000000000000000000c7", "65f0000000000000000000c8"
+	f.PutUser(clockifytest.User{ID: userA, Name: "A", TimeZone: "Europe/Berlin"})
+	f.PutProject(clockifytest.Project{ID: proj, Name: "Web", ClientID: c1})
+	e := entry("65f0000000000000000000e1", userA, t0.Add(-5*time.Hour), time.Hour)
+	e.ProjectID = proj
+	f.PutTimeEntry(e)
+	clk.Advance(10 * time.Minute)
+	c := newClient(t, f, nil)
+	list := func() clients.Record {
+		t.Helper()
+		pages, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: clients.DateOf(t0).AddDays(-1), To: clients.DateOf(t0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sourcetest.Records(pages)["65f0000000000000000000e1"]
+	}
+	before := list()
+	f.PutProject(clockifytest.Project{ID: proj, Name: "Web", ClientID: c2})
+	clk.Advance(10 * time.Minute)
+	if _, err := sourcetest.Collect(t, c, clients.Projects, clients.Window{}); err != nil {
+		t.Fatal(err)
+	}
+	after := list()
+	if string(before.Raw) != string(after.Raw) {
+		t.Fatalf("the entry's raw changed: %s → %s", before.Raw, after.Raw)
+	}
+	if got := schema.TimeEntries.Text(after, "client_id"); got != c2 {
+		t.Fatalf("client_id %q after the project moved, want %q", got, c2)
+	}
+	if bytes.Equal(before.Derived, after.Derived) || !bytes.Contains(after.Derived, []byte(c2)) || !bytes.Contains(after.Derived, []byte("Europe/Berlin")) {
+		t.Fatalf("Derived %q then %q: want the new client (and the user's zone) in it", before.Derived, after.Derived)
+	}
+}

@@ -364,6 +364,10 @@ func fillEntry(raw []byte, rec *clients.Record, rf *refs, ms *misses) *decode.Fi
 		return ids.Err
 	}
 	var fe *decode.FieldError
+	// What the row takes from other records (the project's client, the
+	// user's zone) is hashed with the raw (Record.Derived): when it
+	// changes, the row is rewritten though the entry did not change.
+	var derived []byte
 	if client == "" {
 		switch {
 		case j.Project != nil && j.Project.ClientID != nil:
@@ -375,6 +379,7 @@ func fillEntry(raw []byte, rec *clients.Record, rf *refs, ms *misses) *decode.Fi
 			if client, ok = rf.clients.get(project); !ok {
 				ms.project(project)
 			}
+			derived = append(derived, "client_id="+client...)
 		}
 	}
 	ti := j.TimeInterval
@@ -421,9 +426,11 @@ func fillEntry(raw []byte, rec *clients.Record, rf *refs, ms *misses) *decode.Fi
 		userZone = j.User.Settings.TimeZone
 	} else if z, ok := rf.zones.get(user); ok {
 		userZone = z
+		derived = append(derived, "\nuser_zone="+z...)
 	} else if ti.TimeZone == "" || loadZone(ti.TimeZone) == nil {
 		ms.user(user)
 	}
+	rec.Derived = derived
 	y, m, d, zone := DateIn(start, ti.TimeZone, userZone)
 	row := make([]any, schema.TimeEntries.Width())
 	row[schema.TE.SpentDate], row[schema.TE.Hours] = clients.Date{Year: y, Month: m, Day: d}, clients.Decimal(hoursText)
