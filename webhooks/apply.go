@@ -23,10 +23,12 @@ const ApplyTimeout = 10 * time.Second
 
 // apply writes an accepted event's record through the versioned write
 // (webhooks.apply): a record older than the stored one is skipped, the same
-// one writes nothing, and the pass the event triggered confirms it. It runs
-// after the answer; a failure only leaves the work to that pass.
-func (in *Intake) apply(log zerolog.Logger, source string, src Source, r clients.Resource, payload json.RawMessage, arrived time.Time) {
-	recs, ok, err := src.Decoder.DecodeEvent(r, payload, arrived)
+// one writes nothing, and the pass the event triggered confirms it. The
+// record counts as fetched when it was observed (see observed), not when
+// it arrived. It runs after the answer; a failure only leaves the work to
+// that pass.
+func (in *Intake) apply(log zerolog.Logger, source string, src Source, r clients.Resource, payload json.RawMessage, observed, arrived time.Time) {
+	recs, ok, err := src.Decoder.DecodeEvent(r, payload, observed)
 	if err != nil || !ok {
 		if err != nil {
 			log.Warn().Err(err).Str("resource", string(r)).Msg("webhook record not applied (the pass will read it)")

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
 )
@@ -32,6 +33,10 @@ type Event struct {
 	// Record is the changed entity as the event carries it, when its shape
 	// is the API's (Toggl's payload), for webhooks.apply.
 	Record json.RawMessage
+	// CreatedAt is when the provider made the event (Toggl's created_at;
+	// zero when not sent): Record's state is as of then, not of its late
+	// arrival.
+	CreatedAt time.Time
 }
 
 // Dialect is one provider's webhook dialect.
@@ -138,6 +143,7 @@ func (Toggl) Parse(_ http.Header, body []byte) (Event, error) {
 	}
 	var ev struct {
 		EventID        json.Number     `json:"event_id"`
+		CreatedAt      string          `json:"created_at"`
 		Payload        json.RawMessage `json:"payload"`
 		ValidationCode string          `json:"validation_code"`
 		Metadata       struct {
@@ -153,8 +159,9 @@ func (Toggl) Parse(_ http.Header, body []byte) (Event, error) {
 	if ev.EventID == "" || ev.EventID == "0" {
 		return Event{}, errors.New("toggl event: no event_id")
 	}
+	created, _ := time.Parse(time.RFC3339Nano, ev.CreatedAt) // zero when absent or unreadable
 	return Event{Key: "toggl:" + ev.EventID.String(), Entity: ev.Metadata.Model,
-		Resource: togglEntities[ev.Metadata.Model], Hash: hash, Record: ev.Payload}, nil
+		Resource: togglEntities[ev.Metadata.Model], Hash: hash, Record: ev.Payload, CreatedAt: created}, nil
 }
 
 // ---- Clockify ---------------------------------------------------------------

@@ -240,9 +240,21 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case in.applying() <- struct{}{}:
 			go func() {
 				defer func() { <-in.applying() }()
-				in.apply(log, name, src, res, ev.Record, arrived)
+				in.apply(log, name, src, res, ev.Record, observed(ev, arrived), arrived)
 			}()
 		default:
 		}
 	}
+}
+
+// observed is when an event's record was the entity's state: when the
+// provider made the event, or its arrival when that is unknown or later
+// (a clock ahead of ours). A late event for an edit made in the same
+// second as a newer one a pass already fetched then loses the tie, as a
+// listing fetched that early would, instead of rolling the row back.
+func observed(ev Event, arrived time.Time) time.Time {
+	if !ev.CreatedAt.IsZero() && ev.CreatedAt.Before(arrived) {
+		return ev.CreatedAt
+	}
+	return arrived
 }
