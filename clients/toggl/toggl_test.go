@@ -996,27 +996,7 @@ func TestWorkspaceEntryMovedOutOfTheWindowIsNotTombstoned(t *testing.T) {
 	putEntry(f, 1, 11, noon.AddDate(0, 0, -2))
 	putEntry(f, 2, 12, noon.AddDate(0, 0, -3))
 	c := newClient(t, f, nil, workspaceScope)
-	w := clients.Window{UpdatedSince: now.Add(-time.Hour)}
-	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
-		t.Fatal(err)
-	}
-	putEntry(f, 1, 11, noon.AddDate(0, 0, -40)) // back-dated out of the window
-	f.Delete(clients.TimeEntries, 2)
-	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs := sourcetest.Records(pages)
-	moved := recs["1"]
-	if moved.DeletedAt != nil || moved.Row == nil {
-		t.Fatalf("moved entry: %+v", moved)
-	}
-	if d := schema.At[clients.Date](&moved, schema.TimeEntries.Index("spent_date")); d != clients.DateOf(noon.AddDate(0, 0, -40)) {
-		t.Errorf("moved entry spent %s", d)
-	}
-	if recs["2"].DeletedAt == nil {
-		t.Errorf("deleted entry: %+v", recs["2"])
-	}
+	moveAndDelete(t, f, c, clients.Window{UpdatedSince: now.Add(-time.Hour)}, clients.DateOf(noon.AddDate(0, 0, -40))) // back-dated out of the window
 	// The first confirmation asks for both absent ids; the later ranges
 	// only for the one not found yet.
 	qs := f.ReportQueries()
@@ -1056,29 +1036,35 @@ func TestWorkspaceEntryMovedForwardIsNotTombstoned(t *testing.T) {
 			today := clients.DateOf(f.Now().UTC())
 			putEntry(f, 1, 11, tc.at(today).Time().Add(12*time.Hour))
 			putEntry(f, 2, 12, tc.at(today).Time().Add(13*time.Hour))
-			c := newClient(t, f, nil, workspaceScope)
-			w := tc.window(today)
-			if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
-				t.Fatal(err)
-			}
-			putEntry(f, 1, 11, tc.to(today).Time().Add(12*time.Hour))
-			f.Delete(clients.TimeEntries, 2)
-			pages, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs := sourcetest.Records(pages)
-			moved := recs["1"]
-			if moved.DeletedAt != nil || moved.Row == nil {
-				t.Fatalf("moved entry handed over as %+v, want it live on %s", moved, tc.to(today))
-			}
-			if d := schema.At[clients.Date](&moved, schema.TimeEntries.Index("spent_date")); d != tc.to(today) {
-				t.Errorf("moved entry spent %s, want %s", d, tc.to(today))
-			}
-			if recs["2"].DeletedAt == nil {
-				t.Errorf("deleted entry: %+v", recs["2"])
-			}
+			moveAndDelete(t, f, newClient(t, f, nil, workspaceScope), tc.window(today), tc.to(today))
 		})
+	}
+}
+
+// moveAndDelete lists w, moves entry 1 to the day to and deletes entry 2 at
+// the fake, lists w again and checks that entry 1 comes live on its new day
+// and entry 2 as a tombstone.
+func moveAndDelete(t *testing.T, f *toggltest.Server, c *toggl.Client, w clients.Window, to clients.Date) {
+	t.Helper()
+	if _, err := sourcetest.Collect(t, c, clients.TimeEntries, w); err != nil {
+		t.Fatal(err)
+	}
+	putEntry(f, 1, 11, to.Time().Add(12*time.Hour))
+	f.Delete(clients.TimeEntries, 2)
+	pages, err := sourcetest.Collect(t, c, clients.TimeEntries, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := sourcetest.Records(pages)
+	moved := recs["1"]
+	if moved.DeletedAt != nil || moved.Row == nil {
+		t.Fatalf("moved entry handed over as %+v, want it live on %s", moved, to)
+	}
+	if d := schema.At[clients.Date](&moved, schema.TimeEntries.Index("spent_date")); d != to {
+		t.Errorf("moved entry spent %s, want %s", d, to)
+	}
+	if recs["2"].DeletedAt == nil {
+		t.Errorf("deleted entry: %+v", recs["2"])
 	}
 }
 

@@ -521,26 +521,20 @@ func confirmRanges(from, to, today clients.Date) [][2]clients.Date {
 	first := [2]clients.Date{to.AddDays(1 - ConfirmDays), to.AddDays(1)}
 	out := [][2]clients.Date{first}
 	for s := first[1].AddDays(1); !s.After(hi); s = s.AddDays(ConfirmDays) {
-		out = append(out, [2]clients.Date{s, minDate(s.AddDays(ConfirmDays-1), hi)})
+		e := s.AddDays(ConfirmDays - 1)
+		if e.After(hi) {
+			e = hi
+		}
+		out = append(out, [2]clients.Date{s, e})
 	}
 	for e := first[0].AddDays(-1); !e.Before(lo); e = e.AddDays(-ConfirmDays) {
-		out = append(out, [2]clients.Date{maxDate(e.AddDays(1-ConfirmDays), lo), e})
+		s := e.AddDays(1 - ConfirmDays)
+		if s.Before(lo) {
+			s = lo
+		}
+		out = append(out, [2]clients.Date{s, e})
 	}
 	return out
-}
-
-func minDate(a, b clients.Date) clients.Date {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxDate(a, b clients.Date) clients.Date {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // knownTags returns the tag names learnt so far.
