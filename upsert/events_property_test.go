@@ -489,3 +489,27 @@ func TestEventsIDsUniqueAcrossRetention(t *testing.T) {
 		}
 	})
 }
+
+// TestEventsCreatedAgainAfterTheMirrorWasEmptied: an operator empties a
+// mirror table by hand; the record created again at the same version and
+// content is a change of its own with the next id, not its creation's.
+func TestEventsCreatedAgainAfterTheMirrorWasEmptied(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	rec, other := entry(1, t0, t0.Add(time.Minute), "a"), entry(2, t0, t0.Add(time.Minute), "a")
+	for range 2 {
+		if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, []clients.Record{rec, other}, WithEvents(true)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `TRUNCATE time_entries`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed := readFeed(t, pool)
+	ch := events.Change{Source: testSource, Resource: clients.TimeEntries, RecordID: "1", Version: t0}
+	copy(ch.Hash[:], hashOf(t, rec))
+	if len(feed) != 4 || feed[0].ID != ch.ID() || feed[2].ID != ch.NthID(1) || feed[2].Kind != "created" {
+		t.Fatalf("feed %v: want record 1 created twice, the second time under its next id", feed)
+	}
+}
