@@ -96,14 +96,22 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 }
 
 func writeCursorTable(w io.Writer, rows []cursorJSON) {
-	_ = printTable(w, "SOURCE\tRESOURCE\tHIGH WATER\tLAG\tLAST RUN\tSTATUS\tAT\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tNEXT RUN\tOWNER", rows, cursorCells)
+	_ = printTable(w, "SOURCE\tRESOURCE\tHIGH WATER\tBEHIND\tNEWEST CHANGE\tLAST RUN\tSTATUS\tAT\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tNEXT RUN\tOWNER", rows, cursorCells)
 }
 
 func cursorCells(r cursorJSON) []any {
-	hw, lag := "never", "-"
+	// How far behind (since the last complete pass) apart from how old the
+	// newest change is: an idle resource is not a broken one.
+	hw, behind, newest := "never", "-", "-"
 	if r.HighWater != nil {
 		hw = r.HighWater.Format(time.RFC3339)
-		lag = (time.Duration(*r.LagSeconds) * time.Second).Round(time.Second).String()
+		newest = tmapp.Ago(time.Duration(*r.LagSeconds*float64(time.Second))) + " ago"
+	}
+	if r.BehindSeconds != nil {
+		behind = tmapp.Ago(time.Duration(*r.BehindSeconds * float64(time.Second)))
+		if r.Late {
+			behind = "LATE " + behind
+		}
 	}
 	at := "-"
 	if r.LastRunFinishedAt != nil {
@@ -132,7 +140,7 @@ func cursorCells(r cursorJSON) []any {
 	if r.ReadMode != "" && r.ReadMode != "feed" {
 		status += ", read by " + r.ReadMode
 	}
-	return []any{r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), status, at,
+	return []any{r.Source, r.Resource, hw, behind, newest, cmp.Or(r.LastRunKind, "-"), status, at,
 		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next, cmp.Or(r.Owner, "-")}
 }
 

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/creack/pty"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
@@ -204,4 +205,128 @@ func TestBackfillOnATerminal(t *testing.T) {
 			t.Errorf("not followed in the daemon:\n%s", out)
 		}
 	})
+}
+
+// demoFrames returns the frames complete in out[from:to]: each drawn from
+// the top of the screen ("\x1b[H") to the clear of its rest ("\x1b[J").
+func demoFrames(out string, from, to int) []string {
+	var frames []string
+	for {
+		i := strings.Index(out[from:to], "\x1b[H")
+		if i < 0 {
+			return frames
+		}
+		start := from + i + len("\x1b[H")
+		j := strings.Index(out[start:to], "\x1b[J")
+		if j < 0 {
+			return frames
+		}
+		frames = append(frames, out[start:start+j])
+		from = start + j
+	}
+}
+
+// frameFits fails t unless every frame has at most rows lines of fewer
+// than cols columns.
+func frameFits(t *testing.T, frames []string, cols, rows int) {
+	t.Helper()
+	if len(frames) == 0 {
+		t.Fatalf("no frame at %dx%d", cols, rows)
+	}
+	for _, f := range frames {
+		lines := strings.Split(strings.ReplaceAll(f, "\r", ""), "\n")
+		if len(lines) > rows {
+			t.Fatalf("a frame of %d lines on a %d-row terminal:\n%s", len(lines), rows, visible(f))
+		}
+		for _, l := range lines {
+			if n := utf8.RuneCountInString(visible(l)); n >= cols {
+				t.Fatalf("a line of %d columns on a %d-column terminal: %q", n, cols, visible(l))
+			}
+		}
+	}
+}
+
+// The demo fits an 80x24 terminal and uses a larger one after a resize;
+// a pass that fails shows at the bottom of every frame until the
+// resource's next complete pass.
+func TestDemoScreenFitsAndKeepsWarnings(t *testing.T) {
+	t.Parallel()
+	tmp := clusterTmp(t)
+	c := exec.Command(binary, "demo", "--every", "500ms")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "TMPDIR=") {
+			c.Env = append(c.Env, kv)
+		}
+	}
+	c.Env = append(c.Env, "TMPDIR="+tmp)
+	p := startOnPTY(t, c, 80, 24)
+	frameAfter := func(what string, from int, cond func(frame string) bool) int {
+		t.Helper()
+		return p.waitFor(what, 90*time.Second, func(out string) bool {
+			for _, f := range demoFrames(out, from, len(out)) {
+				if cond(visible(f)) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	// The first pass done: every resource has a row count.
+	synced := frameAfter("a frame after the first pass", 0, func(f string) bool {
+		return strings.Contains(f, "in sync") && !strings.Contains(f, "waiting for the first pass")
+	})
+	m := regexp.MustCompile(`PostgreSQL is at (\S+)`).FindStringSubmatch(visible(p.output()))
+	if m == nil {
+		t.Fatalf("no PostgreSQL URL in:\n%s", p.output())
+	}
+	frameFits(t, demoFrames(p.output(), 0, synced), 80, 24)
+
+	// Break one resource: its passes fail until the table is back.
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, "ALTER TABLE clients RENAME TO clients_away"); err != nil {
+		t.Fatal(err)
+	}
+	failed := frameAfter("the failed pass at the bottom", synced, func(f string) bool {
+		return strings.Contains(f, "ERR demo/clients: pass failed")
+	})
+	// Taller and wider: the frames use the room, the error stays.
+	resizedAt := len(p.output())
+	p.resize(200, 50)
+	wide := frameAfter("a 200-column frame", resizedAt, func(f string) bool {
+		return strings.Contains(f, "FETCHED/INS/UPD/TOMB")
+	})
+	if _, err := db.Exec(ctx, "ALTER TABLE clients_away RENAME TO clients"); err != nil {
+		t.Fatal(err)
+	}
+	resolved := frameAfter("the error resolved", wide, func(f string) bool {
+		return !strings.Contains(f, "demo/clients: pass failed")
+	})
+	out := p.output()
+	frameFits(t, demoFrames(out, 0, resizedAt), 80, 24)
+	frameFits(t, demoFrames(out, resizedAt, len(out)), 200, 50)
+	// Every frame from the failure to its resolution shows it (the last
+	// one found is the first without it).
+	between := demoFrames(out, failed, resolved)
+	for _, f := range between[:len(between)-1] {
+		if !strings.Contains(visible(f), "demo/clients: pass failed") {
+			t.Fatalf("a frame before the resolution without the error:\n%s", visible(f))
+		}
+	}
+	// Normal states are no warnings (issue 26, 5).
+	for _, noise := range []string{"skipping", "webhook deliveries"} {
+		if strings.Contains(out, noise) {
+			t.Errorf("%q shown as a warning", noise)
+		}
+	}
+	if err := c.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if _, code := p.wait(60 * time.Second); code != 0 {
+		t.Fatalf("demo exited %d after Ctrl-C", code)
+	}
 }
