@@ -53,9 +53,9 @@ type statusRow struct {
 	Resource, HighWater, Lag, LagClock string
 	// Behind is how far behind the source the mirror is (since the last
 	// complete pass); Lag the age of the newest change, no health signal.
-	Behind, BehindClass string
-	LastRun, Status, Class, Note       string
-	Counts, Took, Next                 string
+	Behind, BehindClass          string
+	LastRun, Status, Class, Note string
+	Counts, Took, Next           string
 }
 
 type statusBackfill struct {
