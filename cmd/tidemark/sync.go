@@ -84,8 +84,10 @@ resource the source mirrors; without it, time_entries only. Several
 resources run one after the other in pass order (parents first), under the
 source's one rate budget.`,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			if from == "" || to == "" {
-				return usagef("--from and --to are required (YYYY-MM-DD)")
+			for flag, v := range map[string]string{"--from": from, "--to": to} {
+				if v == "" {
+					return usagef("%s is required: the first and last spent date, YYYY-MM-DD", flag)
+				}
 			}
 			fd, err := clients.ParseDate(from)
 			if err != nil {
