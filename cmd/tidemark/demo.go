@@ -166,7 +166,7 @@ func demoChecks(ctx context.Context, a *app, rows []cursorJSON) []demoCheck {
 				state = "NOT in sync"
 				c.Short = fmt.Sprintf("NOT in sync: %d missing, %d stale", rep.Missing, rep.Stale+rep.Ahead)
 			} else if n := rep.Pending + rep.InOverlap + rep.Undeleted; n > 0 {
-				c.Short = fmt.Sprintf("in sync, %d pending for the next pass", n)
+				c.Short = fmt.Sprintf("in sync, %d pending", n)
 			}
 			c.Line = fmt.Sprintf("%s: %d live, %d missing, %d stale; pending for the next pass: %d changed since the cursor, %d late-visible within the overlap; %d deleted at the source awaiting reconcile",
 				state, rep.Live, rep.Missing, rep.Stale+rep.Ahead, rep.Pending, rep.InOverlap, rep.Undeleted)
