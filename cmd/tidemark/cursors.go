@@ -100,19 +100,11 @@ func writeCursorTable(w io.Writer, rows []cursorJSON) {
 }
 
 func cursorCells(r cursorJSON) []any {
-	// How far behind (since the last complete pass) apart from how old the
-	// newest change is: an idle resource is not a broken one.
-	hw, behind, newest := "never", "-", "-"
+	hw := "never"
 	if r.HighWater != nil {
 		hw = r.HighWater.Format(time.RFC3339)
-		newest = tmapp.Ago(time.Duration(*r.LagSeconds*float64(time.Second))) + " ago"
 	}
-	if r.BehindSeconds != nil {
-		behind = tmapp.Ago(time.Duration(*r.BehindSeconds * float64(time.Second)))
-		if r.Late {
-			behind = "LATE " + behind
-		}
-	}
+	behind, newest := lagCells(r)
 	at := "-"
 	if r.LastRunFinishedAt != nil {
 		at = r.LastRunFinishedAt.UTC().Format(time.RFC3339)
@@ -142,6 +134,23 @@ func cursorCells(r cursorJSON) []any {
 	}
 	return []any{r.Source, r.Resource, hw, behind, newest, cmp.Or(r.LastRunKind, "-"), status, at,
 		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next, cmp.Or(r.Owner, "-")}
+}
+
+// lagCells are a row's BEHIND (since the last complete pass, LATE past what
+// the schedule explains) and NEWEST CHANGE (the high water's age): apart,
+// since an idle resource is not a broken one.
+func lagCells(r cursorJSON) (behind, newest string) {
+	behind, newest = "-", "-"
+	if r.BehindSeconds != nil {
+		behind = tmapp.Ago(time.Duration(*r.BehindSeconds * float64(time.Second)))
+		if r.Late {
+			behind = "LATE " + behind
+		}
+	}
+	if r.LagSeconds != nil {
+		newest = tmapp.Ago(time.Duration(*r.LagSeconds*float64(time.Second))) + " ago"
+	}
+	return behind, newest
 }
 
 func actor() string {

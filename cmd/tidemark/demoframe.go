@@ -16,8 +16,6 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/term"
-
-	tmapp "github.com/tidemarkhq/tidemark/internal/app"
 )
 
 // The demo on a terminal: one screen that fits the terminal (80x24 and
@@ -32,6 +30,15 @@ type demoIssue struct {
 	Level            string // "WRN", "ERR"
 	Source, Resource string
 	Text             string
+}
+
+// String is the issue's line: its time, level, where and what.
+func (is demoIssue) String() string {
+	where := ""
+	if is.Source != "" {
+		where = strings.TrimSuffix(is.Source+"/"+is.Resource, "/") + ": "
+	}
+	return fmt.Sprintf("%s %s %s%s", is.At.Local().Format(time.TimeOnly), is.Level, where, is.Text)
 }
 
 // demoLog takes the daemon's JSON log lines in place of the terminal and
@@ -165,11 +172,7 @@ func (s *demoScreen) close(w io.Writer) {
 	s.log.mu.Lock()
 	defer s.log.mu.Unlock()
 	for _, is := range s.log.issues {
-		where := ""
-		if is.Source != "" {
-			where = strings.TrimSuffix(is.Source+"/"+is.Resource, "/") + ": "
-		}
-		fmt.Fprintf(w, "%s %s %s%s\n", is.At.Local().Format(time.TimeOnly), is.Level, where, is.Text)
+		fmt.Fprintln(w, is.String())
 	}
 }
 
@@ -233,16 +236,7 @@ func demoFrame(now time.Time, rows []cursorJSON, checks []demoCheck, issues []de
 	for _, r := range rows {
 		key := r.Source + "/" + r.Resource
 		c := check[key]
-		behind, newest := "-", "-"
-		if r.BehindSeconds != nil {
-			behind = tmapp.Ago(time.Duration(*r.BehindSeconds * float64(time.Second)))
-			if r.Late {
-				behind = "LATE " + behind
-			}
-		}
-		if r.LagSeconds != nil {
-			newest = tmapp.Ago(time.Duration(*r.LagSeconds*float64(time.Second))) + " ago"
-		}
+		behind, newest := lagCells(r)
 		state, quiet := c.Short, !c.Diverged && strings.HasPrefix(c.Short, "in sync") && !r.Late && r.BackoffUntil == nil && r.LastRunStatus != "failed"
 		if r.BackoffUntil != nil {
 			state = fmt.Sprintf("backing off (%d failures); %s", r.Failures, state)
@@ -276,11 +270,7 @@ func demoFrame(now time.Time, rows []cursorJSON, checks []demoCheck, issues []de
 		n := min(len(issues), max(2, height/3-1))
 		bottom = append(bottom, fitCols(fmt.Sprintf("── %d warning(s)/error(s), kept until resolved ──", len(issues)), w))
 		for _, is := range issues[len(issues)-n:] {
-			where := ""
-			if is.Source != "" {
-				where = strings.TrimSuffix(is.Source+"/"+is.Resource, "/") + ": "
-			}
-			bottom = append(bottom, fitCols(fmt.Sprintf("%s %s %s%s", is.At.Local().Format(time.TimeOnly), is.Level, where, is.Text), w))
+			bottom = append(bottom, fitCols(is.String(), w))
 		}
 	}
 

@@ -249,8 +249,10 @@ func frameFits(t *testing.T, frames []string, cols, rows int) {
 // The demo fits an 80x24 terminal and uses a larger one after a resize;
 // a pass that fails shows at the bottom of every frame until the
 // resource's next complete pass.
+//
+// Not parallel: the demo listens on the config's fixed address, which
+// another demo test starting at the same moment would race for.
 func TestDemoScreenFitsAndKeepsWarnings(t *testing.T) {
-	t.Parallel()
 	tmp := clusterTmp(t)
 	c := exec.Command(binary, "demo", "--every", "500ms")
 	for _, kv := range os.Environ() {
