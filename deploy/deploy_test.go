@@ -22,7 +22,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -221,6 +220,13 @@ func TestDockerfile(t *testing.T) {
 	if len(froms) < 2 {
 		t.Fatalf("not multi-stage: %d FROM", len(froms))
 	}
+	// Every base image pinned by digest (issue 26, 12): a tag moves.
+	pinned := regexp.MustCompile(`^(--platform=\S+ )?\S+:\S+@sha256:[0-9a-f]{64}( AS \S+)?$`)
+	for _, i := range froms {
+		if !pinned.MatchString(lines[i][1]) {
+			t.Errorf("FROM %s: not pinned by digest", lines[i][1])
+		}
+	}
 	final := lines[froms[len(froms)-1]:]
 	has := func(stage [][2]string, inst, sub string) bool {
 		for _, l := range stage {
@@ -305,10 +311,16 @@ func TestSystemdUnit(t *testing.T) {
 	t.Parallel()
 	unit := string(read(t, "systemd/tidemark.service"))
 	for _, want := range []string{"DynamicUser=yes", "ProtectSystem=strict", "Restart=on-failure", "LoadCredential=",
-		"EnvironmentFile=", "NoNewPrivileges=yes", "CapabilityBoundingSet=\n", "ExecStart=", "TimeoutStopSec="} {
+		"EnvironmentFile=", "NoNewPrivileges=yes", "CapabilityBoundingSet=\n", "ExecStart=", "TimeoutStopSec=",
+		"RestartPreventExitStatus=2\n"} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("tidemark.service lacks %q", want)
 		}
+	}
+	// The README section the unit points to exists.
+	if m := regexp.MustCompile(`README, "([^"]+)"`).FindStringSubmatch(unit); m == nil ||
+		!strings.Contains(string(read(t, "../README.md")), "\n## "+m[1]+"\n") {
+		t.Errorf("the unit points to a README section that is not there: %v", m)
 	}
 	if strings.Contains(strings.ToLower(unit), "token=") && !strings.Contains(unit, "CREDENTIALS_DIRECTORY") {
 		t.Error("a token in the unit")
@@ -333,18 +345,15 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 	var dep appsv1.Deployment
-	var job batchv1.Job
 	var pdb policyv1.PodDisruptionBudget
-	var sec, cm, svc, ns = corev1.Secret{}, corev1.ConfigMap{}, corev1.Service{}, corev1.Namespace{}
+	var sec, svc, ns = corev1.Secret{}, corev1.Service{}, corev1.Namespace{}
 	strict("deployment.yaml", &dep)
-	strict("migrate-job.yaml", &job)
 	strict("pdb.yaml", &pdb)
-	strict("secret.yaml", &sec)
-	strict("configmap.yaml", &cm)
+	strict("secret.example.yaml", &sec)
 	strict("service.yaml", &svc)
 	strict("namespace.yaml", &ns)
-	for kind, got := range map[string]string{"Deployment": dep.Kind, "Job": job.Kind, "PodDisruptionBudget": pdb.Kind,
-		"Secret": sec.Kind, "ConfigMap": cm.Kind, "Service": svc.Kind, "Namespace": ns.Kind} {
+	for kind, got := range map[string]string{"Deployment": dep.Kind, "PodDisruptionBudget": pdb.Kind,
+		"Secret": sec.Kind, "Service": svc.Kind, "Namespace": ns.Kind} {
 		if got != kind {
 			t.Errorf("kind %q, want %s", got, kind)
 		}
@@ -385,11 +394,9 @@ func TestKubernetesManifests(t *testing.T) {
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
 		t.Error("the PDB does not keep one replica")
 	}
-	if a := job.Spec.Template.Spec.Containers[0].Args; len(a) == 0 || a[0] != "migrate" {
-		t.Errorf("the Job runs %v, not migrate", a)
-	}
-	// The config in the ConfigMap parses with the Secret's variables.
-	if _, err := config.Parse("configmap.yaml", []byte(cm.Data["tidemark.yaml"]), func(k string) (string, bool) {
+	// The config the ConfigMap is generated from parses with the Secret's
+	// variables.
+	if _, err := config.Parse("tidemark.yaml", read(t, "kubernetes/tidemark.yaml"), func(k string) (string, bool) {
 		v, ok := sec.StringData[k]
 		return v, ok
 	}); err != nil {
@@ -401,9 +408,123 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	files, _ := filepath.Glob("kubernetes/*.yaml")
 	for _, f := range files {
-		if b := filepath.Base(f); b != "kustomization.yaml" && !slices.Contains(kust.Resources, b) {
+		// Not resources: the kustomization, the config its generator
+		// reads, and the example Secret (an apply must never overwrite
+		// the user's).
+		if b := filepath.Base(f); b != "kustomization.yaml" && b != "tidemark.yaml" && !strings.HasSuffix(b, ".example.yaml") &&
+			!slices.Contains(kust.Resources, b) {
 			t.Errorf("kustomization.yaml does not list %s", b)
 		}
+	}
+	for _, r := range kust.Resources {
+		if strings.Contains(r, "secret") {
+			t.Errorf("kustomization.yaml lists %s: a later apply would overwrite the user's Secret", r)
+		}
+	}
+}
+
+// kustomize renders deploy/kubernetes as `kubectl apply -k` would apply
+// it, from dir.
+func kustomize(t *testing.T, dir string) (dep appsv1.Deployment, cms []corev1.ConfigMap, kinds []string) {
+	t.Helper()
+	out := runTool(t, ".", tool(t, "kubectl", "kubectl"), "kustomize", dir)
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var meta struct{ Kind string }
+		if err := sigsyaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, meta.Kind)
+		switch meta.Kind {
+		case "Deployment":
+			if err := sigsyaml.UnmarshalStrict([]byte(doc), &dep); err != nil {
+				t.Fatal(err)
+			}
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err := sigsyaml.UnmarshalStrict([]byte(doc), &cm); err != nil {
+				t.Fatal(err)
+			}
+			cms = append(cms, cm)
+		}
+	}
+	return dep, cms, kinds
+}
+
+// Upgrades work with the manifests as `kubectl apply -k` applies them
+// (issue 26, 10; issue 25, 4): every image pinned to one release version,
+// the schema migrated by an init container of every pod (so on every
+// upgrade, with no Job to collide with its predecessor), no Secret to
+// overwrite, GOMEMLIMIT from the memory limit, and a ConfigMap named by its
+// content, so that a changed config rolls the pods.
+func TestKubernetesUpgrades(t *testing.T) {
+	t.Parallel()
+	dep, cms, kinds := kustomize(t, "kubernetes")
+	for _, k := range kinds {
+		if k == "Secret" || k == "Job" {
+			t.Errorf("the kustomization applies a %s", k)
+		}
+	}
+	pod := dep.Spec.Template.Spec
+	pinned := regexp.MustCompile(`^ghcr\.io/tidemarkhq/tidemark:v\d+\.\d+\.\d+$`)
+	tags := map[string]bool{}
+	for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
+		if !pinned.MatchString(c.Image) {
+			t.Errorf("container %s runs %q, not a release version", c.Name, c.Image)
+		}
+		tags[c.Image] = true
+	}
+	if len(tags) != 1 {
+		t.Errorf("the containers run different images: %v", tags)
+	}
+	if len(pod.InitContainers) != 1 || !slices.Equal(pod.InitContainers[0].Args, []string{"migrate"}) {
+		t.Fatalf("no init container running `tidemark migrate`: %+v", pod.InitContainers)
+	}
+	if env := pod.InitContainers[0].Env; len(env) == 0 || env[0].Name != "DATABASE_URL" || env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil {
+		t.Error("the migrate init container does not take DATABASE_URL from the Secret")
+	}
+	ctr := pod.Containers[0]
+	memLimit := false
+	for _, e := range ctr.Env {
+		if e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+			e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" && e.ValueFrom.ResourceFieldRef.ContainerName == ctr.Name {
+			memLimit = true
+		}
+	}
+	if _, ok := ctr.Resources.Limits[corev1.ResourceMemory]; !ok || !memLimit {
+		t.Error("GOMEMLIMIT does not come from the container's memory limit (downward API)")
+	}
+	configMap := func(cms []corev1.ConfigMap, dep appsv1.Deployment) string {
+		t.Helper()
+		if len(cms) != 1 {
+			t.Fatalf("%d ConfigMaps", len(cms))
+		}
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.ConfigMap != nil {
+				if v.ConfigMap.Name != cms[0].Name {
+					t.Fatalf("the pods mount ConfigMap %s, the kustomization makes %s", v.ConfigMap.Name, cms[0].Name)
+				}
+				return v.ConfigMap.Name
+			}
+		}
+		t.Fatal("the pods mount no ConfigMap")
+		return ""
+	}
+	before := configMap(cms, dep)
+	// A changed config: a ConfigMap of another name, so a new pod template.
+	dir := t.TempDir()
+	files, _ := filepath.Glob("kubernetes/*.yaml")
+	for _, f := range files {
+		b := read(t, f)
+		if filepath.Base(f) == "tidemark.yaml" {
+			b = bytes.Replace(b, []byte(`"*/5 * * * *"`), []byte(`"*/10 * * * *"`), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dep2, cms2, _ := kustomize(t, dir)
+	if after := configMap(cms2, dep2); after == before {
+		t.Errorf("a changed config keeps the ConfigMap's name %s: the pods would not roll", before)
 	}
 }
 

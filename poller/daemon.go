@@ -73,6 +73,9 @@ type sourceState struct {
 	rerun bool
 	// loaded: passes has been read from pass_state (once, after owning).
 	loaded bool
+	// skipping: a tick was skipped for a pass still running (logged once
+	// until a pass starts again: a normal state, not news at every tick).
+	skipping bool
 	// splay is how long after its incremental tick its pass starts.
 	splay  time.Duration
 	passes map[Step]*passState
@@ -473,14 +476,15 @@ func (d *Daemon) runJob(source, kind string) {
 		if kind == cursor.KindReconcile {
 			st.rerun = true
 			log.Info().Msg("a pass of this source is running; the reconcile follows it")
-		} else {
-			log.Warn().Msg("previous pass of this source still running; skipping this tick")
+		} else if !st.skipping {
+			st.skipping = true
+			log.Info().Msg("previous pass of this source still running; skipping its ticks until it ends")
 		}
 		d.mu.Unlock()
 		d.persistDue(source, kind, log)
 		return
 	}
-	st.queued = true
+	st.queued, st.skipping = true, false
 	d.wg.Add(1)
 	d.mu.Unlock()
 	defer d.wg.Done()

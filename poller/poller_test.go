@@ -437,6 +437,12 @@ func TestDaemonSkipsTicksWhilePassRunsAndStopsPromptly(t *testing.T) {
 	p := newPoller(t, poller.Params{Pool: pgtest.DB(t), Sources: []poller.Source{{Source: src}}, Logger: zerolog.New(&logs)})
 	d := startDaemon(t, p, poller.Schedule{Source: "acme", Incremental: "@every 1s"})
 	waitForLog(t, &logs, 10*time.Second, "still running; skipping")
+	// A normal state, not a warning (issue 26, 5).
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "still running; skipping") && !strings.Contains(l, `"level":"info"`) {
+			t.Errorf("skipped tick logged as %s", l)
+		}
+	}
 	close(block)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

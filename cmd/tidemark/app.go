@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	tmapp "github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
@@ -45,7 +43,8 @@ func (g *globals) logger() (zerolog.Logger, error) {
 	format := g.logFormat
 	if format == "auto" {
 		format = "json"
-		if f, ok := g.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		// Any writer with a terminal's Fd: the bar's termGate too.
+		if isTerminal(g.stderr) {
 			format = "console"
 		}
 	}

@@ -96,15 +96,15 @@ func cursorRows(ctx context.Context, a *app, only string, now time.Time) ([]curs
 }
 
 func writeCursorTable(w io.Writer, rows []cursorJSON) {
-	_ = printTable(w, "SOURCE\tRESOURCE\tHIGH WATER\tLAG\tLAST RUN\tSTATUS\tAT\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tNEXT RUN\tOWNER", rows, cursorCells)
+	_ = printTable(w, "SOURCE\tRESOURCE\tHIGH WATER\tBEHIND\tNEWEST CHANGE\tLAST RUN\tSTATUS\tAT\tFETCHED\tINS\tUPD\tUNCH\tSTALE\tTOMB\tNEXT RUN\tOWNER", rows, cursorCells)
 }
 
 func cursorCells(r cursorJSON) []any {
-	hw, lag := "never", "-"
+	hw := "never"
 	if r.HighWater != nil {
 		hw = r.HighWater.Format(time.RFC3339)
-		lag = (time.Duration(*r.LagSeconds) * time.Second).Round(time.Second).String()
 	}
+	behind, newest := lagCells(r)
 	at := "-"
 	if r.LastRunFinishedAt != nil {
 		at = r.LastRunFinishedAt.UTC().Format(time.RFC3339)
@@ -132,8 +132,25 @@ func cursorCells(r cursorJSON) []any {
 	if r.ReadMode != "" && r.ReadMode != "feed" {
 		status += ", read by " + r.ReadMode
 	}
-	return []any{r.Source, r.Resource, hw, lag, cmp.Or(r.LastRunKind, "-"), status, at,
+	return []any{r.Source, r.Resource, hw, behind, newest, cmp.Or(r.LastRunKind, "-"), status, at,
 		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next, cmp.Or(r.Owner, "-")}
+}
+
+// lagCells are a row's BEHIND (since the last complete pass, LATE past what
+// the schedule explains) and NEWEST CHANGE (the high water's age): apart,
+// since an idle resource is not a broken one.
+func lagCells(r cursorJSON) (behind, newest string) {
+	behind, newest = "-", "-"
+	if r.BehindSeconds != nil {
+		behind = tmapp.Ago(time.Duration(*r.BehindSeconds * float64(time.Second)))
+		if r.Late {
+			behind = "LATE " + behind
+		}
+	}
+	if r.LagSeconds != nil {
+		newest = tmapp.Ago(time.Duration(*r.LagSeconds*float64(time.Second))) + " ago"
+	}
+	return behind, newest
 }
 
 func actor() string {

@@ -46,7 +46,7 @@ throwaway database.`,
 }
 
 func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-chan os.Signal) error {
-	log, err := g.logger()
+	log, dl, err := demoLogger(g) // demoframe.go
 	if err != nil {
 		return err
 	}
@@ -97,9 +97,20 @@ func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-cha
 	}
 	fmt.Fprintf(g.stdout, "Running the daemon with configs/simulated.yaml. Ctrl-C to stop.\n\n")
 
-	screen := isTerminal(g.stdout)
+	if dl == nil {
+		return a.RunDaemon(ctx, listen, sigs, exitFailed, func(p *poller.Poller) {
+			go every(ctx, interval, func() { printDemoStatus(ctx, g, a) })
+		})
+	}
+	// On a terminal: one screen, redrawn in place and on resize.
+	s := &demoScreen{g: g, a: a, log: dl}
+	if listen != "" {
+		s.statusURL = "http://" + listen + "/"
+	}
+	defer s.close(g.stderr)
 	return a.RunDaemon(ctx, listen, sigs, exitFailed, func(p *poller.Poller) {
-		go every(ctx, interval, func() { printDemoStatus(ctx, g, a, screen) })
+		go every(ctx, interval, func() { s.draw(ctx) })
+		go onResize(ctx, func() { s.draw(ctx) })
 	})
 }
 
@@ -107,6 +118,10 @@ func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-cha
 type demoCheck struct {
 	Key  string
 	Line string
+	// Short is Line's state in a few words (the demo's screen); Live the
+	// live rows of the mirror.
+	Short string
+	Live  int
 	// Diverged is a divergence the design does not explain: missing or
 	// stale records older than what the next pass's overlap fetches again.
 	Diverged bool
@@ -136,18 +151,22 @@ func demoChecks(ctx context.Context, a *app, rows []cursorJSON) []demoCheck {
 			key := sc.Name + "/" + string(r)
 			asOf, ok := hw[key]
 			if !ok {
-				out = append(out, demoCheck{Key: key, Line: "waiting for the first pass"})
+				out = append(out, demoCheck{Key: key, Line: "waiting for the first pass", Short: "waiting for the first pass"})
 				continue
 			}
 			rep, err := verify.CompareOverlap(ctx, a.Pool, sc.Name, r, truth.Versions(r), asOf, sc.Overlap.D())
 			if err != nil {
-				out = append(out, demoCheck{Key: key, Line: err.Error(), Diverged: true})
+				out = append(out, demoCheck{Key: key, Line: err.Error(), Short: "check failed: " + err.Error(), Diverged: true})
 				continue
 			}
-			c := demoCheck{Key: key, Diverged: rep.Missing+rep.Stale+rep.Ahead > 0}
+			c := demoCheck{Key: key, Diverged: rep.Missing+rep.Stale+rep.Ahead > 0, Live: rep.Live}
 			state := "in sync"
+			c.Short = state
 			if c.Diverged {
 				state = "NOT in sync"
+				c.Short = fmt.Sprintf("NOT in sync: %d missing, %d stale", rep.Missing, rep.Stale+rep.Ahead)
+			} else if n := rep.Pending + rep.InOverlap + rep.Undeleted; n > 0 {
+				c.Short = fmt.Sprintf("in sync, %d pending", n)
 			}
 			c.Line = fmt.Sprintf("%s: %d live, %d missing, %d stale; pending for the next pass: %d changed since the cursor, %d late-visible within the overlap; %d deleted at the source awaiting reconcile",
 				state, rep.Live, rep.Missing, rep.Stale+rep.Ahead, rep.Pending, rep.InOverlap, rep.Undeleted)
@@ -157,14 +176,10 @@ func demoChecks(ctx context.Context, a *app, rows []cursorJSON) []demoCheck {
 	return out
 }
 
-// printDemoStatus prints the cursors and the checks. On a terminal it
-// redraws one screen in place (cursor home, clear) and shows a divergence
-// in red; elsewhere it appends a frame, as a log would.
-func printDemoStatus(ctx context.Context, g *globals, a *app, screen bool) {
+// printDemoStatus appends the cursors and the checks, as a log would (off
+// a terminal; on one, demoScreen draws).
+func printDemoStatus(ctx context.Context, g *globals, a *app) {
 	var b strings.Builder
-	if screen {
-		b.WriteString("\x1b[H\x1b[2J")
-	}
 	fmt.Fprintf(&b, "── %s ── tidemark demo (Ctrl-C to stop)\n", time.Now().Format(time.TimeOnly))
 	rows, err := cursorRows(ctx, a, "", time.Now())
 	if err != nil {
@@ -173,11 +188,7 @@ func printDemoStatus(ctx context.Context, g *globals, a *app, screen bool) {
 	}
 	writeCursorTable(&b, rows)
 	for _, c := range demoChecks(ctx, a, rows) {
-		line := fmt.Sprintf("%-24s %s", c.Key, c.Line)
-		if screen && c.Diverged {
-			line = "\x1b[31m" + line + "\x1b[0m"
-		}
-		b.WriteString(line + "\n")
+		fmt.Fprintf(&b, "%-24s %s\n", c.Key, c.Line)
 	}
 	fmt.Fprintln(g.stdout, b.String())
 }

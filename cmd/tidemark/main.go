@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -60,6 +61,9 @@ func exitCode(err error) int {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue), errors.As(err, &ae), errors.As(err, &ce):
+		return exitUsage
+	case strings.HasPrefix(err.Error(), "unknown command "):
+		// cobra's, for a command that does not exist: bad usage.
 		return exitUsage
 	default:
 		return exitFailed

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -71,14 +70,25 @@ func newSyncCmd(g *globals) *cobra.Command {
 
 func newBackfillCmd(g *globals) *cobra.Command {
 	f := appFlags{sourceRequired: true}
-	var from, to, resource string
+	var from, to string
+	var resources []string
 	var windowDays int
-	var bp poller.BackfillParams
+	var base poller.BackfillParams
 	var gate *termGate
 	c := appCommand(g, &f, &cobra.Command{
 		Use:   "backfill",
 		Short: "List a spent-date range window by window (resumable; never moves the cursor)",
-		PreRunE: func(*cobra.Command, []string) error {
+		Long: `backfill lists a spent-date range window by window. --resource takes one or
+more resources (repeat it or separate them with commas), or "all" for every
+resource the source mirrors; without it, time_entries only. Several
+resources run one after the other in pass order (parents first), under the
+source's one rate budget.`,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			for flag, v := range map[string]string{"--from": from, "--to": to} {
+				if v == "" {
+					return usagef("%s is required: the first and last spent date, YYYY-MM-DD", flag)
+				}
+			}
 			fd, err := clients.ParseDate(from)
 			if err != nil {
 				return usagef("--from: %v", err)
@@ -90,64 +100,110 @@ func newBackfillCmd(g *globals) *cobra.Command {
 			if td.Before(fd) {
 				return usagef("--to %s is before --from %s", td, fd)
 			}
-			t, err := schema.Parse(resource)
-			if err != nil {
-				return usagef("--resource: %v", err)
+			for _, r := range resources {
+				if r == "all" {
+					continue
+				}
+				if _, err := schema.Parse(r); err != nil {
+					return usagef("--resource: %v", err)
+				}
 			}
-			bp = poller.BackfillParams{Source: f.source, Resource: t.Name, From: fd, To: td, WindowDays: windowDays}
+			base = poller.BackfillParams{Source: f.source, From: fd, To: td, WindowDays: windowDays}
 			gate = gateStderr(g) // before the app's logger: log lines go above the bar, never into it
+			// On a terminal the bar shows the progress: only warnings and
+			// errors go above it, not a line per window.
+			if gate != nil && !cmd.Flags().Changed("log-level") {
+				g.logLevel = "warn"
+			}
 			return nil
 		},
 	}, func(ctx context.Context, a *app) error {
 		if gate != nil {
 			defer gate.Done()
 		}
-		p, err := a.Poller(ctx, f.source)
+		sc, err := a.Config.Source(f.source)
 		if err != nil {
 			return err
 		}
-		var bar *progressbar.ProgressBar
-		if gate != nil {
-			bp.Progress = func(pr poller.BackfillProgress) {
-				if bar == nil {
-					bar = progressbar.NewOptions(pr.WindowsTotal,
-						progressbar.OptionSetWriter(gate.Bar()),
-						progressbar.OptionSetDescription(fmt.Sprintf("%s/%s windows", bp.Source, bp.Resource)),
-						progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
-						progressbar.OptionThrottle(200*time.Millisecond))
-				}
-				rate := float64(pr.Records) / max(pr.Elapsed.Seconds(), 0.001)
-				bar.Describe(fmt.Sprintf("%s/%s: %d records, %.0f records/s", bp.Source, bp.Resource, pr.Records, rate))
-				_ = bar.Set(pr.WindowsDone)
-			}
+		rs, err := backfillResources(resources, sc.Resources)
+		if err != nil {
+			return err
+		}
+		p, err := a.Poller(ctx, f.source)
+		if err != nil {
+			return err
 		}
 		// One owner per source, one rate budget (DESIGN.md, Scale-out):
 		// when a daemon owns the source, it runs the backfill and we
 		// follow; otherwise we run it here and own the source meanwhile.
 		release, err := p.TakeOwnership(ctx, f.source)
-		if errors.Is(err, poller.ErrBusy) {
-			return followQueued(ctx, g, a, p, bp)
-		}
-		if err != nil {
+		owned := err == nil
+		if err != nil && !errors.Is(err, poller.ErrBusy) {
 			return err
 		}
-		defer release()
-		res, err := p.Backfill(ctx, bp)
-		if bar != nil {
-			_ = bar.Finish()
-			gate.Done()
+		if owned {
+			defer release()
 		}
-		if err != nil {
-			return err
+		for _, r := range rs {
+			bp := base
+			bp.Resource = r
+			bar := newBackfillBar(gate, bp.Source+"/"+string(r))
+			if bar != nil {
+				bp.Progress = bar.progress
+			}
+			if !owned {
+				if err := followQueued(ctx, g, a, p, bp, bar); err != nil {
+					return err
+				}
+				continue
+			}
+			res, err := p.Backfill(ctx, bp)
+			bar.close()
+			if err != nil {
+				return err
+			}
+			printBackfill(g, bp, res)
 		}
-		printBackfill(g, bp, res)
 		return nil
 	})
 	c.Flags().StringVar(&from, "from", "", "first spent date, YYYY-MM-DD (required)")
 	c.Flags().StringVar(&to, "to", "", "last spent date, YYYY-MM-DD, inclusive (required)")
-	c.Flags().StringVar(&resource, "resource", string(clients.TimeEntries), "resource to backfill")
+	c.Flags().StringSliceVar(&resources, "resource", nil, `resources to backfill, repeatable or comma-separated; "all": every resource of the source (default time_entries)`)
 	c.Flags().IntVar(&windowDays, "window-days", 0, "days per window (default: the source's backfill.window_days)")
 	return c
+}
+
+// backfillResources resolves --resource against the source's resources:
+// none is time_entries, "all" every one the source mirrors; the result is
+// in pass order (parents before their children), each once.
+func backfillResources(given, mirrored []string) ([]clients.Resource, error) {
+	if len(given) == 0 {
+		given = []string{string(clients.TimeEntries)}
+	}
+	want := map[clients.Resource]bool{}
+	for _, r := range given {
+		if r == "all" {
+			for _, m := range mirrored {
+				want[clients.Resource(m)] = true
+			}
+			continue
+		}
+		t, err := schema.Parse(r)
+		if err != nil {
+			return nil, usagef("--resource: %v", err)
+		}
+		if !slices.Contains(mirrored, string(t.Name)) {
+			return nil, usagef("--resource: the source does not mirror %s (its resources: %s)", t.Name, strings.Join(mirrored, ", "))
+		}
+		want[t.Name] = true
+	}
+	var out []clients.Resource
+	for _, r := range schema.Resources() {
+		if want[r] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // printBackfill prints the counts of a backfill run here.
@@ -159,13 +215,11 @@ func printBackfill(g *globals, bp poller.BackfillParams, res poller.Result) {
 
 // followQueued queues a backfill for the daemon that owns the source and
 // follows its progress until it ends.
-func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp poller.BackfillParams) error {
+// bar (nil off a terminal) is closed before anything is printed on stdout.
+func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp poller.BackfillParams, bar *backfillBar) error {
 	sc, err := a.Config.Source(bp.Source)
 	if err != nil {
 		return err
-	}
-	if !slices.Contains(sc.Resources, string(bp.Resource)) {
-		return usagef("source %s does not mirror %s (its resources: %s)", bp.Source, bp.Resource, strings.Join(sc.Resources, ", "))
 	}
 	wd := cmp.Or(bp.WindowDays, sc.Backfill.WindowDays)
 	store := cursor.New(a.Pool)
@@ -208,6 +262,7 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 				defer release()
 				fmt.Fprintf(g.stderr, "source %s is free now: running backfill %d here\n", bp.Source, b.ID)
 				res, err := p.Backfill(ctx, bp)
+				bar.close()
 				if err != nil {
 					return err
 				}
@@ -217,6 +272,7 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 		}
 		switch cur.Status {
 		case cursor.BackfillDone:
+			bar.close()
 			fmt.Fprintf(g.stdout, "backfill %s/%s %s..%s: done by the daemon: %d records in %d windows\n",
 				bp.Source, bp.Resource, bp.From, bp.To, cur.Records, cur.WindowsDone)
 			return nil

@@ -46,6 +46,12 @@ type CursorRow struct {
 	// Owner is the fleet member that owns the source now ("" when none
 	// does, or the owner predates membership).
 	Owner string `json:"owner,omitempty"`
+	// BehindSeconds is how far the mirror is behind the source: the time
+	// since the last complete pass (null before the first). Late: more than
+	// the schedule explains (lag.go). LagSeconds, the age of the newest
+	// change, is no health signal: an idle resource's grows forever.
+	BehindSeconds *float64 `json:"behind_seconds"`
+	Late          bool     `json:"late,omitempty"`
 	// LastWebhookAt is when the source's last signed webhook arrived
 	// (issue 14; webhooks.go).
 	LastWebhookAt *time.Time `json:"last_webhook_at,omitempty"`
@@ -124,6 +130,11 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 			row.LastRunStartedAt, row.LastRunFinishedAt = &started, r.FinishedAt
 			row.LastRunError, row.LastRunCounts = r.Error, r.Counts
 		}
+		spec := ""
+		if sc != nil {
+			spec = sc.Schedule
+		}
+		setBehind(&row, spec, now)
 		if sc != nil {
 			if sched, err := config.CronParser.Parse(sc.Schedule); err == nil {
 				next := sched.Next(now.UTC())

@@ -171,20 +171,24 @@ func wrap(s *slot, probe clients.Source) clients.Source {
 // up.
 func (a *App) shareSources(d *poller.Daemon) {
 	d.OnOwnership(func(source string, owned bool) {
-		s := a.slots[source]
-		if s == nil {
+		s := a.slots[source] // nil for a source built once (the demo's simulated one)
+		if !owned {
+			if s != nil {
+				s.release()
+			}
+			a.Metrics.Forget(source)
 			return
 		}
-		if !owned {
-			s.release()
-			a.Metrics.Forget(source)
+		if sc, err := a.Config.Source(source); err == nil {
+			a.Metrics.Schedule(source, ScheduleGap(sc.Schedule, time.Now()))
+		}
+		if s == nil {
 			return
 		}
 		if _, err := s.client(); err != nil {
 			// Its passes fail with the same error, recorded and backed off.
 			a.Log.Error().Str("source", source).Err(err).Msg("could not build the source's client")
 		}
-		a.Metrics.Schedule(source, ScheduleGap(s.sc.Schedule, time.Now()))
 	})
 }
 

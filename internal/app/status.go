@@ -51,8 +51,11 @@ type statusSource struct {
 
 type statusRow struct {
 	Resource, HighWater, Lag, LagClock string
-	LastRun, Status, Class, Note       string
-	Counts, Took, Next                 string
+	// Behind is how far behind the source the mirror is (since the last
+	// complete pass); Lag the age of the newest change, no health signal.
+	Behind, BehindClass          string
+	LastRun, Status, Class, Note string
+	Counts, Took, Next           string
 }
 
 type statusBackfill struct {
@@ -168,14 +171,21 @@ func (a *App) statusPage(ctx context.Context, now time.Time) (*statusPage, error
 
 func (a *App) statusRow(row CursorRow, now time.Time) statusRow {
 	sr := statusRow{Resource: row.Resource, HighWater: "never", Lag: "-", LastRun: "-", Status: "not run yet",
-		Class: "muted", Took: "-", Next: "-"}
+		Class: "muted", Took: "-", Next: "-", Counts: "-", BehindClass: "muted"}
+	sr.Behind, _ = LagWords(row)
+	if row.BehindSeconds != nil {
+		sr.BehindClass = "ok"
+		if row.Late {
+			sr.BehindClass = "warn"
+		}
+	}
 	if row.HighWater != nil {
 		sr.HighWater = row.HighWater.Format("2006-01-02 15:04:05")
 		if l, ok := a.Metrics.LastLag(row.Source, row.Resource); ok {
-			sr.Lag = short(l.Lag)
+			sr.Lag = Ago(l.Lag) + " ago"
 			sr.LagClock = "the source's clock at the last pass here (" + hhmm(l.At) + ") minus the high water"
 		} else {
-			sr.Lag = short(time.Duration(*row.LagSeconds * float64(time.Second)))
+			sr.Lag = Ago(time.Duration(*row.LagSeconds*float64(time.Second))) + " ago"
 			sr.LagClock = "no pass ran on this replica: our clock minus the high water"
 		}
 	}
@@ -209,6 +219,9 @@ func (a *App) statusRow(row CursorRow, now time.Time) statusRow {
 	}
 	if row.NextRunAt != nil {
 		sr.Next = hhmm(*row.NextRunAt)
+	}
+	if row.Late && sr.Class == "ok" {
+		sr.Class = "warn"
 	}
 	return sr
 }

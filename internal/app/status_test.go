@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -27,7 +28,7 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-var screenshot = flag.Bool("screenshot", false, "write the status page's screenshot to docs/status-page.png")
+var screenshot = flag.Bool("screenshot", false, "write the status page's screenshots to docs/status-page-{390,1280,1920}.png")
 
 // statusConfig is two simulated sources, so the page has more than one.
 const statusConfig = `
@@ -164,7 +165,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	hw := run(t, ctx, chromedp.Text(chromedp.CSS(alphaEntries+" .hw")))
-	status := run(t, ctx, chromedp.Text(chromedp.CSS(alphaEntries+" td:nth-child(5)")))
+	status := run(t, ctx, chromedp.Text(chromedp.CSS(alphaEntries+" td.status")))
 	counts := run(t, ctx, chromedp.Text(chromedp.CSS(alphaEntries+" .counts")))
 	if hw == "never" || !strings.HasPrefix(status, "ok") || strings.HasPrefix(counts, "0 /") {
 		t.Fatalf("after a pass: high water %q, status %q, counts %q", hw, status, counts)
@@ -176,19 +177,50 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatalf("chart shows no records after a pass: %q", chart)
 	}
 
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1100, 900)); err != nil {
-		t.Fatal(err)
+	// At a phone's, a laptop's and a large screen's width: no element
+	// wider than the screen, and every column of every row in view
+	// (cards on a phone; issue 26, 8).
+	for _, w := range []int64{390, 1280, 1920} {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, 900), chromedp.Reload(),
+			chromedp.WaitVisible(chromedp.CSS(`#source-alpha`))); err != nil {
+			t.Fatal(err)
+		}
+		if bad := run(t, ctx, chromedp.Evaluate[[]string](layoutCheck)); len(bad) > 0 {
+			t.Errorf("at %d px:\n%s", w, strings.Join(bad, "\n"))
+		}
+		png := run(t, ctx, chromedp.FullScreenshot(100))
+		name := fmt.Sprintf("status-page-%d.png", w)
+		out := filepath.Join(t.TempDir(), name)
+		if *screenshot {
+			out = filepath.Join("..", "..", "docs", name)
+		}
+		if err := os.WriteFile(out, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s (%d bytes)", out, len(png))
 	}
-	png := run(t, ctx, chromedp.FullScreenshot(100))
-	out := filepath.Join(t.TempDir(), "status-page.png")
-	if *screenshot {
-		out = filepath.Join("..", "..", "docs", "status-page.png")
-	}
-	if err := os.WriteFile(out, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s (%d bytes)", out, len(png))
 }
+
+// layoutCheck lists what a reader cannot see without scrolling sideways:
+// elements reaching past the viewport's edges, and cells of the sources'
+// tables that are hidden, empty or clipped (with the page itself not wider
+// than the viewport).
+const layoutCheck = `(() => {
+  const W = window.innerWidth, bad = [];
+  if (document.documentElement.scrollWidth > W + 1) bad.push("page is " + document.documentElement.scrollWidth + " px wide");
+  const name = el => el.tagName.toLowerCase() + (el.className && typeof el.className === "string" ? "." + el.className.split(" ").join(".") : "");
+  for (const el of document.querySelectorAll("body *")) {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && (r.left < -1 || r.right > W + 1)) bad.push(name(el) + " spans " + Math.round(r.left) + ".." + Math.round(r.right));
+  }
+  for (const td of document.querySelectorAll("section.source td")) {
+    const r = td.getBoundingClientRect(), text = td.innerText.trim();
+    const label = td.dataset.label;
+    if (!text || r.width === 0 || r.height === 0) bad.push(label + " of " + td.parentElement.dataset.resource + " not shown");
+    if (td.scrollWidth > td.clientWidth + 1) bad.push(label + " of " + td.parentElement.dataset.resource + " clipped");
+  }
+  return bad;
+})()`
 
 // The page holds no secret: the database URL (with its password) and the
 // tokens stay out of it.

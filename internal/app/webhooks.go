@@ -41,10 +41,9 @@ func (a *App) webhookParts() *webhookState {
 	w.once.Do(func() {
 		w.store = a.WebhookStore()
 		w.metrics = webhooks.NewMetrics(a.Metrics.Registry)
-		seal, err := webhooks.SealerFromEnv()
-		if err != nil {
+		seal, keyErr := webhooks.SealerFromEnv()
+		if keyErr != nil {
 			seal = nil
-			a.Log.Warn().Err(err).Msg("webhook deliveries will be refused (503) until the key is set")
 		}
 		srcs := map[string]webhooks.Source{}
 		for _, s := range a.Config.Sources {
@@ -58,6 +57,11 @@ func (a *App) webhookParts() *webhookState {
 			}
 			dec, _ := a.wh.built[s.Name].(webhooks.Decoder)
 			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs, Decoder: dec, Events: bool(s.Events)}
+		}
+		// Only a source whose kind sends webhooks (Toggl, Clockify) needs
+		// the key: a Harvest-only config hears nothing of it.
+		if keyErr != nil && len(srcs) > 0 {
+			a.Log.Warn().Err(keyErr).Msg("webhook deliveries will be refused (503) until the key is set")
 		}
 		w.intake = &webhooks.Intake{Store: w.store, Seal: seal, Sources: srcs,
 			MaxBody: a.Config.Webhooks.MaxBody, Log: a.Log, Metrics: w.metrics, Apply: a.Config.Webhooks.Apply}

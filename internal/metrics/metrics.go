@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Metrics are the daemon's counters, histograms and gauges (compact.go).
@@ -55,6 +56,9 @@ func New() *Metrics {
 		schedule: newVec(gauge, "tidemark_schedule_interval_seconds",
 			"The longest gap between two scheduled incremental passes of a source (alerts compare freshness with it).", "source"),
 	}
+	// The Go runtime's and the process's own series (go_*, process_*), which
+	// every Go exporter has and the usual dashboards read.
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.records, m.requests, m.rateLimited, m.passes, m.lag, m.lastSuccess, m.backfill,
 		m.failures, m.refused, m.waiting, m.schedule)
 	return m

@@ -7,6 +7,7 @@ package pgcluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,7 +40,8 @@ func (c *Cluster) URL(db string) string {
 }
 
 // BinDir finds the server binaries: $TIDEMARK_PG_BINDIR, `pg_config
-// --bindir`, PATH, then the Debian locations of recent versions.
+// --bindir`, PATH, then Debian's /usr/lib/postgresql/VERSION/bin of any
+// version, newest first.
 func BinDir() (string, error) {
 	if d := os.Getenv("TIDEMARK_PG_BINDIR"); d != "" {
 		return d, nil
@@ -52,13 +55,38 @@ func BinDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		return filepath.Dir(p), nil
 	}
-	for _, v := range []string{"17", "16", "15", "14"} {
-		d := "/usr/lib/postgresql/" + v + "/bin"
-		if isFile(filepath.Join(d, "initdb")) {
-			return d, nil
-		}
+	if d := newestBinDir("/usr/lib/postgresql"); d != "" {
+		return d, nil
 	}
 	return "", errors.New("no PostgreSQL server binaries found (looked at $TIDEMARK_PG_BINDIR, pg_config --bindir, PATH, /usr/lib/postgresql/*/bin); install PostgreSQL or set DATABASE_URL")
+}
+
+// newestBinDir is root/VERSION/bin of the newest VERSION ("18", "9.6")
+// that has an initdb; "" when none has.
+func newestBinDir(root string) string {
+	ents, _ := os.ReadDir(root)
+	type ver struct {
+		dir          string
+		major, minor int
+	}
+	var vs []ver
+	for _, e := range ents {
+		majS, minS, _ := strings.Cut(e.Name(), ".")
+		maj, err := strconv.Atoi(majS)
+		if err != nil {
+			continue
+		}
+		mn, _ := strconv.Atoi(minS)
+		d := filepath.Join(root, e.Name(), "bin")
+		if isFile(filepath.Join(d, "initdb")) {
+			vs = append(vs, ver{d, maj, mn})
+		}
+	}
+	slices.SortFunc(vs, func(a, b ver) int { return cmp.Or(cmp.Compare(b.major, a.major), cmp.Compare(b.minor, a.minor)) })
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0].dir
 }
 
 func isFile(p string) bool {
