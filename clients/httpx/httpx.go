@@ -670,7 +670,8 @@ func retryAfter(h http.Header, def time.Duration) time.Duration {
 		if n < 0 {
 			return def
 		}
-		return time.Duration(n) * time.Second
+		// Bounded before the multiplication, which would overflow.
+		return time.Duration(min(n, int64(MaxRetryAfter/time.Second))) * time.Second
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
@@ -680,8 +681,13 @@ func retryAfter(h http.Header, def time.Duration) time.Duration {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	return max(t.Sub(now), 0)
+	return min(max(t.Sub(now), 0), MaxRetryAfter)
 }
+
+// MaxRetryAfter bounds the wait a Retry-After header asks for: a hostile or
+// broken value (a year, or one that overflows) must not park a source for
+// longer than its back-off would.
+const MaxRetryAfter = time.Hour
 
 func (c *Client) quotaWait(resp *http.Response) time.Duration {
 	if c.cfg.QuotaWait != nil {
