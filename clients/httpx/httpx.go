@@ -260,6 +260,16 @@ type Response struct {
 	ReceivedAt time.Time
 }
 
+// Clock is the time a version can be taken from: the source's Date, else
+// when the response was received (a proxy may drop Date; a resource
+// versioned by the page's clock must still get a version).
+func (r *Response) Clock() time.Time {
+	if r.Date.IsZero() {
+		return r.ReceivedAt
+	}
+	return r.Date
+}
+
 type attemptResult struct {
 	status int
 	header http.Header
