@@ -138,8 +138,28 @@ type sourcePass struct {
 	runs       runBatch
 }
 
-// step runs one pass of one resource.
-func (p *Poller) step(ctx context.Context, s *Source, st Step, sp *sourcePass) StepResult {
+// step runs one pass of one resource. A panic in it fails the pass (run
+// recorded, logged with its stack), never the process.
+func (p *Poller) step(ctx context.Context, s *Source, st Step, sp *sourcePass) (sr StepResult) {
+	log := p.log.With().Str("source", s.Name()).Str("resource", string(st.Resource)).Str("kind", st.Kind).Logger()
+	defer func() {
+		perr := clients.Recovered(fmt.Sprintf("%s/%s %s pass", s.Name(), st.Resource, st.Kind), recover())
+		if perr == nil {
+			return
+		}
+		logPanic(log, perr)
+		// The failed run, for `tidemark runs`.
+		runID, now := newRunID(), time.Now()
+		if st.Kind == cursor.KindIncremental {
+			p.recordFailed(ctx, log, cursor.RunRecord{RunID: runID, Source: s.Name(), Resource: string(st.Resource),
+				Started: now, Finished: now, Status: cursor.StatusFailed, Error: perr.Error()})
+		} else if err := p.store.StartRun(context.WithoutCancel(ctx), cursor.StartRunParams{RunID: runID, Source: s.Name(),
+			Resource: string(st.Resource), Kind: st.Kind}); err == nil {
+			p.finishFailed(ctx, log, runID, nil, perr)
+		}
+		p.metrics.Pass(s.Name(), string(st.Resource), st.Kind, "failed", 0)
+		sr = StepResult{Step: st, Err: perr}
+	}()
 	var res Result
 	var err error
 	if st.Kind == cursor.KindReconcile {
@@ -147,7 +167,8 @@ func (p *Poller) step(ctx context.Context, s *Source, st Step, sp *sourcePass) S
 	} else {
 		res, err = p.incremental(ctx, s, st.Resource, sp)
 	}
-	sr := StepResult{Step: st, Result: res, Err: err}
+	logPanic(log, err)
+	sr = StepResult{Step: st, Result: res, Err: err}
 	if errors.Is(err, clients.ErrUnsupported) {
 		// E.g. a token not allowed to list users: recorded in the run,
 		// warned about, but not a failure of the source.
@@ -336,7 +357,17 @@ type BackfillProgress struct {
 // again with the same range. It never moves the incremental cursor and may
 // run beside the daemon: the version guard makes the race harmless. It takes
 // a lease of its own, so two backfills of one source never run at once.
-func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error) {
+func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (res Result, err error) {
+	defer func() {
+		if perr := clients.Recovered(fmt.Sprintf("%s/%s backfill", bp.Source, bp.Resource), recover()); perr != nil {
+			logPanic(p.log.With().Str("source", bp.Source).Str("resource", string(bp.Resource)).Logger(), perr)
+			err = perr
+		}
+	}()
+	return p.backfill(ctx, bp)
+}
+
+func (p *Poller) backfill(ctx context.Context, bp BackfillParams) (Result, error) {
 	start := time.Now()
 	res := Result{RunID: newRunID(), Source: bp.Source, Resource: bp.Resource, Kind: cursor.KindBackfill}
 	s, err := p.source(bp.Source)
@@ -439,6 +470,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if runErr != nil {
+		logPanic(log, runErr)
 		runErr = fmt.Errorf("%s/%s: backfill: %w", s.Name(), bp.Resource, runErr)
 		status := cursor.StatusFailed
 		if errors.Is(runErr, context.Canceled) {

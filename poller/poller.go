@@ -242,7 +242,7 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	hook := pageHook(ctx)
 	dbctx := context.WithoutCancel(ctx)
 	began := time.Now()
-	err := s.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
+	err := safeList(ctx, s, r, w, func(ctx context.Context, pg clients.Page) error {
 		if l.pages == 0 {
 			l.sourceTime = pg.SourceTime
 		}
@@ -331,6 +331,26 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 		return l, fmt.Errorf("commit the end of the listing: %w", err)
 	}
 	return l, nil
+}
+
+// safeList is s.List with a panic in it (the client's decoders, this
+// side's page writes) turned into the listing's error: the pass fails, as
+// for any bad page, and the process and the other sources go on.
+func safeList(ctx context.Context, s *Source, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) (err error) {
+	defer func() {
+		if perr := clients.Recovered("list "+string(r), recover()); perr != nil {
+			err = perr
+		}
+	}()
+	return s.List(ctx, r, w, fn)
+}
+
+// logPanic logs a recovered panic's stack (the run's error has its value).
+func logPanic(log zerolog.Logger, err error) {
+	var pe *clients.PanicError
+	if errors.As(err, &pe) {
+		log.Error().Str("panic", fmt.Sprint(pe.Value)).Str("stack", string(pe.Stack)).Msg("recovered from a panic; the pass failed")
+	}
 }
 
 // applyPage writes one page in a transaction of its own, which upsert opens
