@@ -205,6 +205,12 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 			errs = append(errs, sr.Err)
 		case !sr.Skipped:
 			results = append(results, sr.Result)
+			// An operator's pass (`tidemark sync`) that succeeds ends a
+			// back-off shown by `tidemark cursors` (a capped listing's
+			// "retry now"); none recorded costs an UPDATE of no row.
+			if err := p.store.PassOK(ctx, source, string(sr.Resource), kind); err != nil {
+				p.log.Warn().Err(err).Str("source", source).Str("resource", string(sr.Resource)).Msg("could not record the success")
+			}
 		}
 	}
 	return results, errors.Join(errs...)

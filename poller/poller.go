@@ -55,6 +55,19 @@ type BackfillObserver interface {
 	BackfillProgress(source, resource string, done bool)
 }
 
+// BackoffObserver is an Observer that also wants each resource's back-off:
+// until when its passes of kind wait, and why (capped, failing); a zero
+// until after a success.
+type BackoffObserver interface {
+	Backoff(source, resource, kind, reason string, until time.Time)
+}
+
+func (p *Poller) backoffMark(source string, r clients.Resource, kind, reason string, until time.Time) {
+	if bo, ok := p.metrics.(BackoffObserver); ok {
+		bo.Backoff(source, string(r), kind, reason, until)
+	}
+}
+
 func (p *Poller) backfillMark(source string, r clients.Resource, done bool) {
 	if bo, ok := p.metrics.(BackfillObserver); ok {
 		bo.BackfillProgress(source, string(r), done)

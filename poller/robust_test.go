@@ -2,7 +2,9 @@ package poller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,8 +13,10 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
+	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/logtest"
+	"github.com/tidemarkhq/tidemark/internal/metrics"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/poller"
 )
@@ -99,4 +103,110 @@ func TestPanickingSourceFailsAloneInTheDaemon(t *testing.T) {
 	if n := countSourceRuns(t, pool, "boom-ahead", "backfill", "failed", "%panic%"); n != 1 {
 		t.Errorf("%d failed backfill runs recorded, want 1", n)
 	}
+}
+
+// stuckCapped is a source whose listing stays capped (clients.ErrCapped)
+// until healed.
+type stuckCapped struct {
+	*fakeSource
+	mu     sync.Mutex
+	healed bool
+}
+
+func (c *stuckCapped) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	c.mu.Lock()
+	healed := c.healed
+	c.mu.Unlock()
+	if !healed {
+		return fmt.Errorf("time_entries: %w: the provider stopped at page 3 of the 9 its envelope announced", clients.ErrCapped)
+	}
+	return c.fakeSource.List(ctx, r, w, fn)
+}
+
+// backoffGauge is the capped back-off gauge of acme/time_entries in m (0
+// when absent).
+func backoffGauge(t *testing.T, m *metrics.Metrics) float64 {
+	t.Helper()
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "tidemark_resource_backoff_until_timestamp_seconds" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["source"] == "acme" && labels["resource"] == "time_entries" && labels["reason"] == "capped" {
+				return mt.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// Issue 22: a listing that stays capped was walked (up to 3 times) at
+// every tick, for ever, without a state an operator could see. It is
+// retried at the next tick once, then backs off exponentially (capped at
+// CappedBackoffMax), shows in pass_state (for `cursors` and the status
+// page) and in a metric, and the back-off ends with the first success.
+func TestCappedListingBacksOffAndShows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.DB(t)
+	src := &stuckCapped{fakeSource: onDay(today(), "a")}
+	m := metrics.New()
+	p := newPoller(t, poller.Params{Pool: pool, Logger: zerolog.Nop(), Observer: m, Sources: []poller.Source{{Source: src}}})
+	d, err := poller.NewDaemon(p, config.CronParser, []poller.Schedule{{Source: "acme", Incremental: "@every 1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = 4 * time.Second
+	d.SetBackoff(base, time.Minute)
+	d.Start(ctx, true)
+	t.Cleanup(func() { _ = d.Stop(ctx) })
+	var st cursor.PassState
+	waitFor(t, 30*time.Second, func() bool {
+		states, err := p.Store().PassStates(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range states {
+			if s.Resource == "time_entries" && s.Kind == "incremental" && s.Failures >= 2 {
+				st = s
+				return true
+			}
+		}
+		return false
+	}, "a second capped failure")
+	// The second failure in a row backs off by base (the first one is
+	// retried at the next tick): not walked again at every tick.
+	if st.BackoffUntil == nil || st.BackoffUntil.Sub(st.UpdatedAt) < base-time.Second {
+		t.Fatalf("after %d capped failures: backoff until %v (recorded %v), want about %v later", st.Failures, st.BackoffUntil, st.UpdatedAt, base)
+	}
+	if !strings.Contains(st.LastError, clients.ErrCapped.Error()) {
+		t.Errorf("last error %q does not say capped", st.LastError)
+	}
+	if g := backoffGauge(t, m); g == 0 {
+		t.Error("no capped back-off gauge")
+	}
+	src.mu.Lock()
+	src.healed = true
+	src.mu.Unlock()
+	waitFor(t, 30*time.Second, func() bool { return countRuns(t, pool, "time_entries", "incremental", "ok") >= 1 }, "the healed listing to sync")
+	waitFor(t, 10*time.Second, func() bool {
+		states, err := p.Store().PassStates(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range states {
+			if s.Resource == "time_entries" && s.Kind == "incremental" && (s.Failures != 0 || s.BackoffUntil != nil) {
+				return false
+			}
+		}
+		return backoffGauge(t, m) == 0
+	}, "the back-off to end with the success")
 }

@@ -123,6 +123,8 @@ func cursorCells(r cursorJSON) []any {
 			what = "rate limit"
 		}
 		status = fmt.Sprintf("waiting for %s until %s", what, r.WaitingUntil.UTC().Format(time.RFC3339))
+	} else if r.State != "" {
+		status = fmt.Sprintf("%s, %s", status, r.State)
 	} else if r.BackoffUntil != nil {
 		status = fmt.Sprintf("%s, backing off until %s after %d failures", status, r.BackoffUntil.UTC().Format(time.RFC3339), r.Failures)
 	}

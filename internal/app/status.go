@@ -197,6 +197,9 @@ func (a *App) statusRow(row CursorRow, now time.Time) statusRow {
 	if row.BackoffUntil != nil {
 		sr.Class = "bad"
 		sr.Note = fmt.Sprintf("backing off until %s after %d failures: %s", hhmm(*row.BackoffUntil), row.Failures, firstLine(row.BackoffError))
+		if row.State != "" {
+			sr.Note = row.State
+		}
 	}
 	if row.ReconcileDueSince != nil {
 		sr.Status += ", reconcile due"

@@ -263,3 +263,40 @@ func TestStatusPageShowsWaitsBackoffsAndRefusals(t *testing.T) {
 		t.Log(page)
 	}
 }
+
+// Issue 22: a resource whose listing stays capped shows as such, until
+// when, and the command that retries it now, in `cursors` and on the page.
+func TestCappedResourceShowsItsStateAndRecovery(t *testing.T) {
+	t.Parallel()
+	a, base := openApp(t)
+	ctx := context.Background()
+	until := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
+	capped := "alpha/time_entries: time_entries: " + clients.ErrCapped.Error() + ": the provider stopped at page 3 of the 9 its envelope announced"
+	if err := cursor.New(a.Pool).PassFailed(ctx, "alpha", "time_entries", cursor.KindIncremental, 4, until, capped); err != nil {
+		t.Fatal(err)
+	}
+	want := "capped: the provider stopped at page 3 of the 9 its envelope announced; retry at " + until.Format(time.RFC3339) +
+		"; run `tidemark sync --source alpha --resource time_entries` to retry now"
+	rows, err := a.CursorRows(ctx, "alpha", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, r := range rows {
+		if r.Resource == "time_entries" {
+			got = r.State
+		}
+	}
+	if got != want {
+		t.Errorf("state %q\nwant  %q", got, want)
+	}
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if page := string(b); !strings.Contains(page, "tidemark sync --source alpha --resource time_entries") {
+		t.Errorf("the page lacks the recovery command:\n%s", page)
+	}
+}
