@@ -236,7 +236,7 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 	defer shown()
 	log.Debug().Time("since", w.UpdatedSince).Msg("incremental pass started")
 
-	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, res.RunID, func(ctx context.Context, tx pgx.Tx, l *listing) error {
 		// The new high water: the newest version seen, capped by the source's
 		// clock when the pass began (records changed after that instant may sit
 		// on pages already served). Never our own clock. Without the source's
@@ -250,6 +250,20 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 			hw = earlier(hw, l.sourceTime)
 		case l.took >= s.Overlap:
 			hw = earlier(hw, l.firstMax) // none: the cursor stays
+		}
+		if !l.held.IsZero() {
+			// A record quarantined by this pass is read again by the next:
+			// the cursor stays below its version until it goes in.
+			hw = earlier(hw, l.held.Add(-time.Microsecond))
+		}
+		if tx != nil || l.counts.Quarantined > 0 {
+			// Records quarantined before, from the window on, that this
+			// pass listed and did not quarantine again went in (or are
+			// listed no more). An idle pass wrote none.
+			if _, err := cursor.Release(ctx, p.db(tx), cursor.ReleaseParams{Source: s.Name(), Resource: string(r),
+				RunID: res.RunID, Listed: true, Since: w.UpdatedSince}); err != nil {
+				return err
+			}
 		}
 		res.HighWaterAfter = cur.HighWater
 		finish := func(db cursor.DB) error {
@@ -441,7 +455,7 @@ func (p *Poller) backfill(ctx context.Context, bp BackfillParams) (Result, error
 		if !byDate {
 			w, end = clients.Window{Overlap: s.Overlap}, bp.To
 		}
-		l, err := p.applyListing(ctx, log, s, bp.Resource, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+		l, err := p.applyListing(ctx, log, s, bp.Resource, w, res.Kind, res.RunID, func(ctx context.Context, tx pgx.Tx, l *listing) error {
 			progress := func(tx pgx.Tx) error {
 				if err := held.Check(ctx, tx); err != nil {
 					return err
@@ -546,7 +560,7 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 		ev = ev.Strs("scope_user_ids", scope.UserIDs)
 	}
 	ev.Msg("reconcile started")
-	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
+	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, res.RunID, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
 		if l.sourceTime.IsZero() {
 			return errors.New("the source sent no Date header: cannot tell which rows are older than the listing, so nothing is tombstoned")
 		}

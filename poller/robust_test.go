@@ -3,8 +3,10 @@ package poller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/metrics"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // panicky is a client with a bug: its listing panics, on the pass's own
@@ -209,4 +212,82 @@ func TestCappedListingBacksOffAndShows(t *testing.T) {
 		}
 		return backoffGauge(t, m) == 0
 	}, "the back-off to end with the success")
+}
+
+// badRecord serves record id with hours the mirror refuses while bad.
+type badRecord struct {
+	*fakeSource
+	id  string
+	bad atomic.Bool
+}
+
+func (b *badRecord) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	return b.fakeSource.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
+		for i := range pg.Records {
+			if pg.Records[i].ID == b.id && b.bad.Load() {
+				rec := pg.Records[i]
+				rec.Row = slices.Clone(rec.Row)
+				rec.Row[schema.TE.Hours] = clients.Decimal("NaN")
+				pg.Records[i] = rec
+			}
+		}
+		return fn(ctx, pg)
+	})
+}
+
+// Issue 22: a record that cannot be stored fails alone. The rest of its
+// page goes in; it waits in record_quarantine, named with its error and
+// counted in the run; the cursor stays below its version, so every later
+// pass reads it again, until it goes in.
+func TestUnstorableRecordIsQuarantinedAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := newFakeSource("acme", t0)
+	src.put(1, day, "a")
+	src.tick(time.Minute)
+	src.put(2, day, "b")
+	src.tick(time.Minute)
+	src.put(3, day, "c")
+	src.put(4, day, "d")
+	src.tick(time.Minute)
+	bad := &badRecord{fakeSource: src, id: "2"}
+	bad.bad.Store(true)
+	pool := pgtest.DB(t)
+	p := newPoller(t, poller.Params{Pool: pool, Logger: zerolog.New(zerolog.NewTestWriter(t)),
+		Sources: []poller.Source{{Source: bad, Overlap: time.Second}}})
+	v2 := src.truth()["2"]
+	for pass := 1; pass <= 2; pass++ {
+		res := incremental(t, p)
+		if c := res[0].Counts; c.Quarantined != 1 || c.Inserted+c.Unchanged != c.Fetched-1 {
+			t.Fatalf("pass %d counts %+v, want the others stored, 1 quarantined", pass, c)
+		}
+		if hw := highWater(t, p, "acme"); !hw.Before(v2) {
+			t.Fatalf("pass %d: cursor %v moved past the quarantined record's version %v", pass, hw, v2)
+		}
+		qs, err := p.Store().QuarantinedRecords(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(qs) != 1 || qs[0].ID != "2" || qs[0].Failures != pass || !strings.Contains(qs[0].Error, "hours") || !qs[0].Version.Equal(v2) {
+			t.Fatalf("pass %d: quarantine %+v, want record 2 failed %d times on hours", pass, qs, pass)
+		}
+	}
+	if m := mirror(t, pool, "acme"); len(m) != 3 {
+		t.Fatalf("mirror %v, want the 3 good records", m)
+	}
+	var runs int64
+	if err := pool.QueryRow(ctx, `SELECT sum(quarantined) FROM sync_runs WHERE source = 'acme' AND status = 'ok'`).Scan(&runs); err != nil || runs != 2 {
+		t.Fatalf("sync_runs count %d quarantined records (%v), want 2", runs, err)
+	}
+	// Fixed at the source (or by an upgrade): the next pass stores it,
+	// empties the quarantine, and the cursor moves on.
+	bad.bad.Store(false)
+	incremental(t, p)
+	assertConverged(t, pool, src)
+	if qs, err := p.Store().QuarantinedRecords(ctx, "acme"); err != nil || len(qs) != 0 {
+		t.Fatalf("quarantine after the fix: %+v, %v", qs, err)
+	}
+	if hw := highWater(t, p, "acme"); hw.Before(src.truth()["4"]) {
+		t.Fatalf("cursor %v did not move on after the fix", hw)
+	}
 }
