@@ -45,6 +45,10 @@ type CursorRow struct {
 	// capped or unstable (clients.ErrCapped), why, until when, and the
 	// command that retries it now (issue 22).
 	State string `json:"state,omitempty"`
+	// Quarantined counts the resource's records that could not be stored
+	// (record_quarantine); QuarantineNote names the first and its error.
+	Quarantined    int    `json:"quarantined,omitempty"`
+	QuarantineNote string `json:"quarantine_note,omitempty"`
 	// ReconcileDueSince is set while a scheduled reconcile has not run yet.
 	ReconcileDueSince *time.Time `json:"reconcile_due_since,omitempty"`
 	// ReadMode says how the source reads the resource when it has more than
@@ -81,6 +85,14 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 	if err != nil {
 		return nil, err
 	}
+	quarantined, err := cursor.New(a.Pool).QuarantinedRecords(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	qOf := map[string][]cursor.Quarantined{}
+	for _, q := range quarantined {
+		qOf[q.Source+"/"+q.Resource] = append(qOf[q.Source+"/"+q.Resource], q)
+	}
 	passOf := map[string][]cursor.PassState{}
 	for _, ps := range passes {
 		passOf[ps.Source+"/"+ps.Resource] = append(passOf[ps.Source+"/"+ps.Resource], ps)
@@ -108,6 +120,11 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 		if w, ok := waitOf[st.Source]; ok {
 			until := w.Until
 			row.WaitingUntil, row.WaitingReason = &until, w.Reason
+		}
+		if qs := qOf[st.Source+"/"+st.Resource]; len(qs) > 0 {
+			row.Quarantined = len(qs)
+			row.QuarantineNote = fmt.Sprintf("%d records could not be stored (first: id %s since %s: %s); each pass retries them",
+				len(qs), qs[0].ID, qs[0].FirstFailed.UTC().Format(time.RFC3339), firstLine(qs[0].Error))
 		}
 		for _, ps := range passOf[st.Source+"/"+st.Resource] {
 			if ps.BackoffUntil != nil && ps.BackoffUntil.After(now) && (row.BackoffUntil == nil || ps.BackoffUntil.After(*row.BackoffUntil)) {

@@ -201,6 +201,12 @@ func (a *App) statusRow(row CursorRow, now time.Time) statusRow {
 			sr.Note = row.State
 		}
 	}
+	if row.Quarantined > 0 {
+		sr.Note = strings.TrimPrefix(sr.Note+"; "+row.QuarantineNote, "; ")
+		if sr.Class != "bad" {
+			sr.Class = "warn"
+		}
+	}
 	if row.ReconcileDueSince != nil {
 		sr.Status += ", reconcile due"
 	}

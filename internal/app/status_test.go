@@ -300,3 +300,38 @@ func TestCappedResourceShowsItsStateAndRecovery(t *testing.T) {
 		t.Errorf("the page lacks the recovery command:\n%s", page)
 	}
 }
+
+// Issue 22: a record that could not be stored shows, named with its error,
+// in `cursors` and on the status page.
+func TestQuarantinedRecordShows(t *testing.T) {
+	t.Parallel()
+	a, base := openApp(t)
+	ctx := context.Background()
+	if err := cursor.Quarantine(ctx, a.Pool, "beta", "users", "run-1", []cursor.Quarantined{
+		{ID: "7\x00", Version: time.Now(), Raw: `{"id":"7"}`, Error: "record 0: id: contains a NUL byte"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := a.CursorRows(ctx, "beta", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var note string
+	for _, r := range rows {
+		if r.Resource == "users" && r.Quarantined == 1 {
+			note = r.QuarantineNote
+		}
+	}
+	if !strings.Contains(note, `id 7\x00`) || !strings.Contains(note, "contains a NUL byte") {
+		t.Errorf("quarantine note %q", note)
+	}
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if page := string(b); !strings.Contains(page, "could not be stored") {
+		t.Errorf("the page does not show the quarantined record:\n%s", page)
+	}
+}
