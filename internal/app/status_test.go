@@ -290,13 +290,7 @@ func TestCappedResourceShowsItsStateAndRecovery(t *testing.T) {
 	if got != want {
 		t.Errorf("state %q\nwant  %q", got, want)
 	}
-	resp, err := http.Get(base + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if page := string(b); !strings.Contains(page, "tidemark sync --source alpha --resource time_entries") {
+	if page := statusText(t, base); !strings.Contains(page, "tidemark sync --source alpha --resource time_entries") {
 		t.Errorf("the page lacks the recovery command:\n%s", page)
 	}
 }
@@ -325,13 +319,22 @@ func TestQuarantinedRecordShows(t *testing.T) {
 	if !strings.Contains(note, `id 7\x00`) || !strings.Contains(note, "contains a NUL byte") {
 		t.Errorf("quarantine note %q", note)
 	}
+	if page := statusText(t, base); !strings.Contains(page, "could not be stored") {
+		t.Errorf("the page does not show the quarantined record:\n%s", page)
+	}
+}
+
+// statusText is the status page at base.
+func statusText(t *testing.T, base string) string {
+	t.Helper()
 	resp, err := http.Get(base + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if page := string(b); !strings.Contains(page, "could not be stored") {
-		t.Errorf("the page does not show the quarantined record:\n%s", page)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return string(b)
 }
