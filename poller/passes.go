@@ -251,7 +251,10 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 		case l.took >= s.Overlap:
 			hw = earlier(hw, l.firstMax) // none: the cursor stays
 		}
-		if !l.held.IsZero() {
+		switch {
+		case l.holdAll:
+			hw = cur.HighWater // a quarantined record without a version
+		case !l.held.IsZero():
 			// A record quarantined by this pass is read again by the next:
 			// the cursor stays below its version until it goes in.
 			hw = earlier(hw, l.held.Add(-time.Microsecond))

@@ -231,6 +231,8 @@ type listing struct {
 	// cursor stays below so that the next pass reads them again.
 	runID string
 	held  time.Time
+	// holdAll: a quarantined record had no version; the cursor stays.
+	holdAll bool
 }
 
 // applyListing streams a listing into the database, each page in its own
@@ -448,7 +450,10 @@ func (p *Poller) applyEach(ctx context.Context, s *Source, r clients.Resource, p
 	for _, q := range bad {
 		log.Warn().Str("id", cursor.Printable(q.ID)).Int("page", pg.Number).
 			Str("error", q.Error).Msg("record could not be stored; quarantined (the rest of its page went in)")
-		if !q.Version.IsZero() && (l.held.IsZero() || q.Version.Before(l.held)) {
+		switch {
+		case q.Version.IsZero():
+			l.holdAll = true
+		case l.held.IsZero() || q.Version.Before(l.held):
 			l.held = q.Version
 		}
 	}

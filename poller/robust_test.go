@@ -291,3 +291,40 @@ func TestUnstorableRecordIsQuarantinedAlone(t *testing.T) {
 		t.Fatalf("cursor %v did not move on after the fix", hw)
 	}
 }
+
+// noVersion serves record id without a version while bad.
+type noVersion struct{ *badRecord }
+
+func (n noVersion) List(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
+	return n.fakeSource.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
+		for i := range pg.Records {
+			if pg.Records[i].ID == n.id && n.bad.Load() {
+				pg.Records[i].Version = time.Time{}
+			}
+		}
+		return fn(ctx, pg)
+	})
+}
+
+// A quarantined record without a version cannot be placed below the
+// cursor: the cursor does not move until it goes in.
+func TestQuarantinedRecordWithoutVersionHoldsTheCursor(t *testing.T) {
+	t.Parallel()
+	src := onDay(day, "a", "b", "c")
+	nv := noVersion{&badRecord{fakeSource: src, id: "2"}}
+	nv.bad.Store(true)
+	pool := pgtest.DB(t)
+	p := newPoller(t, poller.Params{Pool: pool, Logger: zerolog.Nop(), Sources: []poller.Source{{Source: nv, Overlap: time.Second}}})
+	if c := incremental(t, p)[0].Counts; c.Quarantined != 1 {
+		t.Fatalf("counts %+v, want 1 quarantined", c)
+	}
+	if hw := highWater(t, p, "acme"); !hw.IsZero() {
+		t.Fatalf("cursor moved to %v past a quarantined record without a version", hw)
+	}
+	nv.bad.Store(false)
+	incremental(t, p)
+	assertConverged(t, pool, src)
+	if hw := highWater(t, p, "acme"); hw.IsZero() {
+		t.Fatal("cursor did not move once the record went in")
+	}
+}
