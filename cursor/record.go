@@ -30,22 +30,24 @@ type RunRecord struct {
 const sqlRecordRuns = `
 INSERT INTO sync_runs (run_id, source, resource, kind, status, error, started_at, finished_at,
                        window_since, high_water_before, high_water_after, pages,
-                       fetched, inserted, updated, unchanged, stale, ties, tombstoned)
+                       fetched, inserted, updated, unchanged, stale, ties, tombstoned, replaced, quarantined)
 SELECT r.run_id, r.source, r.resource, 'incremental', r.status, NULLIF(r.error, ''),
        now() - make_interval(secs => r.started_ago), now() - make_interval(secs => r.finished_ago),
        r.window_since, r.hw_before, r.hw_after, r.pages,
-       r.fetched, r.inserted, r.updated, r.unchanged, r.stale, r.ties, r.tombstoned
+       r.fetched, r.inserted, r.updated, r.unchanged, r.stale, r.ties, r.tombstoned, r.replaced, r.quarantined
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::float8[],
             $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::int[],
-            $12::int8[], $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::int8[])
+            $12::int8[], $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::int8[],
+            $19::int8[], $20::int8[])
      AS r(run_id, source, resource, status, error, started_ago, finished_ago,
           window_since, hw_before, hw_after, pages,
-          fetched, inserted, updated, unchanged, stale, ties, tombstoned)
+          fetched, inserted, updated, unchanged, stale, ties, tombstoned, replaced, quarantined)
 ON CONFLICT (run_id) DO UPDATE
 SET status = EXCLUDED.status, error = EXCLUDED.error, finished_at = EXCLUDED.finished_at,
     high_water_after = EXCLUDED.high_water_after, pages = EXCLUDED.pages,
     fetched = EXCLUDED.fetched, inserted = EXCLUDED.inserted, updated = EXCLUDED.updated,
-    unchanged = EXCLUDED.unchanged, stale = EXCLUDED.stale, ties = EXCLUDED.ties, tombstoned = EXCLUDED.tombstoned
+    unchanged = EXCLUDED.unchanged, stale = EXCLUDED.stale, ties = EXCLUDED.ties, tombstoned = EXCLUDED.tombstoned,
+    replaced = EXCLUDED.replaced, quarantined = EXCLUDED.quarantined
 WHERE EXCLUDED.status <> 'running'`
 
 // RecordRuns writes incremental runs in one statement. A finished record
@@ -63,7 +65,7 @@ func RecordRuns(ctx context.Context, db DB, runs []RunRecord) error {
 		finishedAgo                             = make([]*float64, n)
 		since, before, after                    = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		pages                                   = make([]int32, n)
-		counts                                  [7][]int64
+		counts                                  [9][]int64
 	)
 	for i := range counts {
 		counts[i] = make([]int64, n)
@@ -87,12 +89,12 @@ func RecordRuns(ctx context.Context, db DB, runs []RunRecord) error {
 		since[i], before[i], after[i] = ptrTime(r.WindowSince), ptrTime(r.HighWaterBefore), ptrTime(r.HighWaterAfter)
 		pages[i] = int32(r.Pages)
 		c := r.Counts
-		for k, v := range []int64{c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Ties, c.Tombstoned} {
+		for k, v := range []int64{c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Ties, c.Tombstoned, c.Replaced, c.Quarantined} {
 			counts[k][i] = v
 		}
 	}
 	_, err := db.Exec(ctx, sqlRecordRuns, ids, sources, resources, statuses, errs, startedAgo, finishedAgo,
-		since, before, after, pages, counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6])
+		since, before, after, pages, counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6], counts[7], counts[8])
 	if err != nil {
 		return fmt.Errorf("record %d runs (first %s of %s/%s): %w", n, runs[0].RunID, runs[0].Source, runs[0].Resource, err)
 	}

@@ -33,11 +33,15 @@ const AbandonedError = "abandoned (process ended)"
 type Counts struct {
 	Fetched int64 `json:"fetched"`
 	upsert.Counts
+	// Quarantined counts the records that could not be stored and wait in
+	// record_quarantine; the rest of their pages went in.
+	Quarantined int64 `json:"quarantined,omitempty"`
 }
 
 // Add adds o to c.
 func (c *Counts) Add(o Counts) {
 	c.Fetched += o.Fetched
+	c.Quarantined += o.Quarantined
 	c.Counts.Add(o.Counts)
 }
 
@@ -110,7 +114,7 @@ const sqlFinishRun = `
 UPDATE sync_runs
 SET status = $2, error = NULLIF($3, ''), finished_at = now(), pages = $4,
     fetched = $5, inserted = $6, updated = $7, unchanged = $8, stale = $9, ties = $10, tombstoned = $11,
-    high_water_after = $12
+    high_water_after = $12, replaced = $13, quarantined = $14
 WHERE run_id = $1`
 
 // FinishRun records the end of a run: status, error text, pages, counts and
@@ -125,7 +129,7 @@ func FinishRun(ctx context.Context, db DB, p FinishRunParams) error {
 	}
 	c := p.Counts
 	tag, err := db.Exec(ctx, sqlFinishRun, p.RunID, p.Status, p.Error, p.Pages,
-		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Ties, c.Tombstoned, ptrTime(p.HighWaterAfter))
+		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Ties, c.Tombstoned, ptrTime(p.HighWaterAfter), c.Replaced, c.Quarantined)
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", p.RunID, err)
 	}
@@ -150,7 +154,7 @@ const DefaultRunsLimit = 50
 const runColumns = `r.run_id, r.source, r.resource, r.kind, r.status, r.error, r.actor,
        r.started_at, r.finished_at, r.window_since, r.window_from, r.window_to,
        r.high_water_before, r.high_water_after, r.pages,
-       r.fetched, r.inserted, r.updated, r.unchanged, r.stale, r.ties, r.tombstoned`
+       r.fetched, r.inserted, r.updated, r.unchanged, r.stale, r.ties, r.tombstoned, r.replaced, r.quarantined`
 
 const sqlRuns = `
 SELECT ` + runColumns + `
@@ -204,13 +208,14 @@ type runRow struct {
 	pages                                                 *int
 	fetched, inserted, updated, unchanged                 *int64
 	stale, ties, tombstoned                               *int64
+	replaced, quarantined                                 *int64
 }
 
 func (r *runRow) dest() []any {
 	return []any{&r.runID, &r.source, &r.resource, &r.kind, &r.status, &r.errText, &r.actor,
 		&r.startedAt, &r.finishedAt, &r.windowSince, &r.windowFrom, &r.windowTo,
 		&r.hwBefore, &r.hwAfter, &r.pages,
-		&r.fetched, &r.inserted, &r.updated, &r.unchanged, &r.stale, &r.ties, &r.tombstoned}
+		&r.fetched, &r.inserted, &r.updated, &r.unchanged, &r.stale, &r.ties, &r.tombstoned, &r.replaced, &r.quarantined}
 }
 
 func (r *runRow) run() Run {
@@ -230,13 +235,14 @@ func (r *runRow) run() Run {
 		HighWaterBefore: utcPtr(r.hwBefore),
 		HighWaterAfter:  utcPtr(r.hwAfter),
 		Pages:           deref(r.pages),
-		Counts: Counts{Fetched: deref(r.fetched), Counts: upsert.Counts{
+		Counts: Counts{Fetched: deref(r.fetched), Quarantined: deref(r.quarantined), Counts: upsert.Counts{
 			Inserted:   deref(r.inserted),
 			Updated:    deref(r.updated),
 			Unchanged:  deref(r.unchanged),
 			Stale:      deref(r.stale),
 			Ties:       deref(r.ties),
 			Tombstoned: deref(r.tombstoned),
+			Replaced:   deref(r.replaced),
 		}},
 	}
 }

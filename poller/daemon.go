@@ -34,6 +34,11 @@ const (
 	reconcileBackoffMax = time.Hour
 )
 
+// CappedBackoffMax bounds the back-off of a listing that stays capped or
+// unstable (clients.ErrCapped): retried at the next tick once, then after
+// backoffBase, doubling, up to this.
+const CappedBackoffMax = time.Hour
+
 // Daemon runs scheduled passes until stopped.
 type Daemon struct {
 	p      *Poller
@@ -715,6 +720,7 @@ func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerol
 		}
 		d.mu.Unlock()
 		if hadState {
+			d.p.backoffMark(source, sr.Resource, sr.Kind, "", time.Time{})
 			if err := d.p.store.PassOK(ctx, source, string(sr.Resource), sr.Kind); err != nil {
 				log.Warn().Err(err).Msg("could not record the recovery")
 			}
@@ -729,15 +735,20 @@ func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerol
 			ceil = d.reconcileBackoffMax
 		}
 		wait := min(d.backoffBase<<min(ps.failures-1, 16), ceil)
+		reason := "failing"
 		if errors.Is(sr.Err, clients.ErrCapped) {
-			// A listing that shifted under its walks, or hit a cap, is not
-			// the source failing: its walks are bounded, and the next tick
-			// lists again. Backing off would only delay convergence.
-			wait = 0
+			// A listing that shifted under its walks once is listed again
+			// at the next tick; one that stays capped or unstable backs
+			// off (each try walks it up to 3 times), up to an hour.
+			reason, wait = "capped", 0
+			if ps.failures > 1 {
+				wait = min(d.backoffBase<<min(ps.failures-2, 16), CappedBackoffMax)
+			}
 		}
 		ps.notUntil = time.Now().Add(wait)
 		failures, until := ps.failures, ps.notUntil
 		d.mu.Unlock()
+		d.p.backoffMark(source, sr.Resource, sr.Kind, reason, until)
 		log.Error().Err(sr.Err).Int("failures", failures).Dur("backoff", wait).Msg("pass failed")
 		if err := d.p.store.PassFailed(ctx, source, string(sr.Resource), sr.Kind, failures, until, sr.Err.Error()); err != nil {
 			log.Warn().Err(err).Msg("could not record the failure")

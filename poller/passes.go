@@ -138,8 +138,28 @@ type sourcePass struct {
 	runs       runBatch
 }
 
-// step runs one pass of one resource.
-func (p *Poller) step(ctx context.Context, s *Source, st Step, sp *sourcePass) StepResult {
+// step runs one pass of one resource. A panic in it fails the pass (run
+// recorded, logged with its stack), never the process.
+func (p *Poller) step(ctx context.Context, s *Source, st Step, sp *sourcePass) (sr StepResult) {
+	log := p.log.With().Str("source", s.Name()).Str("resource", string(st.Resource)).Str("kind", st.Kind).Logger()
+	defer func() {
+		perr := clients.Recovered(fmt.Sprintf("%s/%s %s pass", s.Name(), st.Resource, st.Kind), recover())
+		if perr == nil {
+			return
+		}
+		logPanic(log, perr)
+		// The failed run, for `tidemark runs`.
+		runID, now := newRunID(), time.Now()
+		if st.Kind == cursor.KindIncremental {
+			p.recordFailed(ctx, log, cursor.RunRecord{RunID: runID, Source: s.Name(), Resource: string(st.Resource),
+				Started: now, Finished: now, Status: cursor.StatusFailed, Error: perr.Error()})
+		} else if err := p.store.StartRun(context.WithoutCancel(ctx), cursor.StartRunParams{RunID: runID, Source: s.Name(),
+			Resource: string(st.Resource), Kind: st.Kind}); err == nil {
+			p.finishFailed(ctx, log, runID, nil, perr)
+		}
+		p.metrics.Pass(s.Name(), string(st.Resource), st.Kind, "failed", 0)
+		sr = StepResult{Step: st, Err: perr}
+	}()
 	var res Result
 	var err error
 	if st.Kind == cursor.KindReconcile {
@@ -147,7 +167,8 @@ func (p *Poller) step(ctx context.Context, s *Source, st Step, sp *sourcePass) S
 	} else {
 		res, err = p.incremental(ctx, s, st.Resource, sp)
 	}
-	sr := StepResult{Step: st, Result: res, Err: err}
+	logPanic(log, err)
+	sr = StepResult{Step: st, Result: res, Err: err}
 	if errors.Is(err, clients.ErrUnsupported) {
 		// E.g. a token not allowed to list users: recorded in the run,
 		// warned about, but not a failure of the source.
@@ -184,6 +205,12 @@ func (p *Poller) eachResource(ctx context.Context, source string, only []clients
 			errs = append(errs, sr.Err)
 		case !sr.Skipped:
 			results = append(results, sr.Result)
+			// An operator's pass (`tidemark sync`) that succeeds ends a
+			// back-off shown by `tidemark cursors` (a capped listing's
+			// "retry now"); none recorded costs an UPDATE of no row.
+			if err := p.store.PassOK(ctx, source, string(sr.Resource), kind); err != nil {
+				p.log.Warn().Err(err).Str("source", source).Str("resource", string(sr.Resource)).Msg("could not record the success")
+			}
 		}
 	}
 	return results, errors.Join(errs...)
@@ -209,7 +236,7 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 	defer shown()
 	log.Debug().Time("since", w.UpdatedSince).Msg("incremental pass started")
 
-	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, res.RunID, func(ctx context.Context, tx pgx.Tx, l *listing) error {
 		// The new high water: the newest version seen, capped by the source's
 		// clock when the pass began (records changed after that instant may sit
 		// on pages already served). Never our own clock. Without the source's
@@ -223,6 +250,23 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 			hw = earlier(hw, l.sourceTime)
 		case l.took >= s.Overlap:
 			hw = earlier(hw, l.firstMax) // none: the cursor stays
+		}
+		switch {
+		case l.holdAll:
+			hw = cur.HighWater // a quarantined record without a version
+		case !l.held.IsZero():
+			// A record quarantined by this pass is read again by the next:
+			// the cursor stays below its version until it goes in.
+			hw = earlier(hw, l.held.Add(-time.Microsecond))
+		}
+		if tx != nil || l.counts.Quarantined > 0 {
+			// Records quarantined before, from the window on, that this
+			// pass listed and did not quarantine again went in (or are
+			// listed no more). An idle pass wrote none.
+			if _, err := cursor.Release(ctx, p.db(tx), cursor.ReleaseParams{Source: s.Name(), Resource: string(r),
+				RunID: res.RunID, Listed: true, Since: w.UpdatedSince}); err != nil {
+				return err
+			}
 		}
 		res.HighWaterAfter = cur.HighWater
 		finish := func(db cursor.DB) error {
@@ -336,7 +380,17 @@ type BackfillProgress struct {
 // again with the same range. It never moves the incremental cursor and may
 // run beside the daemon: the version guard makes the race harmless. It takes
 // a lease of its own, so two backfills of one source never run at once.
-func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error) {
+func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (res Result, err error) {
+	defer func() {
+		if perr := clients.Recovered(fmt.Sprintf("%s/%s backfill", bp.Source, bp.Resource), recover()); perr != nil {
+			logPanic(p.log.With().Str("source", bp.Source).Str("resource", string(bp.Resource)).Logger(), perr)
+			err = perr
+		}
+	}()
+	return p.backfill(ctx, bp)
+}
+
+func (p *Poller) backfill(ctx context.Context, bp BackfillParams) (Result, error) {
 	start := time.Now()
 	res := Result{RunID: newRunID(), Source: bp.Source, Resource: bp.Resource, Kind: cursor.KindBackfill}
 	s, err := p.source(bp.Source)
@@ -404,7 +458,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 		if !byDate {
 			w, end = clients.Window{Overlap: s.Overlap}, bp.To
 		}
-		l, err := p.applyListing(ctx, log, s, bp.Resource, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) error {
+		l, err := p.applyListing(ctx, log, s, bp.Resource, w, res.Kind, res.RunID, func(ctx context.Context, tx pgx.Tx, l *listing) error {
 			progress := func(tx pgx.Tx) error {
 				if err := held.Check(ctx, tx); err != nil {
 					return err
@@ -439,6 +493,7 @@ func (p *Poller) Backfill(ctx context.Context, bp BackfillParams) (Result, error
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if runErr != nil {
+		logPanic(log, runErr)
 		runErr = fmt.Errorf("%s/%s: backfill: %w", s.Name(), bp.Resource, runErr)
 		status := cursor.StatusFailed
 		if errors.Is(runErr, context.Canceled) {
@@ -508,7 +563,7 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 		ev = ev.Strs("scope_user_ids", scope.UserIDs)
 	}
 	ev.Msg("reconcile started")
-	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
+	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, res.RunID, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
 		if l.sourceTime.IsZero() {
 			return errors.New("the source sent no Date header: cannot tell which rows are older than the listing, so nothing is tombstoned")
 		}

@@ -11,11 +11,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -53,6 +55,19 @@ type Observer interface {
 // each applied window (done false) and its end (done true).
 type BackfillObserver interface {
 	BackfillProgress(source, resource string, done bool)
+}
+
+// BackoffObserver is an Observer that also wants each resource's back-off:
+// until when its passes of kind wait, and why (capped, failing); a zero
+// until after a success.
+type BackoffObserver interface {
+	Backoff(source, resource, kind, reason string, until time.Time)
+}
+
+func (p *Poller) backoffMark(source string, r clients.Resource, kind, reason string, until time.Time) {
+	if bo, ok := p.metrics.(BackoffObserver); ok {
+		bo.Backoff(source, string(r), kind, reason, until)
+	}
 }
 
 func (p *Poller) backfillMark(source string, r clients.Resource, done bool) {
@@ -211,6 +226,13 @@ type listing struct {
 	firstMax time.Time
 	took     time.Duration
 	seen     []string // ids seen, when collecting (reconcile)
+	// runID is the run's; held is the earliest version among the records
+	// it put in record_quarantine (zero: none), which an incremental
+	// cursor stays below so that the next pass reads them again.
+	runID string
+	held  time.Time
+	// holdAll: a quarantined record had no version; the cursor stays.
+	holdAll bool
 }
 
 // applyListing streams a listing into the database, each page in its own
@@ -226,8 +248,8 @@ type listing struct {
 // only unchanged ones), finalize gets a nil transaction and writes through
 // the pool, or opens the transaction it needs: an idle pass costs none.
 func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
-	kind string, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
-	l := &listing{}
+	kind, runID string, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
+	l := &listing{runID: runID}
 	collect := kind == cursor.KindReconcile
 	// Pages are remembered only while this process owns the source, which
 	// keeps every other writer of its rows out (memo.go).
@@ -242,7 +264,7 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	hook := pageHook(ctx)
 	dbctx := context.WithoutCancel(ctx)
 	began := time.Now()
-	err := s.List(ctx, r, w, func(ctx context.Context, pg clients.Page) error {
+	err := safeList(ctx, s, r, w, func(ctx context.Context, pg clients.Page) error {
 		if l.pages == 0 {
 			l.sourceTime = pg.SourceTime
 		}
@@ -270,11 +292,15 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 		}
 		if !hit {
 			gen := s.memo.generation()
+			q0 := l.counts.Quarantined
 			var err error
-			if uc, err = p.applyPage(dbctx, s, r, pg); err != nil {
+			if uc, err = p.applyPage(dbctx, s, r, pg, l); err != nil {
 				return err
 			}
 			switch {
+			case l.counts.Quarantined > q0:
+				// Not remembered: its quarantined records are tried again
+				// at every re-delivery.
 			case uc.Tombstoned+uc.Ties > 0:
 				// A row written deleted or otherwise at the same version
 				// (Toggl's workspace scope tombstones absent entries so)
@@ -333,16 +359,105 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	return l, nil
 }
 
+// safeList is s.List with a panic in it (the client's decoders, this
+// side's page writes) turned into the listing's error: the pass fails, as
+// for any bad page, and the process and the other sources go on.
+func safeList(ctx context.Context, s *Source, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) (err error) {
+	defer func() {
+		if perr := clients.Recovered("list "+string(r), recover()); perr != nil {
+			err = perr
+		}
+	}()
+	return s.List(ctx, r, w, fn)
+}
+
+// logPanic logs a recovered panic's stack (the run's error has its value).
+func logPanic(log zerolog.Logger, err error) {
+	var pe *clients.PanicError
+	if errors.As(err, &pe) {
+		log.Error().Str("panic", fmt.Sprint(pe.Value)).Str("stack", string(pe.Stack)).Msg("recovered from a panic; the pass failed")
+	}
+}
+
 // applyPage writes one page in a transaction of its own, which upsert opens
 // only when the page has something to write (a page of the overlap's
 // re-deliveries is one lookup).
-func (p *Poller) applyPage(ctx context.Context, s *Source, r clients.Resource, pg clients.Page) (upsert.Counts, error) {
+func (p *Poller) applyPage(ctx context.Context, s *Source, r clients.Resource, pg clients.Page, l *listing) (upsert.Counts, error) {
 	c, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	uc, err := upsert.Apply(c, p.pool, s.Name(), r, pg.Records, upsert.WithEvents(s.Events))
+	if err != nil && failsAlone(err) {
+		// The slow path: a record that cannot be stored fails alone.
+		uc, err = p.applyEach(c, s, r, pg, l)
+	}
 	if err != nil {
 		return uc, fmt.Errorf("apply page %d of %s/%s: %w", pg.Number, s.Name(), r, err)
 	}
+	return uc, nil
+}
+
+// failsAlone reports whether err is about a record's content (a value the
+// upsert or the database refuses) rather than the database or the pass:
+// such a record is quarantined while the rest of its page goes in.
+func failsAlone(err error) bool {
+	if _, ok := errors.AsType[*upsert.RecordError](err); ok {
+		return true
+	}
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	// Class 22: data exceptions (a value out of range, a character the
+	// encoding refuses); class 23 but a unique violation (which Apply
+	// retries): a constraint the record breaks.
+	return ok && (strings.HasPrefix(pe.Code, "22") || (strings.HasPrefix(pe.Code, "23") && pe.Code != "23505"))
+}
+
+// applyEach writes a page record by record, each under a savepoint of one
+// transaction: those that fail go to record_quarantine (named with their
+// error, counted in the run) and the others go in. Only a page whose batch
+// write failed takes it.
+func (p *Poller) applyEach(ctx context.Context, s *Source, r clients.Resource, pg clients.Page, l *listing) (upsert.Counts, error) {
+	var uc upsert.Counts
+	var bad []cursor.Quarantined
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		uc, bad = upsert.Counts{}, bad[:0]
+		for i := range pg.Records {
+			rec := &pg.Records[i]
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			c, err := upsert.Apply(ctx, sp, s.Name(), r, pg.Records[i:i+1], upsert.WithEvents(s.Events))
+			if err != nil {
+				if rbErr := sp.Rollback(ctx); rbErr != nil {
+					return rbErr
+				}
+				if !failsAlone(err) {
+					return err
+				}
+				bad = append(bad, cursor.Quarantined{ID: rec.ID, Version: rec.Version, Raw: string(rec.Raw), Error: err.Error()})
+				continue
+			}
+			if err := sp.Commit(ctx); err != nil {
+				return err
+			}
+			uc.Add(c)
+		}
+		return cursor.Quarantine(ctx, tx, s.Name(), string(r), l.runID, bad)
+	})
+	if err != nil {
+		return uc, err
+	}
+	log := zerolog.Ctx(ctx)
+	for _, q := range bad {
+		log.Warn().Str("id", cursor.Printable(q.ID)).Int("page", pg.Number).
+			Str("error", q.Error).Msg("record could not be stored; quarantined (the rest of its page went in)")
+		switch {
+		case q.Version.IsZero():
+			l.holdAll = true
+		case l.held.IsZero() || q.Version.Before(l.held):
+			l.held = q.Version
+		}
+	}
+	l.counts.Quarantined += int64(len(bad))
 	return uc, nil
 }
 

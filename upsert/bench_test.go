@@ -203,7 +203,7 @@ func plainRow(rec clients.Record) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	vals, re := tables[clients.TimeEntries].values(&rec, []any{testSource, rec.ID})
+	vals, _, re := tables[clients.TimeEntries].values(&rec, []any{testSource, rec.ID})
 	if re != nil {
 		return nil, re
 	}

@@ -413,3 +413,62 @@ func skipDigits(s []byte, i int) int {
 	}
 	return i
 }
+
+// storable rewrites a valid JSON text so that jsonb takes it: each \u0000
+// escape and each \uD800-\uDFFF escape not in a valid pair (which jsonb
+// refuses) gets its backslash escaped, so that the six characters are kept
+// as text ("\u0000" becomes the string's literal text \u0000). Everything
+// else is copied as it is. Only called when jsonFlags say it is needed.
+func storable(raw []byte) []byte {
+	out := make([]byte, 0, len(raw)+16)
+	in := false
+	for i := 0; i < len(raw); {
+		ch := raw[i]
+		switch {
+		case !in:
+			in = ch == '"'
+			out = append(out, ch)
+			i++
+		case ch == '"':
+			in = false
+			out = append(out, ch)
+			i++
+		case ch != '\\':
+			out = append(out, ch)
+			i++
+		case raw[i+1] != 'u':
+			out = append(out, raw[i:i+2]...)
+			i += 2
+		default:
+			r := hex4(raw[i+2 : i+6])
+			switch {
+			case r >= 0xD800 && r < 0xDC00 && i+12 <= len(raw) && raw[i+6] == '\\' && raw[i+7] == 'u' &&
+				hex4(raw[i+8:i+12]) >= 0xDC00 && hex4(raw[i+8:i+12]) < 0xE000:
+				out = append(out, raw[i:i+12]...) // a valid pair
+				i += 12
+				continue
+			case r == 0 || (r >= 0xD800 && r < 0xE000):
+				out = append(out, '\\')
+			}
+			out = append(out, raw[i:i+6]...)
+			i += 6
+		}
+	}
+	return out
+}
+
+// hex4 is the value of 4 hex digits (already validated).
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		default:
+			r = r<<4 | rune(c-'A'+10)
+		}
+	}
+	return r
+}

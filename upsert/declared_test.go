@@ -152,10 +152,11 @@ func TestDeclaredResource(t *testing.T) {
 			t.Errorf("%s = %#v: err = %v, want a RecordError naming %s", col, bad, err, col)
 		}
 	}
+	// A \u0000 escape, which jsonb refuses, is kept as text (issue 22).
 	r := rec("9", 9, live)
 	r.Row[gadgets.Index("spec")] = json.RawMessage(`{"a":"\u0000"}`)
-	if _, err := apply(r); err == nil {
-		t.Error(`spec with \u0000 accepted`)
+	if c, err := apply(r); err != nil || c.Replaced != 1 {
+		t.Errorf(`spec with \u0000: %+v, %v; want it stored, counted as replaced`, c, err)
 	}
 }
 
@@ -289,10 +290,6 @@ func TestBadRecords(t *testing.T) {
 		{"raw an array", "raw", func(r *clients.Record) { r.Raw = []byte(`[{"id":1}]`) }},
 		{"raw two objects", "raw", func(r *clients.Record) { r.Raw = []byte(`{"id":1}{"id":2}`) }},
 		{"raw empty", "raw", func(r *clients.Record) { r.Raw = nil }},
-		{"raw with \\u0000", "raw", func(r *clients.Record) { r.Raw = []byte(`{"notes":"a\u0000b"}`) }},
-		{"raw with a lone surrogate", "raw", func(r *clients.Record) { r.Raw = []byte(`{"notes":"\ud800"}`) }},
-		{"invalid UTF-8 in notes", "notes", set("notes", "caf\xe9")},
-		{"NUL in notes", "notes", set("notes", "a\x00b")},
 		{"NaN hours", "hours", set("hours", clients.Decimal("NaN"))},
 		{"infinite hours", "hours", set("hours", clients.Decimal("Infinity"))},
 		{"negative hours", "hours", set("hours", clients.Decimal("-1.5"))},
@@ -300,8 +297,6 @@ func TestBadRecords(t *testing.T) {
 		{"hours missing", "hours", set("hours", clients.Decimal(""))},
 		{"no spent date", "spent_date", set("spent_date", clients.Date{})},
 		{"not a calendar date", "spent_date", set("spent_date", clients.Date{Year: 2026, Month: 2, Day: 30})},
-		{"NUL in an id", "user_id", set("user_id", "17\x00")},
-		{"invalid UTF-8 in a nullable id", "task_id", set("task_id", "\xff")},
 		{"NULL in a NOT NULL text", "user_id", set("user_id", nil)},
 		{"NULL in a NOT NULL boolean", "billable", set("billable", nil)},
 		{"hours of the wrong Go type", "hours", set("hours", "1.5")},

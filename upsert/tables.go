@@ -110,22 +110,36 @@ func neutral(c schema.Column) any {
 
 // values checks the record's row against the declared columns and appends
 // the column values to dst, in the form the database takes them.
-func (t *table) values(rec *clients.Record, dst []any) ([]any, *RecordError) {
+func (t *table) values(rec *clients.Record, dst []any) ([]any, bool, *RecordError) {
 	if len(rec.Row) != len(t.typed) {
 		if rec.Row == nil {
-			return dst, &RecordError{Field: "row", Reason: "missing typed columns for a live record"}
+			return dst, false, &RecordError{Field: "row", Reason: "missing typed columns for a live record"}
 		}
-		return dst, &RecordError{Field: "row", Reason: fmt.Sprintf("%d values for the %d typed columns of %s (a row of another resource?)", len(rec.Row), len(t.typed), t.name)}
+		return dst, false, &RecordError{Field: "row", Reason: fmt.Sprintf("%d values for the %d typed columns of %s (a row of another resource?)", len(rec.Row), len(t.typed), t.name)}
 	}
+	replaced := false
 	for i := range t.typed {
 		c := &t.typed[i]
 		v, reason := c.value(rec.Row[i])
+		if reason == replacedText {
+			replaced, reason = true, ""
+		}
 		if reason != "" {
-			return dst, &RecordError{Field: c.name, Reason: reason}
+			return dst, false, &RecordError{Field: c.name, Reason: reason}
 		}
 		dst = append(dst, v)
 	}
-	return dst, nil
+	return dst, replaced, nil
+}
+
+// replacedText is the reason column.value gives for a text value it stored
+// with characters replaced: not an error.
+const replacedText = "(replaced)"
+
+// storableText replaces what a Postgres text column refuses (NUL, bytes
+// that are not UTF-8) with U+FFFD.
+func storableText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // value checks one row value against its column and returns it as the
@@ -144,8 +158,10 @@ func (c *column) value(v any) (any, string) {
 		if !ok {
 			break
 		}
-		if r := checkText(s); r != "" {
-			return nil, r
+		if checkText(s) != "" {
+			// NUL or not UTF-8: stored with U+FFFD in their place (the
+			// raw column keeps the record as sent).
+			return storableText(s), replacedText
 		}
 		if s == "" && c.emptyNull {
 			return nil, ""
@@ -195,8 +211,12 @@ func (c *column) value(v any) (any, string) {
 		if !json.Valid(j) || !utf8.Valid(j) {
 			return nil, "not JSON (or not UTF-8)"
 		}
-		if bytes.Contains(j, []byte(`\u0000`)) {
-			return nil, `holds a \u0000 escape, which jsonb cannot store`
+		if bytes.Contains(j, []byte(`\u`)) {
+			// A \u0000 or unpaired surrogate escape, which jsonb refuses,
+			// is kept as text (storable).
+			if s := storable(j); !bytes.Equal(s, j) {
+				return json.RawMessage(s), replacedText
+			}
 		}
 		return v, ""
 	}

@@ -46,6 +46,11 @@ type Counts struct {
 	Stale      int64 `json:"stale"`
 	Ties       int64 `json:"ties"`
 	Tombstoned int64 `json:"tombstoned"`
+	// Replaced counts the records written (part of Inserted or Updated)
+	// with what Postgres refuses kept another way: a \u0000 or unpaired
+	// surrogate escape kept as text in raw, NUL or bytes that are not
+	// UTF-8 replaced by U+FFFD in a text column (README, "The schema").
+	Replaced int64 `json:"replaced,omitempty"`
 }
 
 // Add adds o to c.
@@ -56,6 +61,7 @@ func (c *Counts) Add(o Counts) {
 	c.Stale += o.Stale
 	c.Ties += o.Ties
 	c.Tombstoned += o.Tombstoned
+	c.Replaced += o.Replaced
 }
 
 // Total is the number of records the counts account for.
@@ -68,6 +74,12 @@ type item struct {
 	deletedAt        any       // time.Time or nil
 	hash             [32]byte
 	typed            []any // typed column values; nil for a tombstone without fields
+	// raw is what the raw column stores: rec.Raw, or, when jsonb refuses
+	// it, rec.Raw with the refused escapes kept as text (storable).
+	raw []byte
+	// replaced is 1 when the record was stored with escapes kept as text
+	// or characters replaced in its typed columns (Counts.Replaced).
+	replaced int64
 }
 
 func (it *item) newerThan(v, f time.Time) bool {
@@ -403,17 +415,22 @@ func prepareOne(t *table, rec *clients.Record, it *item, dst []any) *RecordError
 		return &RecordError{Field: "raw", Reason: err.Error()}
 	case !flags.object:
 		return &RecordError{Field: "raw", Reason: "not a JSON object"}
-	case flags.nulEscape:
-		return &RecordError{Field: "raw", Reason: `holds a \u0000 escape, which jsonb cannot store`}
-	case flags.badSurrogate:
-		return &RecordError{Field: "raw", Reason: "holds an unpaired UTF-16 surrogate escape, which jsonb refuses"}
+	}
+	it.raw = rec.Raw
+	if flags.nulEscape || flags.badSurrogate {
+		// Stored as text instead (storable); the hash stays the one of the
+		// record as received, so a re-delivery is unchanged.
+		it.raw, it.replaced = storable(rec.Raw), 1
 	}
 	if rec.DeletedAt != nil && rec.Row == nil {
 		return nil // a tombstone without content: typed stays nil
 	}
-	vals, re := t.values(rec, dst)
+	vals, replaced, re := t.values(rec, dst)
 	if re != nil {
 		return re
+	}
+	if replaced {
+		it.replaced = 1
 	}
 	it.typed = vals
 	return nil
@@ -525,6 +542,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 		}
 		c.Inserted += int64(len(fresh))
 		for _, it := range fresh {
+			c.Replaced += it.replaced
 			if it.deletedAt != nil {
 				c.Tombstoned++
 			}
@@ -588,6 +606,9 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 				retry = append(retry, *it) // written meanwhile by another applier
 				continue
 			}
+			if as != asUnchanged {
+				c.Replaced += it.replaced
+			}
 			switch as {
 			case asInserted:
 				c.Inserted++
@@ -637,7 +658,7 @@ func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*i
 				defaults = t.typeless(it.rec, defaults[:0])
 				row = append(row, defaults...)
 			}
-			return append(row, it.version, it.fetched, it.hash[:], it.rec.Raw, it.deletedAt), nil
+			return append(row, it.version, it.fetched, it.hash[:], it.raw, it.deletedAt), nil
 		}))
 	if err != nil {
 		return fmt.Errorf("copy new rows: %w", err)
@@ -692,7 +713,7 @@ func stage(ctx context.Context, tx pgx.Tx, t *table, fresh, newer []*item) error
 				defaults = t.typeless(it.rec, defaults[:0])
 				row = append(row, defaults...)
 			}
-			row = append(row, it.version, it.fetched, it.hash[:], it.rec.Raw, it.deletedAt, i < nFresh)
+			row = append(row, it.version, it.fetched, it.hash[:], it.raw, it.deletedAt, i < nFresh)
 			return row, nil
 		}))
 	if err != nil {
@@ -710,7 +731,7 @@ func typelessArgs(source string, items []*item) []any {
 	deleted := make([]pgtype.Timestamptz, len(items))
 	for i, it := range items {
 		ids[i], versions[i], fetched[i] = it.rec.ID, it.version, it.fetched
-		hashes[i], raws[i] = it.hash[:], string(it.rec.Raw)
+		hashes[i], raws[i] = it.hash[:], string(it.raw)
 		if d, ok := it.deletedAt.(time.Time); ok {
 			deleted[i] = pgtype.Timestamptz{Time: d, Valid: true}
 		}

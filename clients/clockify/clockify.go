@@ -484,16 +484,14 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, r string, p
 }
 
 // clock returns the source's clock: the Date header of GET /user, the
-// cheapest call there is.
+// cheapest call there is; ours when a proxy dropped it (the feed's safety
+// lag absorbs ordinary skew, and failing would stop the feed for ever).
 func (c *Client) clock(ctx context.Context) (time.Time, error) {
 	resp, err := c.get(ctx, "user", nil, string(clients.TimeEntries), 0)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if resp.Date.IsZero() {
-		return time.Time{}, c.dec.Errf(string(clients.TimeEntries), 0, "Date header", "missing on GET /user: the source's clock is needed to place feed windows", nil)
-	}
-	return resp.Date, nil
+	return resp.Clock(), nil
 }
 
 // stamp formats a feed or listing bound as Clockify asks:
@@ -521,15 +519,14 @@ func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q 
 	if err != nil {
 		return nil, 0, err
 	}
-	if resp.Date.IsZero() {
-		return nil, 0, c.dec.Errf(string(r), l.page, "Date header", "missing: listed records are versioned by the source's clock", nil)
-	}
 	var recs []clients.Record
 	err = l.decodeEntries(ctx, func(ms *misses) (err error) {
 		if r != clients.TimeEntries {
 			ms = nil
 		}
-		recs, err = c.dec.decodeListM(r, l.page, resp.Body, resp.Date.Add(-c.lag), resp.ReceivedAt, ms)
+		// Listed records are versioned by the page's clock (ours without
+		// Date: SourceTime stays zero, so the poller knows it has none).
+		recs, err = c.dec.decodeListM(r, l.page, resp.Body, resp.Clock().Add(-c.lag), resp.ReceivedAt, ms)
 		return err
 	})
 	if err != nil {
@@ -562,7 +559,7 @@ func (l *lister) ids(ctx context.Context, r clients.Resource, path string, extra
 		if err != nil {
 			return nil, 0, err
 		}
-		recs, err := c.dec.decodeList(r, page, resp.Body, resp.Date, resp.ReceivedAt)
+		recs, err := c.dec.decodeList(r, page, resp.Body, resp.Clock(), resp.ReceivedAt)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -1,10 +1,13 @@
 package harvest
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
+	"github.com/tidemarkhq/tidemark/clients/pagewalk"
 	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/schema"
 )
@@ -473,6 +477,9 @@ func recordText(r clients.Record) string {
 
 // oraclePage decodes a page of any resource the encoding/json way.
 func oraclePage(r clients.Resource, body []byte) ([]clients.Record, bool) {
+	if !oracleCounts(body) {
+		return nil, false
+	}
 	if r == clients.TimeEntries {
 		return oracleEntries(body)
 	}
@@ -545,4 +552,104 @@ func TestWalkPageSizeIsTheOneServed(t *testing.T) {
 	if env, err := scanEnvelope([]byte(`{"time_entries":[],"per_page":100,"links":{"next":null}}`), clients.TimeEntries, nil); err != nil || env.perPage != 100 {
 		t.Errorf("envelope per_page = %d (%v), want 100", env.perPage, err)
 	}
+}
+
+// oracleCounts is the envelope's count rule, read with encoding/json: every
+// top-level total_entries, total_pages or per_page (any case) that is a
+// number is a whole count in 0..decode.MaxCount.
+func oracleCounts(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return true // not an object: the rest of the oracle decides
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return true
+		}
+		key, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return true
+		}
+		counted := false
+		for _, n := range []string{"total_entries", "total_pages", "per_page"} {
+			counted = counted || strings.EqualFold(key, n)
+		}
+		if c := decode.FirstByte(v); !counted || (c != '-' && (c < '0' || c > '9')) {
+			continue
+		}
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil || decode.Count(key, n) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// countCases are hostile envelope counts: each must be refused naming its
+// field (wantField) or taken, and never size an allocation.
+var countCases = []struct{ entries, pages, perPage, wantField string }{
+	{"3", "1", "100", ""},
+	{"9223372036854775807", "1", "100", "total_entries"},
+	{"99999999999999999999999", "1", "100", "total_entries"},
+	{"-1", "1", "100", "total_entries"},
+	{"100000001", "1", "100", "total_entries"},
+	{"3", "-5", "100", "total_pages"},
+	{"3", "1e300", "100", "total_pages"},
+	{"3", "1", "4611686018427387904", "per_page"},
+	{"3", "1", "2.5", "per_page"},
+	{"100000000", "100000000", "100000000", ""},
+}
+
+func countsPage(entries, pages, perPage string) []byte {
+	return []byte(`{"time_entries":[` + goodEntry + `],"total_entries":` + entries + `,"total_pages":` + pages +
+		`,"per_page":` + perPage + `,"links":{"next":null}}`)
+}
+
+// Issue 22: a huge total_entries made the page walk's Bloom filter panic
+// in make, on the fetch goroutine, taking the daemon down. Every count is
+// bounded in the envelope decoder, with an error naming the field.
+func TestEnvelopeCountsBounded(t *testing.T) {
+	t.Parallel()
+	d := newDecoder("acme", nil)
+	for _, tc := range countCases {
+		recs, env, err := d.decodeListing(clients.TimeEntries, 1, countsPage(tc.entries, tc.pages, tc.perPage), time.Now())
+		if tc.wantField == "" {
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("%+v: %v", tc, err)
+			}
+			walkCounts(t, recs, env)
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "field "+tc.wantField+":") {
+			t.Fatalf("%+v: want an error naming %s, got %v", tc, tc.wantField, err)
+		}
+	}
+}
+
+// walkCounts hands a decoded page to a page walk, as the client does.
+func walkCounts(t *testing.T, recs []clients.Record, env envelope) {
+	t.Helper()
+	if env.totalEntries > decode.MaxCount || env.totalPages > decode.MaxCount || env.perPage > decode.MaxCount {
+		t.Fatalf("count out of bounds taken: %+v", env)
+	}
+	w := pagewalk.New("time_entries")
+	_, _ = w.Page(context.Background(), walkPage(recs, env, MaxPerPage, time.Now()))
+}
+
+// FuzzEnvelopeCounts feeds hostile numbers to the envelope decoder and the
+// page walk after it: nothing may panic or take a count out of bounds.
+func FuzzEnvelopeCounts(f *testing.F) {
+	for _, tc := range countCases {
+		f.Add(tc.entries, tc.pages, tc.perPage)
+	}
+	d := newDecoder("acme", nil)
+	f.Fuzz(func(t *testing.T, entries, pages, perPage string) {
+		recs, env, err := d.decodeListing(clients.TimeEntries, 1, countsPage(entries, pages, perPage), time.Now())
+		if err != nil {
+			return
+		}
+		walkCounts(t, recs, env)
+	})
 }

@@ -341,7 +341,8 @@ func settled(versions map[string]time.Time, clock time.Time, overlap time.Durati
 }
 
 // fetchOne reads a resource served as one object (the company): its id is
-// the account's and its version the page's Date, as it has no stamp.
+// the account's and its version the page's Date (else when it was
+// received: behind a proxy that drops Date), as it has no stamp.
 func (c *Client) fetchOne(ctx context.Context, r clients.Resource, send func(listing.Fetched) bool) {
 	var recs []clients.Record
 	resp, err := c.http.Do(ctx, httpx.Request{URL: c.endpointURL(EndpointOf(r).Path, nil), Resource: string(r), Page: 1,
@@ -354,7 +355,7 @@ func (c *Client) fetchOne(ctx context.Context, r clients.Resource, send func(lis
 		return
 	}
 	for i := range recs {
-		recs[i].ID, recs[i].Version = c.accountID, resp.Date.UTC().Truncate(time.Second)
+		recs[i].ID, recs[i].Version = c.accountID, resp.Clock().UTC().Truncate(time.Second)
 	}
 	send(listing.Fetched{Page: clients.Page{Resource: r, Number: 1, SourceTime: resp.Date, Records: recs}, Last: true})
 }

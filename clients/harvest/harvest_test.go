@@ -1016,6 +1016,24 @@ func TestCompany(t *testing.T) {
 	}
 }
 
+// Issue 22: the company has no stamp; its version is the page's Date, else
+// when the response was received. Behind a proxy that drops Date every
+// pass failed for ever.
+func TestCompanyWithoutDateHeader(t *testing.T) {
+	t.Parallel()
+	e := newAccountEnv(t, schema.Company.Name)
+	e.f.DropDate(true)
+	co := harvestfake.Doc{ID: 1, Values: harvestfake.Sample(schema.Company, "Acme Agency", "name", clients.DateOf(e.clk.Now()))}
+	e.f.PutDoc(schema.Company.Name, co)
+	if c := e.pass(t, schema.Company.Name).Counts; c.Inserted != 1 {
+		t.Fatalf("first pass %+v", c)
+	}
+	var v time.Time
+	if err := e.pool.QueryRow(context.Background(), `SELECT updated_at FROM company WHERE source = 'acme'`).Scan(&v); err != nil || v.IsZero() {
+		t.Fatalf("company version %v: %v", v, err)
+	}
+}
+
 // TestPassCostMatchesRequests holds the planner's model (PassCost) to the
 // fake's request log: one request per resource in a pass after the first,
 // and under every parent in a reconcile.

@@ -419,8 +419,9 @@ type envelope struct {
 	links bool   // links was an object
 	next  string // links.next, "" when null
 	// totalEntries, totalPages and perPage are the envelope's counts, -1
-	// when absent or not a whole number (they only feed the page-walk
-	// checks, so they are never an error).
+	// when absent or not a number. A number that is not a whole count in
+	// 0..decode.MaxCount is bad input (typeErr): it would size the page
+	// walk's memory.
 	totalEntries, totalPages, perPage int
 	// typeErr is the first value of the wrong type, in document order, as
 	// encoding/json would report it (it still checks the whole body first).
@@ -507,11 +508,11 @@ func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, err
 					return s.skip()
 				}
 			case name == "total_entries":
-				return s.count(&env.totalEntries)
+				return s.count(&env.totalEntries, "total_entries", &env.typeErr)
 			case name == "total_pages":
-				return s.count(&env.totalPages)
+				return s.count(&env.totalPages, "total_pages", &env.typeErr)
 			case name == "per_page":
-				return s.count(&env.perPage)
+				return s.count(&env.perPage, "per_page", &env.typeErr)
 			}
 			return s.skip()
 		})
@@ -535,9 +536,11 @@ func scanEnvelope(body []byte, r clients.Resource, sink elemSink) (envelope, err
 	return env, nil
 }
 
-// count reads a whole non-negative number into dst; anything else leaves
-// -1 (skipped, still validated).
-func (s *scanner) count(dst *int) error {
+// count reads a count into dst; a value that is not a number leaves -1
+// (skipped, still validated). A number that is not a whole count in
+// 0..decode.MaxCount leaves -1 and sets *bad (when not set yet) naming
+// field.
+func (s *scanner) count(dst *int, field string, bad **decode.FieldError) error {
 	*dst = -1
 	if s.peek() != kNumber {
 		return s.skip()
@@ -546,8 +549,18 @@ func (s *scanner) count(dst *int) error {
 	if err != nil {
 		return err
 	}
-	if n, err := strconv.Atoi(string(s.b[lo:hi])); err == nil && n >= 0 {
-		*dst = n
+	text := string(s.b[lo:hi])
+	n, err := strconv.ParseInt(text, 10, 64)
+	fe := decode.Count(field, n)
+	if err != nil {
+		fe = decode.Field(field, fmt.Sprintf("want a count of 0 to %d, got %.40s", decode.MaxCount, text))
 	}
+	if fe != nil {
+		if *bad == nil {
+			*bad = fe
+		}
+		return nil
+	}
+	*dst = int(n)
 	return nil
 }

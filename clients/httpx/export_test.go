@@ -4,3 +4,6 @@ package httpx
 // realistic listing body, big enough that a handler writing part of it goes
 // out chunked.
 var HarvestPage = harvestPage
+
+// RetryAfter is retryAfter for the external tests.
+var RetryAfter = retryAfter

@@ -260,6 +260,16 @@ type Response struct {
 	ReceivedAt time.Time
 }
 
+// Clock is the time a version can be taken from: the source's Date, else
+// when the response was received (a proxy may drop Date; a resource
+// versioned by the page's clock must still get a version).
+func (r *Response) Clock() time.Time {
+	if r.Date.IsZero() {
+		return r.ReceivedAt
+	}
+	return r.Date
+}
+
 type attemptResult struct {
 	status int
 	header http.Header
@@ -670,7 +680,8 @@ func retryAfter(h http.Header, def time.Duration) time.Duration {
 		if n < 0 {
 			return def
 		}
-		return time.Duration(n) * time.Second
+		// Bounded before the multiplication, which would overflow.
+		return time.Duration(min(n, int64(MaxRetryAfter/time.Second))) * time.Second
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
@@ -680,8 +691,13 @@ func retryAfter(h http.Header, def time.Duration) time.Duration {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	return max(t.Sub(now), 0)
+	return min(max(t.Sub(now), 0), MaxRetryAfter)
 }
+
+// MaxRetryAfter bounds the wait a Retry-After header asks for: a hostile or
+// broken value (a year, or one that overflows) must not park a source for
+// longer than its back-off would.
+const MaxRetryAfter = time.Hour
 
 func (c *Client) quotaWait(resp *http.Response) time.Duration {
 	if c.cfg.QuotaWait != nil {

@@ -941,3 +941,16 @@ func TestLongWaitsHooks(t *testing.T) {
 		t.Fatalf("a long wait cut short: left %d, back %d, %v", left, back, err)
 	}
 }
+
+// Issue 22: a hostile Retry-After (a year, or seconds that overflow a
+// Duration) parks the source for MaxRetryAfter at most, never for ever or
+// for a negative wait.
+func TestRetryAfterBounded(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"9223372036854775807", "31536000", "99999999999", time.Now().AddDate(1, 0, 0).UTC().Format(http.TimeFormat)} {
+		h := http.Header{"Retry-After": {v}}
+		if d := httpx.RetryAfter(h, time.Second); d != httpx.MaxRetryAfter {
+			t.Errorf("Retry-After %s: wait %v, want %v", v, d, httpx.MaxRetryAfter)
+		}
+	}
+}

@@ -425,7 +425,13 @@ type bloom struct{ bits []uint64 }
 
 const bloomProbes = 12
 
+// bloomMaxIDs caps the filter's size whatever total a provider announces
+// (4 million ids, 12 MB): a hostile total must not size an allocation, and
+// past the cap the filter only answers "maybe" more often.
+const bloomMaxIDs = 4_000_000
+
 func newBloom(n int) bloom {
+	n = min(max(n, 0), bloomMaxIDs)
 	words := max(16, (n+n/4)*24/64+1) // room for a quarter more than the total
 	return bloom{bits: make([]uint64, words)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -322,5 +323,16 @@ func TestCreationMaskingADeletionIsWalkedAgain(t *testing.T) {
 	})
 	if err != nil || w.Walks() != 2 || !seen[lost] {
 		t.Fatalf("err %v, %d walks, %s served: %v", err, w.Walks(), lost, seen[lost])
+	}
+}
+
+// Issue 22: the filter is sized by the total a provider announces; a huge
+// one must not panic in make nor take gigabytes.
+func TestBloomSizeIsCapped(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{-1, 1e12, 1 << 62, math.MaxInt} {
+		if b := newBloom(n); len(b.bits)*8 > 16<<20 {
+			t.Fatalf("newBloom(%d): %d bytes", n, len(b.bits)*8)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/harvest"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 )
@@ -38,7 +39,15 @@ func newSource(ctx context.Context, s provider.Settings, env provider.Env) (prov
 		if every <= 0 {
 			every = time.Second
 		}
-		go tr.Run(ctx, every, s.Simulated.MutationsPerTick)
+		go func() {
+			// The simulated tracker's own bug must not end the process.
+			defer func() {
+				if err := clients.Recovered("simulated tracker "+s.Name, recover()); err != nil {
+					env.Logger.Error().Err(err).Str("stack", string(err.(*clients.PanicError).Stack)).Msg("simulated tracker stopped")
+				}
+			}()
+			tr.Run(ctx, every, s.Simulated.MutationsPerTick)
+		}()
 	}
 	env.Logger.Info().Str("source", s.Name).Str("url", tr.URL()).Msg("simulated tracker started")
 	s.BaseURL, s.AccountID, s.Token = tr.URL(), tr.AccountID(), tr.Token()

@@ -137,10 +137,19 @@ func (d decoder) decodeListing(r clients.Resource, page int, body []byte, fetche
 			e.Data = []byte("[]")
 		}
 		list = e.Data
-		if e.TotalCount != nil {
-			if *e.TotalCount < 0 {
-				return nil, env, d.Page(r, page, "total_count", fmt.Sprintf("want a count, got %d", *e.TotalCount), body)
+		// The counts size the page walk: each is bounded first.
+		for _, c := range []struct {
+			field string
+			v     *int
+		}{{"total_count", e.TotalCount}, {"page", e.Page}, {"per_page", e.PerPage}} {
+			if c.v == nil {
+				continue
 			}
+			if fe := decode.Count(c.field, int64(*c.v)); fe != nil {
+				return nil, env, d.Page(r, page, fe.Field, fe.What, body)
+			}
+		}
+		if e.TotalCount != nil {
 			env.total = *e.TotalCount
 		}
 		if e.Page != nil {

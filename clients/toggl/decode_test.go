@@ -2,6 +2,7 @@ package toggl
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
+	"github.com/tidemarkhq/tidemark/clients/pagewalk"
+	"github.com/tidemarkhq/tidemark/clients/provider/decode"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -514,4 +517,47 @@ func TestQuotaTracksTheWindowStart(t *testing.T) {
 	if got := q.windowStart(); !got.Equal(t0.Add(61 * time.Minute)) {
 		t.Fatalf("window start %v, want the first request after the window", got)
 	}
+}
+
+// Issue 22: the tasks envelope's counts size the page walk: each is
+// bounded, and one out of bounds is refused naming its field.
+func TestTasksEnvelopeCountsBounded(t *testing.T) {
+	t.Parallel()
+	d := newDecoder("acme", nil)
+	now := time.Now()
+	for _, tc := range []struct{ field, value string }{
+		{"total_count", "9223372036854775807"}, {"total_count", "100000001"},
+		{"page", "-3"}, {"per_page", "4611686018427387904"},
+	} {
+		body := strings.Replace(tasksEnvelopePage, `"`+tc.field+`": `, `"`+tc.field+`": `+tc.value+`, "x`+tc.field+`": `, 1)
+		_, _, err := d.decodeListing(clients.Tasks, 2, []byte(body), now, now, time.UTC)
+		if err == nil || !strings.Contains(err.Error(), "field "+tc.field+":") {
+			t.Fatalf("%s %s: want an error naming it, got %v", tc.field, tc.value, err)
+		}
+	}
+}
+
+// FuzzTasksEnvelopeCounts feeds hostile counts to the envelope decoder and
+// the page walk after it: nothing may panic or take a count out of bounds.
+func FuzzTasksEnvelopeCounts(f *testing.F) {
+	for _, s := range []string{"5", "-1", "0", "9223372036854775807", "100000001", "1e300", "2.5", "null"} {
+		f.Add(s, "2", "2")
+		f.Add("5", s, "2")
+		f.Add("5", "2", s)
+	}
+	d := newDecoder("acme", nil)
+	now := time.Now()
+	f.Fuzz(func(t *testing.T, total, page, perPage string) {
+		body := `{"data":[{"id":9,"project_id":1,"name":"T","active":true,"at":"2026-01-02T10:00:00+00:00"}],"page":` + page +
+			`,"per_page":` + perPage + `,"total_count":` + total + `}`
+		recs, env, err := d.decodeListing(clients.Tasks, 1, []byte(body), now, now, time.UTC)
+		if err != nil {
+			return
+		}
+		if env.total > decode.MaxCount || env.page > decode.MaxCount || env.perPage > decode.MaxCount {
+			t.Fatalf("count out of bounds taken: %+v", env)
+		}
+		w := pagewalk.New("tasks")
+		_, _ = w.Page(context.Background(), walkPage(recs, env, max(env.page, 1)))
+	})
 }

@@ -364,6 +364,11 @@ func (l *reportLister) walk(ctx context.Context, body searchBody, keep func(clie
 		if err != nil {
 			return err
 		}
+		if row != nil {
+			if fe := decode.Count(HeaderNextRowNumber, *row); fe != nil {
+				return c.dec.Errf(string(clients.TimeEntries), l.page, fe.Field, fe.What, nil)
+			}
+		}
 		ts, err := next(HeaderNextTimestamp)
 		if err != nil {
 			return err

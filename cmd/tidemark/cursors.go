@@ -123,8 +123,13 @@ func cursorCells(r cursorJSON) []any {
 			what = "rate limit"
 		}
 		status = fmt.Sprintf("waiting for %s until %s", what, r.WaitingUntil.UTC().Format(time.RFC3339))
+	} else if r.State != "" {
+		status = fmt.Sprintf("%s, %s", status, r.State)
 	} else if r.BackoffUntil != nil {
 		status = fmt.Sprintf("%s, backing off until %s after %d failures", status, r.BackoffUntil.UTC().Format(time.RFC3339), r.Failures)
+	}
+	if r.Quarantined > 0 {
+		status += fmt.Sprintf(", %d records quarantined", r.Quarantined)
 	}
 	if r.ReconcileDueSince != nil {
 		status += ", reconcile due"
@@ -329,6 +334,10 @@ func runCells(r cursor.Run) []any {
 		}
 	}
 	c := r.Counts
+	if c.Quarantined > 0 {
+		// Records that could not be stored (the rest of their pages went in).
+		note = strings.TrimPrefix(fmt.Sprintf("%s; %d records quarantined", note, c.Quarantined), "; ")
+	}
 	return []any{r.StartedAt.UTC().Format(time.RFC3339), r.Kind, r.Source, r.Resource, r.Status, took, r.Pages,
 		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, note}
 }

@@ -1,9 +1,13 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
+	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/lease"
@@ -37,6 +41,14 @@ type CursorRow struct {
 	BackoffUntil *time.Time `json:"backoff_until,omitempty"`
 	Failures     int        `json:"failures,omitempty"`
 	BackoffError string     `json:"backoff_error,omitempty"`
+	// State says, while the resource backs off because its listing stays
+	// capped or unstable (clients.ErrCapped), why, until when, and the
+	// command that retries it now (issue 22).
+	State string `json:"state,omitempty"`
+	// Quarantined counts the resource's records that could not be stored
+	// (record_quarantine); QuarantineNote names the first and its error.
+	Quarantined    int    `json:"quarantined,omitempty"`
+	QuarantineNote string `json:"quarantine_note,omitempty"`
 	// ReconcileDueSince is set while a scheduled reconcile has not run yet.
 	ReconcileDueSince *time.Time `json:"reconcile_due_since,omitempty"`
 	// ReadMode says how the source reads the resource when it has more than
@@ -79,6 +91,14 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 	if err != nil {
 		return nil, err
 	}
+	quarantined, err := cursor.New(a.Pool).QuarantinedRecords(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	qOf := map[string][]cursor.Quarantined{}
+	for _, q := range quarantined {
+		qOf[q.Source+"/"+q.Resource] = append(qOf[q.Source+"/"+q.Resource], q)
+	}
 	passOf := map[string][]cursor.PassState{}
 	for _, ps := range passes {
 		passOf[ps.Source+"/"+ps.Resource] = append(passOf[ps.Source+"/"+ps.Resource], ps)
@@ -107,9 +127,15 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 			until := w.Until
 			row.WaitingUntil, row.WaitingReason = &until, w.Reason
 		}
+		if qs := qOf[st.Source+"/"+st.Resource]; len(qs) > 0 {
+			row.Quarantined = len(qs)
+			row.QuarantineNote = fmt.Sprintf("%d records could not be stored (first: id %s since %s: %s); each pass retries them",
+				len(qs), qs[0].ID, qs[0].FirstFailed.UTC().Format(time.RFC3339), firstLine(qs[0].Error))
+		}
 		for _, ps := range passOf[st.Source+"/"+st.Resource] {
 			if ps.BackoffUntil != nil && ps.BackoffUntil.After(now) && (row.BackoffUntil == nil || ps.BackoffUntil.After(*row.BackoffUntil)) {
 				row.BackoffUntil, row.Failures, row.BackoffError = ps.BackoffUntil, ps.Failures, ps.LastError
+				row.State = cappedState(st.Source, st.Resource, ps)
 			}
 			if ps.Kind == cursor.KindReconcile && ps.DueSince != nil {
 				row.ReconcileDueSince = ps.DueSince
@@ -187,4 +213,16 @@ func ScheduleGap(spec string, from time.Time) time.Duration {
 		prev = next
 	}
 	return gap
+}
+
+// cappedState is the State of a resource backing off after a capped or
+// unstable listing ("" for any other back-off).
+func cappedState(source, resource string, ps cursor.PassState) string {
+	if !strings.Contains(ps.LastError, clients.ErrCapped.Error()) || ps.BackoffUntil == nil {
+		return ""
+	}
+	_, why, _ := strings.Cut(firstLine(ps.LastError), clients.ErrCapped.Error())
+	why = strings.TrimLeft(why, ": ")
+	return fmt.Sprintf("capped: %s; retry at %s; run `tidemark sync --source %s --resource %s` to retry now",
+		cmp.Or(why, "the listing could not be walked whole"), ps.BackoffUntil.UTC().Format(time.RFC3339), source, resource)
 }

@@ -207,6 +207,15 @@ func (a *App) statusRow(row CursorRow, now time.Time) statusRow {
 	if row.BackoffUntil != nil {
 		sr.Class = "bad"
 		sr.Note = fmt.Sprintf("backing off until %s after %d failures: %s", hhmm(*row.BackoffUntil), row.Failures, firstLine(row.BackoffError))
+		if row.State != "" {
+			sr.Note = row.State
+		}
+	}
+	if row.Quarantined > 0 {
+		sr.Note = strings.TrimPrefix(sr.Note+"; "+row.QuarantineNote, "; ")
+		if sr.Class != "bad" {
+			sr.Class = "warn"
+		}
 	}
 	if row.ReconcileDueSince != nil {
 		sr.Status += ", reconcile due"

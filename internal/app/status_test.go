@@ -295,3 +295,78 @@ func TestStatusPageShowsWaitsBackoffsAndRefusals(t *testing.T) {
 		t.Log(page)
 	}
 }
+
+// Issue 22: a resource whose listing stays capped shows as such, until
+// when, and the command that retries it now, in `cursors` and on the page.
+func TestCappedResourceShowsItsStateAndRecovery(t *testing.T) {
+	t.Parallel()
+	a, base := openApp(t)
+	ctx := context.Background()
+	until := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
+	capped := "alpha/time_entries: time_entries: " + clients.ErrCapped.Error() + ": the provider stopped at page 3 of the 9 its envelope announced"
+	if err := cursor.New(a.Pool).PassFailed(ctx, "alpha", "time_entries", cursor.KindIncremental, 4, until, capped); err != nil {
+		t.Fatal(err)
+	}
+	want := "capped: the provider stopped at page 3 of the 9 its envelope announced; retry at " + until.Format(time.RFC3339) +
+		"; run `tidemark sync --source alpha --resource time_entries` to retry now"
+	rows, err := a.CursorRows(ctx, "alpha", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, r := range rows {
+		if r.Resource == "time_entries" {
+			got = r.State
+		}
+	}
+	if got != want {
+		t.Errorf("state %q\nwant  %q", got, want)
+	}
+	if page := statusText(t, base); !strings.Contains(page, "tidemark sync --source alpha --resource time_entries") {
+		t.Errorf("the page lacks the recovery command:\n%s", page)
+	}
+}
+
+// Issue 22: a record that could not be stored shows, named with its error,
+// in `cursors` and on the status page.
+func TestQuarantinedRecordShows(t *testing.T) {
+	t.Parallel()
+	a, base := openApp(t)
+	ctx := context.Background()
+	if err := cursor.Quarantine(ctx, a.Pool, "beta", "users", "run-1", []cursor.Quarantined{
+		{ID: "7\x00", Version: time.Now(), Raw: `{"id":"7"}`, Error: "record 0: id: contains a NUL byte"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := a.CursorRows(ctx, "beta", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var note string
+	for _, r := range rows {
+		if r.Resource == "users" && r.Quarantined == 1 {
+			note = r.QuarantineNote
+		}
+	}
+	if !strings.Contains(note, `id 7\x00`) || !strings.Contains(note, "contains a NUL byte") {
+		t.Errorf("quarantine note %q", note)
+	}
+	if page := statusText(t, base); !strings.Contains(page, "could not be stored") {
+		t.Errorf("the page does not show the quarantined record:\n%s", page)
+	}
+}
+
+// statusText is the status page at base.
+func statusText(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -157,6 +157,9 @@ type Fake interface {
 	// Malform breaks the first page (as a pass counts pages) of every
 	// listing of r from now on; 0 heals it.
 	Malform(r clients.Resource, m Malformation)
+	// DropDate makes every response lack the Date header from now on (a
+	// proxy that drops it).
+	DropDate()
 	// Requests is the fake's request log.
 	Requests() []fakeapi.Request
 	// Versions returns r's live records (mirror id → version): the ground
@@ -238,6 +241,7 @@ func Run(t *testing.T, h Harness) {
 			run("OlderVersionIsSkipped", testOlderSkipped)
 			run("DeletionBecomesTombstone", testDeletion)
 			run("IncrementalListsOnlyChanges", testOnlyChanges)
+			run("NoDateHeader", testNoDate)
 			for _, m := range Malformations {
 				run("MalformedPage/"+strings.ReplaceAll(m.String(), " ", "_"), func(e *env) { testMalformed(e, m) })
 			}
@@ -468,6 +472,24 @@ func testRedelivery(e *env) {
 		t.Errorf("direct re-apply of %d records: %+v, want all unchanged", len(recs), c)
 	}
 	e.assertConverged()
+}
+
+// testNoDate: behind a proxy that drops Date, every resource still gets
+// its records in, each with a version (its own stamp, else the time the
+// response was received): a version always has a source (issue 22).
+func testNoDate(e *env) {
+	t := e.t
+	e.fake.DropDate()
+	e.seed("first", "second")
+	if c := e.incremental().Counts; c.Inserted != 2 {
+		t.Fatalf("counts %+v, want 2 inserted", c)
+	}
+	m := e.mirror()
+	for id := range e.fake.Versions(e.r) {
+		if r, ok := m[id]; !ok || r.deleted || r.version.IsZero() {
+			t.Errorf("%s %s: mirror row %+v, want it live with a version", e.r, id, r)
+		}
+	}
 }
 
 func testNewerWins(e *env) {

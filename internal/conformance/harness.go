@@ -18,6 +18,7 @@ type Server interface {
 	Requests() []fakeapi.Request
 	Versions(r clients.Resource) map[string]time.Time
 	MalformResource(r clients.Resource, m Malformation)
+	DropDate(on bool)
 }
 
 // Provider is a Harness declared from a provider's fake server S: what
@@ -78,6 +79,8 @@ func (f *fake[S]) Put(r clients.Resource, id int64, content string) {
 func (f *fake[S]) Delete(r clients.Resource, id int64) { f.p.Delete(f.s, r, id) }
 
 func (f *fake[S]) Malform(r clients.Resource, m Malformation) { f.s.MalformResource(r, m) }
+
+func (f *fake[S]) DropDate() { f.s.DropDate(true) }
 
 func (f *fake[S]) Requests() []fakeapi.Request { return f.s.Requests() }
 

@@ -87,10 +87,19 @@ type Kit struct {
 	cfg Config
 	srv *httptest.Server
 
-	mu   sync.Mutex
-	reqs []*Request
-	lim  limits
-	inj  faults
+	mu     sync.Mutex
+	reqs   []*Request
+	lim    limits
+	inj    faults
+	noDate bool // DropDate
+}
+
+// DropDate makes the responses carry no Date header from now on (as behind
+// a proxy that drops it), or carry it again.
+func (k *Kit) DropDate(on bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.noDate = on
 }
 
 type ctxKey struct{}
@@ -198,6 +207,7 @@ func (k *Kit) serve(h http.HandlerFunc) http.Handler {
 		k.reqs = append(k.reqs, rq)
 		rq.Seq = len(k.reqs)
 		f := k.decideLocked(now)
+		noDate := k.noDate
 		k.mu.Unlock()
 		defer func() {
 			k.mu.Lock()
@@ -205,6 +215,9 @@ func (k *Kit) serve(h http.HandlerFunc) http.Handler {
 			k.mu.Unlock()
 		}()
 		w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
+		if noDate {
+			w.Header()["Date"] = nil // a nil value keeps net/http from adding its own
+		}
 
 		if f.wait > 0 {
 			select {

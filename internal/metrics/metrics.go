@@ -25,6 +25,7 @@ type Metrics struct {
 	refused     *vec
 	waiting     *vec
 	schedule    *vec
+	backoff     *vec
 	hist        history
 }
 
@@ -55,12 +56,14 @@ func New() *Metrics {
 			"Until when the source made us wait (Unix time), by reason: quota (402) or retry_after (a long 429); removed when it answers again.", "source", "reason"),
 		schedule: newVec(gauge, "tidemark_schedule_interval_seconds",
 			"The longest gap between two scheduled incremental passes of a source (alerts compare freshness with it).", "source"),
+		backoff: newVec(gauge, "tidemark_resource_backoff_until_timestamp_seconds",
+			"Until when a resource's passes of a kind back off (Unix time), by reason: capped (its listing stays capped or unstable) or failing; removed after a success.", "source", "resource", "kind", "reason"),
 	}
 	// The Go runtime's and the process's own series (go_*, process_*), which
 	// every Go exporter has and the usual dashboards read.
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.records, m.requests, m.rateLimited, m.passes, m.lag, m.lastSuccess, m.backfill,
-		m.failures, m.refused, m.waiting, m.schedule)
+		m.failures, m.refused, m.waiting, m.schedule, m.backoff)
 	return m
 }
 
@@ -107,6 +110,25 @@ func (m *Metrics) Pass(source, resource, kind, status string, took time.Duration
 		}
 		m.refused.set(refused, source, resource)
 	}
+}
+
+// Backoff records that a resource's passes of kind back off until a time,
+// for reason (capped or failing); a zero until removes it (a success).
+func (m *Metrics) Backoff(source, resource, kind, reason string, until time.Time) {
+	if m == nil {
+		return
+	}
+	if until.IsZero() {
+		m.backoff.delete(source, resource, kind, "capped")
+		m.backoff.delete(source, resource, kind, "failing")
+		return
+	}
+	other := "failing"
+	if reason == "failing" {
+		other = "capped"
+	}
+	m.backoff.delete(source, resource, kind, other)
+	m.backoff.set(float64(until.UnixMilli())/1000, source, resource, kind, reason)
 }
 
 // Lag sets the cursor lag of a (source, resource).

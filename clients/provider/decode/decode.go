@@ -30,6 +30,20 @@ func Field(field, what string) *FieldError { return &FieldError{Field: field, Wh
 // Missing is the FieldError of a required field left out or empty.
 func Missing(field string) *FieldError { return &FieldError{Field: field, What: "missing"} }
 
+// MaxCount bounds every count a provider sends (totals, page counts, page
+// sizes, page and row numbers): far more than any account holds, and small
+// enough that nothing sized or multiplied by it can exhaust memory or
+// overflow. A count outside 0..MaxCount is bad input for its page.
+const MaxCount = 100_000_000
+
+// Count checks a count sent in field: nil when 0 <= n <= MaxCount.
+func Count(field string, n int64) *FieldError {
+	if n < 0 || n > MaxCount {
+		return &FieldError{Field: field, What: fmt.Sprintf("want a count of 0 to %d, got %d", MaxCount, n)}
+	}
+	return nil
+}
+
 // Under puts fe below the object field prefix ("document" + "id" gives
 // "document.id").
 func Under(prefix string, fe *FieldError) *FieldError {

@@ -49,6 +49,16 @@ func ReadAhead(ctx context.Context, fn func(context.Context, clients.Page) error
 	go func() {
 		defer close(done)
 		defer close(pages)
+		defer func() {
+			// A panic in the fetcher (a decoder, a page walk) ends this
+			// listing as failed; on this goroutine it would end the process.
+			if err := clients.Recovered("fetch", recover()); err != nil {
+				select {
+				case pages <- Fetched{Err: err}:
+				case <-fctx.Done():
+				}
+			}
+		}()
 		fetch(fctx, func(f Fetched) bool {
 			select {
 			case pages <- f:
