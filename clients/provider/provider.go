@@ -188,6 +188,11 @@ type Cost struct {
 	// Daily are made at most once a day (Toggl's /me for the user's time
 	// zone); the planner counts them in the busiest hour.
 	Daily int
+	// Churn are made besides Requests in a pass during which records
+	// changed (Toggl's workspace scope: a search by id for entries gone
+	// from their day); the planner counts them in every pass, a source
+	// being edited while it is polled.
+	Churn int
 	// Fallback is what the pass costs instead when the resource's usual
 	// way is unavailable (Clockify's feed: GET users and one listing per
 	// user); 0: no fallback.
