@@ -87,6 +87,9 @@ type Env struct {
 	// waits shown by `tidemark cursors`); nil: none.
 	OnResponse func(status int, took time.Duration)
 	OnWait     func(reason string, d time.Duration)
+	// Pacer, when set, keeps the source's rate limit across processes
+	// (httpx.Config.Pacer).
+	Pacer httpx.Pacer
 }
 
 // Defaults are a kind's values for keys left out of the configuration.

@@ -1,0 +1,103 @@
+package cursor
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A source's budget is the source's, not the process's: what it has spent
+// lives in source_budgets, shared by every process on the database (a
+// restarted daemon, the next owner, a CLI backfill).
+
+// sqlReserve takes the next send slot of a source: max(next_at, now), and
+// moves next_at on by the spacing. It returns how long to wait until the
+// slot, on the database's clock.
+const sqlReserve = `
+INSERT INTO source_budgets AS b (source, next_at, updated_at)
+VALUES ($1, clock_timestamp() + $2 * interval '1 microsecond', now())
+ON CONFLICT (source) DO UPDATE
+SET next_at = greatest(b.next_at, clock_timestamp()) + $2 * interval '1 microsecond', updated_at = now()
+RETURNING extract(epoch FROM b.next_at - $2 * interval '1 microsecond' - clock_timestamp())::float8`
+
+// Pacer spaces a source's requests across processes (httpx.Pacer).
+type Pacer struct {
+	db     DB
+	source string
+}
+
+// Pacer returns the source's shared pacer.
+func (s *Store) Pacer(source string) *Pacer { return &Pacer{db: s.db, source: source} }
+
+// Reserve takes the source's next send slot at spacing interval and returns
+// how long to wait for it. A slot is spent even if the caller gives up:
+// that errs on the safe side.
+func (p *Pacer) Reserve(ctx context.Context, interval time.Duration) (time.Duration, error) {
+	var secs float64
+	if err := p.db.QueryRow(ctx, sqlReserve, p.source, interval.Microseconds()).Scan(&secs); err != nil {
+		return 0, fmt.Errorf("reserve a request slot of source %s: %w", p.source, err)
+	}
+	return max(0, time.Duration(secs*float64(time.Second))), nil
+}
+
+const sqlQuotaRow = `
+INSERT INTO source_budgets (source) VALUES ($1) ON CONFLICT (source) DO NOTHING`
+
+const sqlQuotaLoad = `
+SELECT quota_tokens, extract(epoch FROM clock_timestamp() - quota_at)::float8
+FROM source_budgets WHERE source = $1 FOR UPDATE`
+
+const sqlQuotaSave = `
+UPDATE source_budgets SET quota_tokens = $2, quota_at = clock_timestamp(), updated_at = now()
+WHERE source = $1`
+
+// QuotaParams are a token bucket's shape: Burst requests at most, refilled
+// at PerSecond.
+type QuotaParams struct {
+	Source    string
+	Burst     float64
+	PerSecond float64
+}
+
+// TakeQuota takes n requests from the source's shared bucket (a new source
+// starts full) and returns 0; or, when they are not there, takes nothing
+// and returns how long until they are (an hour when they never will be).
+// A negative n gives requests back, up to Burst.
+func (s *Store) TakeQuota(ctx context.Context, p QuotaParams, n int) (time.Duration, error) {
+	b, ok := s.db.(beginner)
+	if !ok {
+		return 0, fmt.Errorf("take quota of source %s: the Store's DB (%T) cannot begin a transaction", p.Source, s.db)
+	}
+	var wait time.Duration
+	err := pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlQuotaRow, p.Source); err != nil {
+			return err
+		}
+		var tokens, elapsed *float64
+		if err := tx.QueryRow(ctx, sqlQuotaLoad, p.Source).Scan(&tokens, &elapsed); err != nil {
+			return err
+		}
+		have := p.Burst
+		if tokens != nil && elapsed != nil {
+			have = math.Min(p.Burst, *tokens+p.PerSecond*max(0, *elapsed))
+		}
+		need := float64(n)
+		switch {
+		case have >= need:
+			have = math.Min(p.Burst, have-need) // n < 0 gives back
+		case need > p.Burst || p.PerSecond <= 0:
+			wait = time.Hour
+		default:
+			wait = time.Duration((need - have) / p.PerSecond * float64(time.Second))
+		}
+		_, err := tx.Exec(ctx, sqlQuotaSave, p.Source, have)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("take quota of source %s: %w", p.Source, err)
+	}
+	return wait, nil
+}
