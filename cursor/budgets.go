@@ -2,6 +2,7 @@ package cursor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -100,4 +101,37 @@ func (s *Store) TakeQuota(ctx context.Context, p QuotaParams, n int) (time.Durat
 		return 0, fmt.Errorf("take quota of source %s: %w", p.Source, err)
 	}
 	return wait, nil
+}
+
+// Memo keeps a source's small answers across processes (provider.Memo).
+type Memo struct {
+	db     DB
+	source string
+}
+
+// Memo returns the source's memo.
+func (s *Store) Memo(source string) *Memo { return &Memo{db: s.db, source: source} }
+
+// Get returns the value kept under key and its age; ok false when none.
+func (m *Memo) Get(ctx context.Context, key string) (value []byte, age time.Duration, ok bool, err error) {
+	var secs float64
+	err = m.db.QueryRow(ctx, `SELECT value, extract(epoch FROM clock_timestamp() - stored_at)::float8 FROM source_memos WHERE source = $1 AND key = $2`,
+		m.source, key).Scan(&value, &secs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("read memo %s of source %s: %w", key, m.source, err)
+	}
+	return value, time.Duration(secs * float64(time.Second)), true, nil
+}
+
+// Put keeps value (JSON) under key, learnt now.
+func (m *Memo) Put(ctx context.Context, key string, value []byte) error {
+	_, err := m.db.Exec(ctx, `INSERT INTO source_memos (source, key, value, stored_at) VALUES ($1, $2, $3, now())
+ON CONFLICT (source, key) DO UPDATE SET value = EXCLUDED.value, stored_at = EXCLUDED.stored_at`, m.source, key, value)
+	if err != nil {
+		return fmt.Errorf("write memo %s of source %s: %w", key, m.source, err)
+	}
+	return nil
 }

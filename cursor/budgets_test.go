@@ -3,6 +3,7 @@ package cursor_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,5 +75,20 @@ func TestTakeQuotaSurvivesARestart(t *testing.T) {
 	}
 	if d := take(5); d != time.Hour {
 		t.Fatalf("more than the burst: wait %s, want an hour", d)
+	}
+}
+
+// A memo kept by one process is read by the next, with its age.
+func TestMemoOutlivesTheProcess(t *testing.T) {
+	ctx, pool, _ := setup(t)
+	if _, _, ok, err := cursor.New(pool).Memo("tg").Get(ctx, "me"); ok || err != nil {
+		t.Fatalf("an empty memo: %v, %v", ok, err)
+	}
+	if err := cursor.New(pool).Memo("tg").Put(ctx, "me", []byte(`{"timezone":"Europe/Berlin"}`)); err != nil {
+		t.Fatal(err)
+	}
+	v, age, ok, err := cursor.New(pool).Memo("tg").Get(ctx, "me")
+	if err != nil || !ok || !strings.Contains(string(v), "Europe/Berlin") || age < 0 || age > time.Minute {
+		t.Fatalf("memo %s, age %s, %v, %v", v, age, ok, err)
 	}
 }

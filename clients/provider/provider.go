@@ -90,6 +90,16 @@ type Env struct {
 	// Pacer, when set, keeps the source's rate limit across processes
 	// (httpx.Config.Pacer).
 	Pacer httpx.Pacer
+	// Memo, when set, keeps small answers that save requests across
+	// processes (Toggl's GET /me once a day).
+	Memo Memo
+}
+
+// Memo keeps a source's small answers (JSON, never a credential) where the
+// next process finds them.
+type Memo interface {
+	Get(ctx context.Context, key string) (value []byte, age time.Duration, ok bool, err error)
+	Put(ctx context.Context, key string, value []byte) error
 }
 
 // Defaults are a kind's values for keys left out of the configuration.
