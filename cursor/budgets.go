@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,13 +46,21 @@ func (p *Pacer) Reserve(ctx context.Context, interval time.Duration) (time.Durat
 const sqlQuotaRow = `
 INSERT INTO source_budgets (source) VALUES ($1) ON CONFLICT (source) DO NOTHING`
 
-const sqlQuotaLoad = `
-SELECT quota_tokens, extract(epoch FROM clock_timestamp() - quota_at)::float8
-FROM source_budgets WHERE source = $1 FOR UPDATE`
-
-const sqlQuotaSave = `
-UPDATE source_budgets SET quota_tokens = $2, quota_at = clock_timestamp(), updated_at = now()
-WHERE source = $1`
+// sqlTakeQuota refills the bucket to now, takes $4 when it holds them
+// (gives back for $4 < 0) and returns what it held before: one statement,
+// one round trip (a pass's hot path), atomic under the row lock.
+const sqlTakeQuota = `
+WITH cur AS (
+  SELECT least($2::float8, coalesce(quota_tokens, $2::float8) +
+         $3::float8 * greatest(0, extract(epoch FROM clock_timestamp() - coalesce(quota_at, clock_timestamp())))::float8) AS have
+  FROM source_budgets WHERE source = $1 FOR UPDATE
+), upd AS (
+  UPDATE source_budgets b
+  SET quota_tokens = CASE WHEN cur.have >= $4::float8 THEN least($2::float8, cur.have - $4::float8) ELSE cur.have END,
+      quota_at = clock_timestamp(), updated_at = now()
+  FROM cur WHERE b.source = $1
+)
+SELECT have FROM cur`
 
 // QuotaParams are a token bucket's shape: Burst requests at most, refilled
 // at PerSecond.
@@ -68,39 +75,24 @@ type QuotaParams struct {
 // and returns how long until they are (an hour when they never will be).
 // A negative n gives requests back, up to Burst.
 func (s *Store) TakeQuota(ctx context.Context, p QuotaParams, n int) (time.Duration, error) {
-	b, ok := s.db.(beginner)
-	if !ok {
-		return 0, fmt.Errorf("take quota of source %s: the Store's DB (%T) cannot begin a transaction", p.Source, s.db)
+	var have float64
+	err := s.db.QueryRow(ctx, sqlTakeQuota, p.Source, p.Burst, p.PerSecond, n).Scan(&have)
+	if errors.Is(err, pgx.ErrNoRows) { // the source's first take: a full bucket
+		if _, err = s.db.Exec(ctx, sqlQuotaRow, p.Source); err == nil {
+			err = s.db.QueryRow(ctx, sqlTakeQuota, p.Source, p.Burst, p.PerSecond, n).Scan(&have)
+		}
 	}
-	var wait time.Duration
-	err := pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlQuotaRow, p.Source); err != nil {
-			return err
-		}
-		var tokens, elapsed *float64
-		if err := tx.QueryRow(ctx, sqlQuotaLoad, p.Source).Scan(&tokens, &elapsed); err != nil {
-			return err
-		}
-		have := p.Burst
-		if tokens != nil && elapsed != nil {
-			have = math.Min(p.Burst, *tokens+p.PerSecond*max(0, *elapsed))
-		}
-		need := float64(n)
-		switch {
-		case have >= need:
-			have = math.Min(p.Burst, have-need) // n < 0 gives back
-		case need > p.Burst || p.PerSecond <= 0:
-			wait = time.Hour
-		default:
-			wait = time.Duration((need - have) / p.PerSecond * float64(time.Second))
-		}
-		_, err := tx.Exec(ctx, sqlQuotaSave, p.Source, have)
-		return err
-	})
 	if err != nil {
 		return 0, fmt.Errorf("take quota of source %s: %w", p.Source, err)
 	}
-	return wait, nil
+	need := float64(n)
+	switch {
+	case have >= need:
+		return 0, nil
+	case need > p.Burst || p.PerSecond <= 0:
+		return time.Hour, nil
+	}
+	return time.Duration((need - have) / p.PerSecond * float64(time.Second)), nil
 }
 
 // Memo keeps a source's small answers across processes (provider.Memo).
