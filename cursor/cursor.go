@@ -288,12 +288,28 @@ func (s *Store) Reset(ctx context.Context, p ResetParams) (Cursor, error) {
 	return prev, nil
 }
 
-// fencedLoad runs the caller's fence, then loads the cursor for update.
+// fencedLoad loads the cursor for update, then runs the caller's fence:
+// checked with the row locked, a lease that holds then holds until commit
+// as far as this row goes (see AdvanceFenced).
 func fencedLoad(ctx context.Context, tx pgx.Tx, f func(context.Context, pgx.Tx) error, source, resource string) (Cursor, error) {
-	if err := fence(ctx, tx, f); err != nil {
-		return Cursor{}, err
+	c, err := load(ctx, tx, sqlLoadForUpdate, source, resource)
+	if ferr := fence(ctx, tx, f); ferr != nil {
+		return Cursor{}, ferr
 	}
-	return load(ctx, tx, sqlLoadForUpdate, source, resource)
+	return c, err
+}
+
+// AdvanceFenced is Advance, then the caller's fence (a lease check), in tx.
+// The order closes check-then-commit: Advance locks the cursor row (or
+// creates it, uncommitted), so an operator's Set or Reset, which locks the
+// row before its own change, cannot commit between a fence that passed and
+// this commit; it waits and applies after. A lease lost before the fence
+// fails it, and the transaction rolls back.
+func AdvanceFenced(ctx context.Context, tx pgx.Tx, f func(context.Context, pgx.Tx) error, source, resource string, to time.Time) error {
+	if err := Advance(ctx, tx, source, resource, to); err != nil {
+		return err
+	}
+	return fence(ctx, tx, f)
 }
 
 func fence(ctx context.Context, tx pgx.Tx, f func(context.Context, pgx.Tx) error) error {

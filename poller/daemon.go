@@ -255,16 +255,23 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 	d.mu.Lock()
 	st := d.state[source]
 	was := st.owned
+	d.mu.Unlock()
+	if err == nil && !was {
+		// Outside d.mu (its statements may wait up to their timeout, and
+		// every source's scheduling needs d.mu) and before the source
+		// counts as owned, so that no queued backfill starts here only to
+		// be requeued as the previous owner's; the caller holds
+		// st.running, so no pass of it starts meanwhile.
+		log.Info().Msg("this daemon now owns the source")
+		d.adopt([]string{source}, log)
+	}
+	d.mu.Lock()
 	switch {
 	case err == nil:
 		st.owned, st.owner = true, held
 		// Not held until now (or no longer, its connection gone): what
 		// was remembered of the source's pages may have been rewritten.
 		d.p.sources[source].memo.forget("")
-		if !was {
-			log.Info().Msg("this daemon now owns the source")
-			d.adopt([]string{source}, log)
-		}
 	case errors.Is(err, ErrBusy):
 		if was {
 			log.Warn().Msg("lost the source to another replica")

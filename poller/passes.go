@@ -287,11 +287,9 @@ func (p *Poller) incremental(ctx context.Context, s *Source, r clients.Resource,
 		}
 		advance := func(tx pgx.Tx) error {
 			// The fence: a pass whose lease went (and may now be another
-			// process's) must not move the cursor.
-			if err := sp.held.Check(ctx, tx); err != nil {
-				return err
-			}
-			if err := cursor.Advance(ctx, tx, s.Name(), string(r), hw); err != nil {
+			// process's) must not move the cursor, nor over an operator's
+			// rewind (checked with the cursor row locked).
+			if err := cursor.AdvanceFenced(ctx, tx, func(ctx context.Context, tx pgx.Tx) error { return sp.held.Check(ctx, tx) }, s.Name(), string(r), hw); err != nil {
 				return err
 			}
 			res.HighWaterAfter = hw

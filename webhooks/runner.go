@@ -33,6 +33,12 @@ type Quota struct {
 	// start of the next: events arriving meanwhile coalesce, and passes
 	// never run back to back at the edge of the source's rate limit.
 	Gap time.Duration
+	// Take, when set, takes n requests (n < 0: gives them back) from the
+	// source's bucket shared by every process, shaped like Limiter
+	// (cursor.Store.TakeQuota): a restart or a new owner starts with what
+	// is left, not a full allowance. Limiter is the fallback when it
+	// fails.
+	Take func(ctx context.Context, n int) (time.Duration, error)
 }
 
 // NewQuota allows spare requests an hour: a quarter of them at once (at
@@ -48,13 +54,15 @@ func NewQuota(spare, minPass int, cost map[clients.Resource]int) *Quota {
 
 // wait returns how long until a pass of rs fits the quota (0: now, and
 // it is counted).
-func (q *Quota) wait(now time.Time, rs []clients.Resource) time.Duration {
+func (q *Quota) wait(ctx context.Context, now time.Time, rs []clients.Resource) time.Duration {
 	if q == nil {
 		return 0
 	}
-	n := 0
-	for _, r := range rs {
-		n += max(1, q.Cost[r])
+	n := q.cost(rs)
+	if q.Take != nil {
+		if d, err := q.Take(ctx, n); err == nil {
+			return d
+		}
 	}
 	res := q.Limiter.ReserveN(now, n)
 	if !res.OK() {
@@ -65,6 +73,23 @@ func (q *Quota) wait(now time.Time, rs []clients.Resource) time.Duration {
 		return d
 	}
 	return 0
+}
+
+func (q *Quota) cost(rs []clients.Resource) int {
+	n := 0
+	for _, r := range rs {
+		n += max(1, q.Cost[r])
+	}
+	return n
+}
+
+// giveBack returns what wait took for a pass that did not run here (not
+// the owner, or a pass of the source ran): with a shared bucket, another
+// replica's polls must not spend the owner's allowance.
+func (q *Quota) giveBack(ctx context.Context, rs []clients.Resource) {
+	if q != nil && q.Take != nil {
+		_, _ = q.Take(ctx, -q.cost(rs))
+	}
 }
 
 // Runner turns the triggers in Postgres into passes on the replica that
@@ -187,7 +212,7 @@ func (r *Runner) run(ctx context.Context, source string, ts []Trigger) {
 		rs[i] = t.Resource
 		events += t.Events
 	}
-	if wait := r.Quotas[source].wait(time.Now(), rs); wait > 0 {
+	if wait := r.Quotas[source].wait(ctx, time.Now(), rs); wait > 0 {
 		r.defer_(source, wait)
 		r.Metrics.pass(source, "deferred")
 		log.Info().Dur("wait", wait).Msg("webhook-triggered pass deferred: the source's spare hourly quota allows the next one then")
@@ -205,6 +230,7 @@ func (r *Runner) run(ctx context.Context, source string, ts []Trigger) {
 	case len(ok) == 0:
 		// Not the owner, or a pass of the source runs: the owner, or this
 		// process after its pass, takes the trigger at the next poll.
+		r.Quotas[source].giveBack(ctx, rs)
 		return
 	}
 	if q := r.Quotas[source]; q != nil && q.Gap > 0 {

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ func TestQuotaNeverSpendsMoreThanTheSpareInAnyHour(t *testing.T) {
 		var allowed []time.Time
 		now := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 		for range 4 * 3600 { // a trigger every second for four hours
-			if q.wait(now, []clients.Resource{clients.TimeEntries}) == 0 {
+			if q.wait(context.Background(), now, []clients.Resource{clients.TimeEntries}) == 0 {
 				allowed = append(allowed, now, now) // two requests a pass
 			}
 			now = now.Add(time.Second)

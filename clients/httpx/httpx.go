@@ -80,12 +80,24 @@ func UserAgent(version, contact string) string {
 	return fmt.Sprintf("tidemark/%s (%s)", cmp.Or(version, "dev"), contact)
 }
 
+// Pacer spaces a source's requests across processes: Reserve takes the
+// source's next send slot at spacing interval and returns how long to wait
+// for it. The budget is the source's, not the process's: a restart, the
+// next owner or a CLI run must not start with an empty window.
+type Pacer interface {
+	Reserve(ctx context.Context, interval time.Duration) (time.Duration, error)
+}
+
 // Config configures a Client. Zero fields take the defaults above.
 type Config struct {
 	// Source names the source in errors and logs.
 	Source string
 	// RateLimit is the source's budget; zero means unlimited.
 	RateLimit RateLimit
+	// Pacer, when set, keeps RateLimit's spacing with every other process
+	// of the source; this client's own limiter is the fallback when it
+	// fails (the database unreachable).
+	Pacer Pacer
 	// UserAgent is sent on every request; when empty it is built from
 	// Version and Contact.
 	UserAgent        string
@@ -581,6 +593,25 @@ func (c *Client) acquire(ctx context.Context) error {
 		if c.lim == nil {
 			return nil
 		}
+		if c.cfg.Pacer != nil {
+			d, err := c.cfg.Pacer.Reserve(ctx, c.cfg.RateLimit.Interval())
+			if err == nil {
+				if d > 0 {
+					c.notify("limiter", d)
+					if err := sleep(ctx, d); err != nil {
+						return err
+					}
+				}
+				if c.resumed() {
+					return nil
+				}
+				continue
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			c.logger(ctx).Warn().Err(err).Msg("shared rate limiter unavailable: spacing this process's requests alone")
+		}
 		r := c.lim.Reserve()
 		if d := r.Delay(); d > 0 {
 			c.notify("limiter", d)
@@ -589,15 +620,19 @@ func (c *Client) acquire(ctx context.Context) error {
 				return err
 			}
 		}
-		// A pause set while we waited (another caller got a 429) wins: the
-		// token is dropped, which only errs on the safe side.
-		c.mu.Lock()
-		paused := time.Now().Before(c.pauseUntil)
-		c.mu.Unlock()
-		if !paused {
+		if c.resumed() {
 			return nil
 		}
 	}
+}
+
+// resumed reports whether no pause was set while a caller waited for its
+// slot: a pause (another caller got a 429) wins, and the slot is dropped,
+// which only errs on the safe side.
+func (c *Client) resumed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !time.Now().Before(c.pauseUntil)
 }
 
 // pause holds every caller of this client for d.

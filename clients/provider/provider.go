@@ -87,6 +87,19 @@ type Env struct {
 	// waits shown by `tidemark cursors`); nil: none.
 	OnResponse func(status int, took time.Duration)
 	OnWait     func(reason string, d time.Duration)
+	// Pacer, when set, keeps the source's rate limit across processes
+	// (httpx.Config.Pacer).
+	Pacer httpx.Pacer
+	// Memo, when set, keeps small answers that save requests across
+	// processes (Toggl's GET /me once a day).
+	Memo Memo
+}
+
+// Memo keeps a source's small answers (JSON, never a credential) where the
+// next process finds them.
+type Memo interface {
+	Get(ctx context.Context, key string) (value []byte, age time.Duration, ok bool, err error)
+	Put(ctx context.Context, key string, value []byte) error
 }
 
 // Defaults are a kind's values for keys left out of the configuration.
@@ -188,6 +201,11 @@ type Cost struct {
 	// Daily are made at most once a day (Toggl's /me for the user's time
 	// zone); the planner counts them in the busiest hour.
 	Daily int
+	// Churn are made besides Requests in a pass during which records
+	// changed (Toggl's workspace scope: a search by id for entries gone
+	// from their day); the planner counts them in every pass, a source
+	// being edited while it is polled.
+	Churn int
 	// Fallback is what the pass costs instead when the resource's usual
 	// way is unavailable (Clockify's feed: GET users and one listing per
 	// user); 0: no fallback.

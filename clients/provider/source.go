@@ -101,6 +101,7 @@ func (b Base) HTTPConfig() httpx.Config {
 		Logger:     b.Logger,
 		OnResponse: b.OnResponse,
 		OnWait:     b.OnWait,
+		Pacer:      b.Pacer,
 	}
 }
 

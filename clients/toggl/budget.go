@@ -39,8 +39,9 @@ func togglPlan(name string, hourly int, doc string) provider.Plan {
 //
 // With scope: workspace, time entries are the Reports API's detailed search
 // over trailing_days of spent dates: at least one page (of ReportPageSize;
-// a busy workspace's fortnight is several), not a /me call, and GET /me
-// once a day for the owner's zone.
+// a busy workspace's fortnight is several), not a /me call, plus a search
+// by id in every pass in which an entry left its day (Churn: an edited
+// workspace's every pass), and GET /me once a day for the owner's zone.
 //
 // A reconcile run lists the same ways over its days: time entries by
 // start_date/end_date (or the Reports API search), the rest whole.
@@ -48,10 +49,10 @@ func PassCost(r clients.Resource, p provider.PassShape, s provider.Settings) pro
 	switch r {
 	case clients.TimeEntries:
 		if s.Scope == ScopeWorkspace && p.Reconcile {
-			return provider.Cost{Requests: 1, Note: fmt.Sprintf("Reports API search over %d days: one request per %d entries", p.Days, ReportPageSize)}
+			return provider.Cost{Requests: 1, Churn: 1, Note: fmt.Sprintf("Reports API search over %d days: one request per %d entries; +1 search by id when an entry left its day", p.Days, ReportPageSize)}
 		}
 		if s.Scope == ScopeWorkspace {
-			return provider.Cost{Requests: 1, Daily: 1, Note: fmt.Sprintf("Reports API search over %d trailing days: one request per %d entries; and GET /me (time zone) once a day",
+			return provider.Cost{Requests: 1, Churn: 1, Daily: 1, Note: fmt.Sprintf("Reports API search over %d trailing days: one request per %d entries; +1 search by id when an entry left its day (deleted, moved); and GET /me (time zone) once a day",
 				cmp.Or(s.TrailingDays, DefaultTrailingDays), ReportPageSize)}
 		}
 		if p.Reconcile {

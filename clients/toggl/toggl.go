@@ -365,6 +365,7 @@ type Client struct {
 	zone   *time.Location // the token owner's zone (/me timezone); nil: not asked yet
 	meID   string         // the token owner's user id (/me id); "" when unknown
 	zoneAt time.Time      // our clock when zone was learnt
+	memo   provider.Memo  // where /me's answer outlives the process; nil: none
 }
 
 var _ clients.Source = (*Client)(nil)
@@ -555,6 +556,7 @@ func New(p Params) (*Client, error) {
 		quota:     p.Quota,
 		scope:     p.Scope,
 		trailing:  p.TrailingDays,
+		memo:      p.Memo,
 	}, nil
 }
 
@@ -732,6 +734,9 @@ func (c *Client) userZone(ctx context.Context) (*time.Location, error) {
 	if c.zone != nil && time.Since(c.zoneAt) < ZoneRefresh {
 		return c.zone, nil
 	}
+	if c.zone == nil && c.remembered(ctx) {
+		return c.zone, nil
+	}
 	resp, err := c.http.Do(ctx, httpx.Request{URL: c.url("/me", nil), Resource: "me", Page: 1})
 	if err != nil {
 		var he *httpx.Error
@@ -765,7 +770,46 @@ func (c *Client) userZone(ctx context.Context) (*time.Location, error) {
 		c.log.Info().Str("time_zone", loc.String()).Msg("dating time entries in the user's time zone (GET /me)")
 	}
 	c.zone, c.zoneAt = loc, time.Now()
+	c.remember(ctx, name)
 	return loc, nil
+}
+
+// meMemo is what is kept of /me across processes: never the whole body,
+// which holds the API token.
+type meMemo struct {
+	ID       string `json:"id"`
+	Timezone string `json:"timezone"`
+}
+
+// remembered takes the owner's id and zone that an earlier process learnt
+// less than ZoneRefresh ago (a restart, a new owner, a CLI run): /me is
+// asked once a day per source, not per process; c.zoneMu is held.
+func (c *Client) remembered(ctx context.Context) bool {
+	if c.memo == nil {
+		return false
+	}
+	b, age, ok, err := c.memo.Get(ctx, "me")
+	var m meMemo
+	if err != nil || !ok || age >= ZoneRefresh || json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	loc, err := time.LoadLocation(m.Timezone)
+	if err != nil || m.Timezone == "" {
+		loc = time.UTC
+	}
+	c.zone, c.zoneAt, c.meID = loc, time.Now().Add(-age), m.ID
+	return true
+}
+
+// remember keeps the owner's id and zone name for the next process.
+func (c *Client) remember(ctx context.Context, zone string) {
+	if c.memo == nil {
+		return
+	}
+	b, _ := json.Marshal(meMemo{ID: c.meID, Timezone: zone})
+	if err := c.memo.Put(ctx, "me", b); err != nil {
+		c.log.Warn().Err(err).Msg("could not keep GET /me's answer for the next process")
+	}
 }
 
 // meZone reads the `timezone` of a /me body (an object; an array holding

@@ -105,11 +105,11 @@ func printBudget(g *globals, r budget.Report) {
 		fmt.Fprintf(w, "  busiest hour\t%d requests\tno hourly quota\n", r.HourlyRequests)
 	}
 	if r.ReconcileRequests > 0 {
-		fmt.Fprintf(w, "  reconcile\t%d requests\t%q, once per run\n", r.ReconcileRequests, r.ReconcileSchedule)
+		fmt.Fprintf(w, "  reconcile\t%d requests\t%q, per run; up to %d runs/h\n", r.ReconcileRequests, r.ReconcileSchedule, r.ReconcilesPerHour)
 		for _, l := range r.Reconcile {
 			fmt.Fprintf(w, "    %s\t%d\t%s\n", l.Resource, l.Requests, l.Note)
 		}
-		fmt.Fprintf(w, "  reconcile hour\t%d requests\tthe busiest hour with a reconcile run in it (judged)\n", r.PeakHourlyRequests)
+		fmt.Fprintf(w, "  reconcile hour\t%d requests\tthe busiest hour with its reconcile runs (judged)\n", r.PeakHourlyRequests)
 	}
 	for _, c := range r.Caps {
 		fmt.Fprintf(w, "  %s calls\t%d requests\tagainst %d/h\n", c.Name, c.Hourly, c.Quota)

@@ -13,6 +13,13 @@
 // request that changed under a live key (more time approved for a week
 // already invoiced) goes to a person (status review) instead of
 // overwriting.
+//
+// The outcome store's rule: an attempt whose outcome is unknown (a timeout,
+// a dropped connection, a 5xx, 409 "this key is being processed", a crash)
+// stays in_progress and is resolved by asking again under the same key;
+// only an answer that proves the effect did not happen (another 4xx) is
+// final. Before a changed request goes to review, the stored one is re-sent
+// under its key, so the review names the invoice that exists.
 package invoicer
 
 import (
@@ -50,10 +57,17 @@ const Schema = `CREATE TABLE IF NOT EXISTS invoicer_outcomes (
 // outcome is kept as long.
 const KeyTTL = 30 * 24 * time.Hour
 
+// RequestTimeout bounds one call to the accounting API when HTTP is nil:
+// a create held open is an unknown outcome, asked again later under its
+// key, not a consumer held for as long as the API likes.
+const RequestTimeout = 10 * time.Second
+
 // Invoicer is the consumer.
 type Invoicer struct {
 	Pool *pgxpool.Pool
 	URL  string // the accounting API
+	// HTTP is the client of the accounting API (nil: one with
+	// RequestTimeout).
 	HTTP *http.Client
 	// AfterCreate, when set, runs after the API answered and before the
 	// answer is recorded: tests end the process there.
@@ -126,43 +140,56 @@ func (v *Invoicer) invoice(ctx context.Context, key string, req request) error {
 	// Step 1, committed before any call: the key is claimed with its
 	// request. An existing outcome decides instead.
 	var status string
-	var stored []byte
-	var storedReq []byte
+	var stored, storedReq []byte
+	var ext *string
 	err = v.Pool.QueryRow(ctx, `INSERT INTO invoicer_outcomes (key, status, fingerprint, request, expires_at)
 VALUES ($1, 'in_progress', $2, $3, now() + $4::interval)
 ON CONFLICT (key) DO UPDATE SET updated_at = invoicer_outcomes.updated_at
-RETURNING status, fingerprint, request`, key, fp[:], body, KeyTTL).Scan(&status, &stored, &storedReq)
+RETURNING status, fingerprint, request, external_id`, key, fp[:], body, KeyTTL).Scan(&status, &stored, &storedReq, &ext)
 	if err != nil {
 		return fmt.Errorf("claim %s: %w", key, err)
 	}
-	if !bytes.Equal(stored, fp[:]) {
+	if status == "in_progress" {
+		// Step 2: the call, with the key, re-sending the stored request;
+		// after a crash too, whatever the request has become since.
+		if status, ext, err = v.resolve(ctx, key, storedReq); err != nil {
+			return err // retried with back-off; the key stays in progress
+		}
+	}
+	if !bytes.Equal(stored, fp[:]) && status != "review" {
 		// The request changed under a live key: a person decides; never a
-		// second invoice, never an overwrite.
+		// second invoice, never an overwrite. The note says what exists.
+		what := "no invoice was created (the accounting API refused the first request)"
+		if ext != nil {
+			what = "invoice " + *ext + " exists for the first request"
+		}
 		_, err := v.Pool.Exec(ctx, `UPDATE invoicer_outcomes SET status = 'review', updated_at = now(),
-    note = 'the approved time changed after the invoice request was made: ' || $2 WHERE key = $1 AND status <> 'review'`, key, string(body))
+    note = 'the approved time changed after the invoice request was made (' || $2 || '): ' || $3 WHERE key = $1 AND status <> 'review'`, key, what, string(body))
 		return err
 	}
-	switch status {
-	case "succeeded", "failed", "review":
-		return nil // done (or a person's) already: a resent or replayed event
-	}
-	// Step 2: the call, with the key, re-sending the stored request.
+	return nil // done (or a person's) already: a resent or replayed event
+}
+
+// resolve sends the stored request of key and records what the answer
+// proves: succeeded with the invoice's id, or failed when the API refused
+// it. An unknown outcome is an error, and the key stays in progress.
+func (v *Invoicer) resolve(ctx context.Context, key string, storedReq []byte) (status string, ext *string, err error) {
 	inv, err := v.post(ctx, key, storedReq)
 	if errors.Is(err, ErrPermanent) {
 		_, uerr := v.Pool.Exec(ctx, `UPDATE invoicer_outcomes SET status = 'failed', note = $2, updated_at = now() WHERE key = $1`, key, err.Error())
-		return uerr
+		return "failed", nil, uerr
 	}
 	if err != nil {
-		return err // retried with back-off; the key stays in progress
+		return "", nil, err
 	}
 	if v.AfterCreate != nil {
 		if err := v.AfterCreate(); err != nil {
-			return err
+			return "", nil, err
 		}
 	}
 	// Step 3: the external id, as soon as we have it.
 	_, err = v.Pool.Exec(ctx, `UPDATE invoicer_outcomes SET status = 'succeeded', external_id = $2, updated_at = now() WHERE key = $1`, key, inv.ID)
-	return err
+	return "succeeded", &inv.ID, err
 }
 
 func (v *Invoicer) post(ctx context.Context, key string, body []byte) (Invoice, error) {
@@ -175,7 +202,7 @@ func (v *Invoicer) post(ctx context.Context, key string, body []byte) (Invoice, 
 	hreq.Header.Set("Idempotency-Key", key)
 	hc := v.HTTP
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = defaultClient
 	}
 	resp, err := hc.Do(hreq)
 	if err != nil {
@@ -185,12 +212,27 @@ func (v *Invoicer) post(ctx context.Context, key string, body []byte) (Invoice, 
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch {
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
-		return inv, json.Unmarshal(b, &inv)
-	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return inv, fmt.Errorf("accounting API: %s", resp.Status)
+		if err := json.Unmarshal(b, &inv); err != nil || inv.ID == "" {
+			return inv, fmt.Errorf("accounting API: %s without an invoice id: %.200s", resp.Status, b)
+		}
+		return inv, nil
+	case resp.StatusCode >= 500, resp.StatusCode == http.StatusTooManyRequests,
+		// 409: a request under this key is still being processed (Stripe,
+		// the IETF Idempotency-Key draft): ask again later.
+		resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusRequestTimeout,
+		// A redirect is not followed (it would re-send the request
+		// elsewhere) and proves nothing.
+		resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return inv, fmt.Errorf("accounting API: %s (the outcome is not known yet)", resp.Status)
 	default:
 		return inv, fmt.Errorf("%w: %s: %s", ErrPermanent, resp.Status, bytes.TrimSpace(b))
 	}
+}
+
+var defaultClient = &http.Client{
+	Timeout: RequestTimeout,
+	// A redirect would re-send the request elsewhere: an error instead.
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
 // Purge deletes outcomes past their TTL.

@@ -3,10 +3,13 @@ package invoicer_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -16,7 +19,12 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childDB) != "" {
+		os.Exit(child()) // a consumer process of TestSIGKILLedInvoicer
+	}
+	pgtest.Main(m)
+}
 
 var (
 	mon = clients.Date{Year: 2026, Month: 3, Day: 2} // ISO week 2026-W10
@@ -154,5 +162,41 @@ func TestChangedRequestGoesToAPerson(t *testing.T) {
 	err := pool.QueryRow(context.Background(), `SELECT status, note FROM invoicer_outcomes WHERE key = 'acme/5/2026-W10'`).Scan(&status, &note)
 	if err != nil || status != "review" || note == "" {
 		t.Fatalf("outcome %q %q, %v; want review with a note", status, note, err)
+	}
+}
+
+// TestInFlightKeyIsAskedAgain: a create held open past the request timeout
+// is an unknown outcome, and the 409 the next attempt gets while the key is
+// in flight is too: the key stays in progress, and the attempt after the
+// create finished learns the invoice's id (issue 23, item 8).
+func TestInFlightKeyIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	pool, api, url := setup(t)
+	api.Delay = time.Second
+	approveWeek(t, pool)
+	v := &invoicer.Invoicer{Pool: pool, URL: url, HTTP: &http.Client{Timeout: 100 * time.Millisecond}}
+	ctx := context.Background()
+	for i, want := range []string{"timeout", "409"} {
+		ev := events.Event{Source: "acme", Resource: clients.TimeEntries, RecordID: "1"}
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return v.Handle(ctx, tx, ev) }); err == nil {
+			t.Fatalf("attempt %d (%s) did not fail", i+1, want)
+		}
+		var status string
+		if err := pool.QueryRow(ctx, `SELECT status FROM invoicer_outcomes WHERE key = 'acme/5/2026-W10'`).Scan(&status); err != nil || status != "in_progress" {
+			t.Fatalf("after the %s: outcome %q (%v), want in_progress", want, status, err)
+		}
+	}
+	if api.Conflicts() != 1 {
+		t.Fatalf("%d answers 409, want 1", api.Conflicts())
+	}
+	time.Sleep(api.Delay) // the first create ends
+	v.HTTP = nil
+	if err := drain(t, pool, v, "inv"); err != nil {
+		t.Fatal(err)
+	}
+	checkOnePerWeek(t, api)
+	var ext string
+	if err := pool.QueryRow(ctx, `SELECT external_id FROM invoicer_outcomes WHERE key = 'acme/5/2026-W10' AND status = 'succeeded'`).Scan(&ext); err != nil || ext != "inv_1" {
+		t.Fatalf("recorded invoice %q, %v; want inv_1", ext, err)
 	}
 }

@@ -167,6 +167,12 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 			},
 			OnWait: waits.wait,
 		}
+		if a.Pool != nil {
+			// The source's budget, shared with every other process on
+			// this database: a restart or a CLI run never starts afresh.
+			env.Pacer = cursor.New(a.Pool).Pacer(sc.Name)
+			env.Memo = cursor.New(a.Pool).Memo(sc.Name)
+		}
 		return newClient(ctx, sc.Settings(), env)
 	}
 	b, err := build()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/budget"
 	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/webhooks"
@@ -114,6 +115,13 @@ func (a *App) startWebhooks(d *poller.Daemon) {
 			spare = 0
 		}
 		q := webhooks.NewQuota(spare, r.PassRequests, cost)
+		if spare > 0 {
+			// The bucket is the source's, kept in the database: a restart
+			// or a new owner starts with what is left.
+			qp := cursor.QuotaParams{Source: s.Name, Burst: float64(q.Limiter.Burst()), PerSecond: float64(q.Limiter.Limit())}
+			st := cursor.New(a.Pool)
+			q.Take = func(ctx context.Context, n int) (time.Duration, error) { return st.TakeQuota(ctx, qp, n) }
+		}
 		// Twice the spacing of the source's rate limit, at least a second.
 		q.Gap = max(time.Second, 2*s.RateLimit.Per.D()/time.Duration(s.RateLimit.Requests))
 		quotas[s.Name] = q

@@ -90,9 +90,12 @@ type Report struct {
 	// Reconcile is one reconcile run of every resource (on
 	// ReconcileSchedule, over the lookback days); PeakHourlyRequests the
 	// busiest hour with a reconcile run in it, which the verdict judges.
+	// ReconcilesPerHour is the most reconcile runs ReconcileSchedule
+	// starts in any 60 minutes, each of ReconcileRequests.
 	ReconcileSchedule  string `json:"reconcile_schedule,omitempty"`
 	Reconcile          []Line `json:"reconcile,omitempty"`
 	ReconcileRequests  int    `json:"reconcile_requests"`
+	ReconcilesPerHour  int    `json:"reconciles_per_hour,omitempty"`
 	PeakHourlyRequests int    `json:"peak_hourly_requests"`
 	// FallbackPassRequests and FallbackHourlyRequests are a pass and the
 	// busiest hour when a resource's usual way is unavailable (Clockify's
@@ -171,10 +174,12 @@ func plan(in Input, withSuggest bool) (Report, error) {
 			if in.Kind.PassCost != nil {
 				c = in.Kind.PassCost(res, shape, s)
 			}
-			l := Line{Resource: string(res), Requests: c.Requests, Daily: c.Daily, Cap: c.Cap, Note: c.Note}
+			// Churn counted in every pass: a source is polled because it
+			// is being edited.
+			l := Line{Resource: string(res), Requests: c.Requests + c.Churn, Daily: c.Daily, Cap: c.Cap, Note: c.Note}
 			ls = append(ls, l)
 			if c.Fallback > 0 {
-				l.Requests = c.Fallback
+				l.Requests = c.Fallback + c.Churn
 			}
 			fallback = append(fallback, l)
 		}
@@ -188,6 +193,11 @@ func plan(in Input, withSuggest bool) (Report, error) {
 	}
 	r.HourlyRequests = hourly
 	if in.ReconcileSchedule != "" {
+		// Counted per run of its own schedule: a reconcile every minute
+		// is 60 runs an hour, not one (issue 23).
+		if r.ReconcilesPerHour, _, err = Passes(in.ReconcileSchedule); err != nil {
+			return Report{}, fmt.Errorf("reconcile: %w", err)
+		}
 		r.ReconcileSchedule = in.ReconcileSchedule
 		r.Reconcile = cost(provider.PassShape{Reconcile: true, Days: in.LookbackDays + 8})
 	}
@@ -195,10 +205,10 @@ func plan(in Input, withSuggest bool) (Report, error) {
 	for _, l := range r.Reconcile {
 		r.ReconcileRequests += l.Requests
 		if l.Cap != "" {
-			peakCaps[l.Cap] += l.Requests
+			peakCaps[l.Cap] += r.ReconcilesPerHour * l.Requests
 		}
 	}
-	r.PeakHourlyRequests = hourly + r.ReconcileRequests
+	r.PeakHourlyRequests = hourly + r.ReconcilesPerHour*r.ReconcileRequests
 	minHourly, minCaps := total(cost(provider.PassShape{Span: time.Hour + s.Overlap}), 1)
 	r.MinPassRequests = minHourly
 	r.Refuse = r.Quota > 0 && minHourly > r.Quota
@@ -371,7 +381,11 @@ func (r Report) Summary() string {
 	}
 	fmt.Fprintf(&b, " (%s); %d requests in the busiest hour", strings.Join(parts, ", "), r.HourlyRequests)
 	if r.ReconcileRequests > 0 {
-		fmt.Fprintf(&b, ", %d with a reconcile run (%q, %d requests)", r.PeakHourlyRequests, r.ReconcileSchedule, r.ReconcileRequests)
+		runs := "a reconcile run"
+		if r.ReconcilesPerHour > 1 {
+			runs = fmt.Sprintf("%d reconcile runs", r.ReconcilesPerHour)
+		}
+		fmt.Fprintf(&b, ", %d with %s (%q, %d requests each)", r.PeakHourlyRequests, runs, r.ReconcileSchedule, r.ReconcileRequests)
 	}
 	if r.Quota > 0 {
 		fmt.Fprintf(&b, " against %d/h (%s)", r.Quota, r.QuotaFrom)

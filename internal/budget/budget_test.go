@@ -146,7 +146,9 @@ func TestHarvestHasNoQuota(t *testing.T) {
 func TestTogglWorkspaceScope(t *testing.T) {
 	r := planOf(t, toggl+"    scope: workspace\n    schedule: \"*/15 * * * *\"\n")
 	// The Reports API search is not a /me call: only /me (zone) once a day.
-	if r.HourlyRequests != 21 || r.Verdict != Tight || r.Caps[0].Hourly != 0 || !strings.Contains(r.Resources[4].Note, "14 trailing days") {
+	// A pass: 4 resources, the search and the id check: 6; 4 an hour: 25;
+	// 31 with the daily reconcile.
+	if r.HourlyRequests != 25 || r.PeakHourlyRequests != 31 || r.Verdict != DoesNotFit || r.Suggest != "*/30 * * * *" || r.Caps[0].Hourly != 0 || !strings.Contains(r.Resources[4].Note, "14 trailing days") {
 		t.Fatalf("%+v", r)
 	}
 }
@@ -175,5 +177,21 @@ func TestReconcileHourAndFallbackAreCounted(t *testing.T) {
 	r = planOf(t, toggl+"    schedule: \"0 * * * *\"\n")
 	if r.ReconcileRequests == 0 {
 		t.Fatalf("toggl's default reconcile (daily) not counted: %+v", r)
+	}
+}
+
+// A reconcile counts once per run of its own schedule: every minute is 60
+// runs an hour (issue 23, item 5: doctor counted one and said it fit).
+func TestReconcileCountsEveryRunOfItsSchedule(t *testing.T) {
+	for _, spec := range []string{"* * * * *", "@every 1m"} {
+		r := planOf(t, toggl+"    plan: free\n    schedule: \"0 * * * *\"\n    resources: [time_entries]\n    reconcile: {schedule: \""+spec+"\", lookback_days: 7}\n")
+		// One incremental pass an hour (1 + /me once a day), and 60
+		// reconciles of one /me/time_entries request each.
+		if r.ReconcilesPerHour != 60 || r.ReconcileRequests != 1 || r.PeakHourlyRequests != 2+60 || r.Verdict != DoesNotFit || r.Caps[0].Hourly != 62 {
+			t.Fatalf("%s: %+v", spec, r)
+		}
+		if !strings.Contains(r.Summary(), "62 with 60 reconcile runs") {
+			t.Fatalf("summary: %s", r.Summary())
+		}
 	}
 }
