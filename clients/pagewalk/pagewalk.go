@@ -109,6 +109,9 @@ type Walker struct {
 	// MaxPages, when above 0, caps the pages of one walk: a listing that
 	// needs more fails with ErrCapped.
 	MaxPages int
+	// MaxRewinds, when above 0, caps the pages read again after a change of
+	// the total (default: the listing's pages, at least 4).
+	MaxRewinds int
 
 	seed  maphash.Seed
 	walks int
@@ -273,7 +276,11 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 		// A record was created or deleted between the last two pages:
 		// whatever a deletion moved up past the boundary is now at the end
 		// of the page before. Read it again (and this one after it).
-		if w.rewinds < max(4, c.totalPages) {
+		limit := max(4, c.totalPages)
+		if w.MaxRewinds > 0 {
+			limit = w.MaxRewinds
+		}
+		if w.rewinds < limit {
 			w.rewinds++
 			c.backTo = c.pos - 1
 			clear(c.last)
