@@ -58,9 +58,9 @@ type Anchored struct {
 	// changed holds the changes (id and version) that already made the walk
 	// re-anchor: the same change never costs twice.
 	changed map[string]time.Time
-	start  time.Time
-	ups    int
-	now    time.Time
+	start   time.Time
+	ups     int
+	now     time.Time
 }
 
 // mark is what a span's walk keeps of each page served, in the order
@@ -83,7 +83,6 @@ type served struct {
 // follows one change (a creation, a move) that may have hidden a record
 // above; past it, a span still unsettled ends capped.
 const maxUps = 64
-
 
 // Walk walks spans in order. get fetches the page a Query asks for, hands
 // its records on, and describes it. Within a span, pages are walked by
