@@ -47,6 +47,12 @@ type KeyedPage struct {
 type Anchored struct {
 	// What names the listing in logs and errors.
 	What string
+	// Head, when set, is where new records land (today's, and yesterday's
+	// for the zones behind): a walk that read down past it goes on from
+	// page 1 below it (one request), so that records created at the head
+	// afterwards never change the total of what is left to read, and a
+	// departure there always shows in it. The head was read whole before.
+	Head clients.Date
 	// Reanchors counts the walks continued from an anchor, Days the days
 	// paged on their own.
 	Reanchors, Days int
@@ -248,6 +254,9 @@ func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(
 			default:
 				return clients.Date{}, "", fmt.Errorf("%s: %w: page 1 was empty but not the last", a.What, clients.ErrCapped)
 			}
+		}
+		if anchor.IsZero() && !a.Head.IsZero() && p.More && !p.Keyset && (to.IsZero() || !to.Before(a.Head)) && last.Before(a.Head) {
+			flag(last, "below the head (%s): going on without it", a.Head)
 		}
 		if !anchor.IsZero() {
 			if !from.IsZero() && anchor.Before(from) {
