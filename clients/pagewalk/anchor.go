@@ -48,10 +48,11 @@ type Anchored struct {
 	// What names the listing in logs and errors.
 	What string
 	// Head, when set, is where new records land (today's, and yesterday's
-	// for the zones behind): a walk that read down past it goes on from
-	// page 1 below it (one request), so that records created at the head
-	// afterwards never change the total of what is left to read, and a
-	// departure there always shows in it. The head was read whole before.
+	// for the zones behind): once records were seen pushed down (created
+	// above), a walk that read down past the head goes on from page 1 below
+	// it (one request), so that records created there afterwards never
+	// change the total of what is left to read, and a departure below
+	// always shows in it. The head was read whole before.
 	Head clients.Date
 	// Reanchors counts the walks continued from an anchor, Days the days
 	// paged on their own.
@@ -155,6 +156,7 @@ func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(
 	here := map[string]int{} // ids served by this walk, with the page
 	var prev KeyedPage
 	total := -1
+	grew := false // a boundary showed records pushed down: the head is growing
 	for n := 1; ; n++ {
 		p, err := get(ctx, Query{From: from, To: to, Page: n})
 		if err != nil {
@@ -184,6 +186,7 @@ func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(
 			switch {
 			case m > 0:
 				// Contiguous: whatever changed above pushed records down.
+				grew = true
 			case p.Total != total:
 				// A record left or joined the pages already served: what
 				// a departure moved up past the boundary was not served.
@@ -255,7 +258,7 @@ func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(
 				return clients.Date{}, "", fmt.Errorf("%s: %w: page 1 was empty but not the last", a.What, clients.ErrCapped)
 			}
 		}
-		if anchor.IsZero() && !a.Head.IsZero() && p.More && !p.Keyset && (to.IsZero() || !to.Before(a.Head)) && last.Before(a.Head) {
+		if anchor.IsZero() && grew && !a.Head.IsZero() && p.More && !p.Keyset && (to.IsZero() || !to.Before(a.Head)) && last.Before(a.Head) {
 			flag(last, "below the head (%s): going on without it", a.Head)
 		}
 		if !anchor.IsZero() {
