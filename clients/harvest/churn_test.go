@@ -3,6 +3,7 @@ package harvest_test
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -147,5 +148,29 @@ func TestFirstSyncOfABigAccountFinishesUnderChurn(t *testing.T) {
 				t.Errorf("%d pages served, more than 1.3 × %d", res.served, res.pages)
 			}
 		})
+	}
+}
+
+// TestChurnTable prints the BENCHMARKS.md table of pages served per first
+// sync of 10,000 entries (100 a page, no faults) against the churn rates.
+// Run with TIDEMARK_CHURN_TABLE=1 (see BENCHMARKS.md).
+func TestChurnTable(t *testing.T) {
+	if os.Getenv("TIDEMARK_CHURN_TABLE") == "" {
+		t.Skip("TIDEMARK_CHURN_TABLE not set")
+	}
+	for _, r := range []churnRun{
+		{creates: 0}, {creates: 1}, {creates: 2}, {creates: 5}, {deleteEvery: 10}, {deleteEvery: 1},
+	} {
+		r.entries, r.perPage = 10000, 100
+		var res churnResult
+		ok := t.Run("", func(t *testing.T) { res = firstSyncUnderChurn(t, r) })
+		outcome := "complete"
+		switch {
+		case res.err != nil:
+			outcome = "failed: " + res.err.Error()
+		case !ok:
+			outcome = "complete, entries lost"
+		}
+		t.Logf("| %d creations/page | 1 deletion per %d pages | %d requests | %s |", r.creates, r.deleteEvery, res.requests, outcome)
 	}
 }
