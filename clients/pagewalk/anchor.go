@@ -55,8 +55,10 @@ type Anchored struct {
 	// always shows in it. The head was read whole before.
 	Head clients.Date
 	// Reanchors counts the walks continued from an anchor, Days the days
-	// paged on their own.
-	Reanchors, Days int
+	// paged on their own, Patches the page boundaries read again by date.
+	Reanchors, Days, Patches int
+	// capped collects the ranges that would not hold still.
+	capped error
 	// The span being walked: its pages, where each record was last served,
 	// its first page's clock, the re-anchors above the walk, and the clock
 	// of the latest page. All bounded by what was served.
@@ -74,9 +76,9 @@ type Anchored struct {
 // served: the source's clock, the page's last key, and whether the
 // boundary before it was taken on trust (no overlap, total unchanged).
 type mark struct {
-	clock time.Time
-	last  clients.Date
-	trust bool
+	clock       time.Time
+	first, last clients.Date
+	trust       bool
 }
 
 // served is where a record was last served: the page (index into hist)
@@ -145,7 +147,7 @@ func (a *Anchored) Walk(ctx context.Context, spans []Span, get func(context.Cont
 			a.hist = append(a.hist, mark{clock: a.now, last: to})
 		}
 	}
-	return capped
+	return errors.Join(capped, a.capped)
 }
 
 // segment walks page 1, 2, … of from..to. It returns the zero Date when
@@ -171,6 +173,7 @@ func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(
 			a.start = p.Clock.Truncate(time.Second)
 		}
 		var anchor clients.Date
+		var patch []int // boundaries to read again by their dates
 		reason := ""
 		flag := func(key clients.Date, format string, args ...any) {
 			if anchor.IsZero() || key.After(anchor) {
@@ -204,49 +207,33 @@ func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(
 		} else if cur > base {
 			last = a.hist[cur-1].last
 		}
-		a.hist = append(a.hist, mark{clock: p.Clock, last: last, trust: trust})
+		first := last
+		if len(p.Keys) > 0 {
+			first = p.Keys[0]
+		}
+		a.hist = append(a.hist, mark{clock: p.Clock, first: first, last: last, trust: trust})
 		for i := m; i < len(p.IDs); i++ {
 			id := p.IDs[i]
 			if f, ok := a.served[id]; ok && p.Keys[i].Before(f.key) {
-				// It moved down since it was served: what followed it
-				// moved up past the boundaries since, and one taken on
-				// trust may hide a record.
-				if k, ok := a.hidden(f.at); ok {
-					flag(k, "id %s moved from %s to %s", id, f.key, p.Keys[i])
+				if i >= len(p.Versions) || p.Versions[i].IsZero() {
+					// No stamp to tell when it moved: from where it was.
+					if k, ok := a.hidden(f.at); ok {
+						flag(k, "id %s moved from %s to %s", id, f.key, p.Keys[i])
+					}
 				}
-			} else if j, ok := here[id]; ok {
+			} else if j, ok := here[id]; ok && !p.Keys[i].Before(a.hist[j].last) {
 				flag(a.hist[j].last, "id %s served again on page %d", id, n)
 			}
 		}
-		for i, id := range p.IDs {
-			c := changedAt(p, i)
-			if c.IsZero() || c.Before(a.start) {
-				continue
-			}
-			if _, ok := a.served[id]; ok {
-				continue
-			}
-			if v, ok := a.changed[id]; ok && !c.After(v) {
-				continue
-			}
-			// Created (or moved in) during the walk on a page not yet read:
-			// it pushed records down, or masks a departure above it (the
-			// total unchanged) at a boundary taken on trust since the last
-			// page served before it.
-			k := 0
-			for k+1 < cur && !a.hist[k+1].clock.IsZero() && !a.hist[k+1].clock.Add(time.Second).After(c) {
-				k++
-			}
-			if key, ok := a.hidden(k); ok {
-				a.changed[id] = c
-				flag(key, "a record was created or changed during the walk (%s)", c.UTC().Format(time.RFC3339))
-			}
-		}
+		patch = a.suspects(p, m, !from.IsZero())
 		for i, id := range p.IDs {
 			a.served[id] = served{at: cur, key: p.Keys[i]}
 			if _, ok := here[id]; !ok {
 				here[id] = cur
 			}
+		}
+		if err := a.patch(ctx, patch, get); err != nil {
+			return clients.Date{}, "", err
 		}
 		if p.More && !p.Keyset && p.Size > 0 && len(p.IDs) < p.Size {
 			switch {
@@ -331,12 +318,119 @@ func overlap(prev, p KeyedPage) int {
 	return 0
 }
 
+// suspects returns the boundaries taken on trust at which a change seen on
+// p (from record m on) may have hidden a record: a record created (or moved
+// in) during the walk on a page not yet read masks a departure above it at
+// the boundary it became visible in (the total unchanged); a record served
+// before and now further down left a gap at the boundary it moved in. That
+// boundary lies after the last page served before the change's stamp, up
+// to the first page served after it.
+func (a *Anchored) suspects(p KeyedPage, m int, bounded bool) []int {
+	var out []int
+	for i := m; i < len(p.IDs); i++ {
+		id := p.IDs[i]
+		var c time.Time
+		if f, ok := a.served[id]; ok {
+			if !p.Keys[i].Before(f.key) || i >= len(p.Versions) {
+				continue
+			}
+			c = p.Versions[i] // moved down since it was served
+		} else {
+			c = arrivedAt(p, i, bounded)
+		}
+		if c.IsZero() || c.Before(a.start) {
+			continue
+		}
+		if v, ok := a.changed[id]; ok && !c.After(v) {
+			continue
+		}
+		k := 0
+		for k+1 < len(a.hist) && !a.hist[k+1].clock.IsZero() && !a.hist[k+1].clock.Add(time.Second).After(c) {
+			k++
+		}
+		for j := k + 1; j < len(a.hist); j++ {
+			if a.hist[j].trust {
+				a.changed[id] = c
+				out = append(out, j)
+			}
+			if a.hist[j].clock.IsZero() || a.hist[j].clock.After(c.Add(time.Second)) {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// patch reads again, by date, the boundaries suspects named.
+func (a *Anchored) patch(ctx context.Context, js []int, get func(context.Context, Query) (KeyedPage, error)) error {
+	for _, j := range js {
+		if !a.hist[j].trust {
+			continue // read already
+		}
+		a.hist[j].trust = false
+		if err := a.boundary(ctx, j, get); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// watched wraps get for reads outside a walk's pages (a day, a boundary):
+// what they serve is checked for changes (suspects) and counted as served.
+func (a *Anchored) watched(get func(context.Context, Query) (KeyedPage, error)) func(context.Context, Query) (KeyedPage, error) {
+	return func(ctx context.Context, q Query) (KeyedPage, error) {
+		p, err := get(ctx, q)
+		if err != nil || len(a.hist) == 0 {
+			return p, err
+		}
+		js := a.suspects(p, 0, false)
+		at := len(a.hist) - 1
+		for i, id := range p.IDs {
+			if i < len(p.Keys) {
+				a.served[id] = served{at: at, key: p.Keys[i]}
+			}
+		}
+		return p, a.patch(ctx, js, get)
+	}
+}
+
+// boundary reads again the dates around boundary j (the first date of
+// page j to the last of page j-1): a record a departure above moved up
+// past it, masked by a creation below, is among them. One request, as a
+// rule, instead of walking again from there. A range that would not hold
+// still is noted as capped and the walk goes on.
+func (a *Anchored) boundary(ctx context.Context, j int, get func(context.Context, Query) (KeyedPage, error)) error {
+	from, to := a.hist[j].first, a.hist[j-1].last
+	if from.IsZero() || to.IsZero() || from.After(to) {
+		from = to
+	}
+	a.Patches++
+	zerolog.Ctx(ctx).Debug().Str("listing", a.What).Stringer("from", from).Stringer("to", to).
+		Msg("listing shifted while walking; reading the dates at a page boundary again")
+	w := New(fmt.Sprintf("%s from %s to %s", a.What, from, to))
+	w.MaxRewinds = 8
+	get = a.watched(get)
+	err := w.Numbered(ctx, 1, func(ctx context.Context, n int) (Page, error) {
+		p, err := get(ctx, Query{From: from, To: to, Page: n})
+		if err != nil {
+			return Page{}, err
+		}
+		return p.page(), nil
+	})
+	if errors.Is(err, clients.ErrCapped) {
+		a.capped = errors.Join(a.capped, err)
+		return nil
+	}
+	return err
+}
+
 // day pages the single day d by number under the Walker's defence.
 func (a *Anchored) day(ctx context.Context, d clients.Date, get func(context.Context, Query) (KeyedPage, error)) error {
 	w := New(fmt.Sprintf("%s on %s", a.What, d))
 	// A day is small: a few rewinds, not one per page of a day that grows
 	// faster than it is read.
 	w.MaxRewinds = 8
+	get = a.watched(get)
 	return w.Numbered(ctx, 1, func(ctx context.Context, n int) (Page, error) {
 		p, err := get(ctx, Query{From: d, To: d, Page: n})
 		if err != nil {
@@ -370,15 +464,22 @@ func (p KeyedPage) page() Page {
 	return out
 }
 
-// changedAt is when record i last changed: its version, else its
-// creation stamp (zero: unknown). A record changed during the walk may have
-// joined the listing (moved in), which shifts it as a creation does.
-func changedAt(p KeyedPage, i int) time.Time {
-	if i < len(p.Versions) && !p.Versions[i].IsZero() {
-		return p.Versions[i]
-	}
+// arrivedAt is when record i may have joined the listing: its creation
+// stamp, else (no stamp) its version. Its version too when the span has a
+// lower bound (bounded): a record edited from before the span into it
+// arrives as a creation does. Without one, a record can only enter the
+// part not yet read from the part read (and was served there), so an edit
+// in place of a record not yet read costs nothing.
+func arrivedAt(p KeyedPage, i int, bounded bool) time.Time {
+	var created, version time.Time
 	if i < len(p.Created) {
-		return p.Created[i]
+		created = p.Created[i]
 	}
-	return time.Time{}
+	if i < len(p.Versions) {
+		version = p.Versions[i]
+	}
+	if created.IsZero() || bounded {
+		return version
+	}
+	return created
 }
