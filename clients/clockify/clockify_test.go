@@ -1164,12 +1164,7 @@ func TestIdleFeedWindowStaysShort(t *testing.T) {
 	if _, err := p.Incremental(t.Context(), c.Name()); err != nil {
 		t.Fatal(err)
 	}
-	feed := 0
-	for _, r := range f.Requests() {
-		if strings.Contains(r.Path, "/entities/") {
-			feed++
-		}
-	}
+	feed := requestsTo(f, func(path string) bool { return strings.Contains(path, "/entities/") })
 	if feed != 3 {
 		t.Fatalf("an idle pass after 60 quiet days read the feed %d times, want 3 (created, updated, deleted)", feed)
 	}
@@ -1209,13 +1204,18 @@ func TestBackfillFinishesWhileServedEntriesAreDeleted(t *testing.T) {
 		}
 	}
 	requireAll(t, got, live)
+	if n := requestsTo(f, func(path string) bool { return strings.HasSuffix(path, "/time-entries") }); n != 2 {
+		t.Errorf("%d requests of time entries, want 2", n)
+	}
+}
+
+// requestsTo counts the requests f received on paths that match.
+func requestsTo(f *clockifytest.Server, match func(path string) bool) int {
 	n := 0
 	for _, rq := range f.Requests() {
-		if strings.HasSuffix(rq.Path, "/time-entries") {
+		if match(rq.Path) {
 			n++
 		}
 	}
-	if n != 2 {
-		t.Errorf("%d requests of time entries, want 2", n)
-	}
+	return n
 }
