@@ -145,6 +145,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/provider/listing"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Defaults.
@@ -435,6 +436,8 @@ type lister struct {
 	usersRead, projectsRead bool
 	// feedFrom is where the feed read starts.
 	feedFrom time.Time
+	// lastStart is the start of the last time entry listed (userEntries).
+	lastStart time.Time
 }
 
 // decodeEntries runs decode (a page of time entries) and, when it met a
@@ -536,6 +539,9 @@ func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q 
 		return nil, 0, c.dec.Errf(string(r), l.page, "(page)", fmt.Sprintf("%d records on a page of %d", len(recs), c.pageSize), nil)
 	}
 	ids, n := listing.IDs(recs), len(recs)
+	if r == clients.TimeEntries && n > 0 {
+		l.lastStart, _ = recs[n-1].Row[schema.TE.Started].(time.Time)
+	}
 	c.log.Debug().Str("resource", string(r)).Int("page", l.page).Int("records", len(recs)).Msg("page fetched")
 	if err := l.fn(ctx, clients.Page{Resource: r, Number: l.page, SourceTime: resp.Date, Records: recs}); err != nil {
 		return nil, 0, err
@@ -594,19 +600,48 @@ func (l *lister) entries(ctx context.Context, start, end time.Time) error {
 		return err
 	}
 	for _, uid := range users {
-		path := c.path("user", uid, "time-entries")
-		err := listing.UntilShort(ctx, path, 1, c.pageSize, c.maxPages, func(ctx context.Context, page int) ([]string, int, error) {
-			q := url.Values{"page": {strconv.Itoa(page)}, "page-size": {strconv.Itoa(c.pageSize)}, "start": {stamp(start)}}
-			if !end.IsZero() {
-				q.Set("end", stamp(end))
-			}
-			return l.listed(ctx, clients.TimeEntries, path, q)
-		})
-		if err != nil {
+		if err := l.userEntries(ctx, c.path("user", uid, "time-entries"), start, end); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// userEntries lists one user's entries, newest start first, by keyset: a
+// full page is followed by page 1 again with `end` at the start of its
+// last entry plus a second (whether Clockify's `end` is inclusive is not
+// documented: the entries of that second are served again, harmless as the
+// write is versioned, and none is skipped). No page is numbered past 1, so
+// an entry deleted or moved above the walk between two requests costs
+// nothing; one moved from below to above it changed, and the change feed
+// (or the next reconcile) reads it.
+func (l *lister) userEntries(ctx context.Context, path string, start, end time.Time) error {
+	c := l.c
+	upper := end
+	for pages := 1; ; pages++ {
+		q := url.Values{"page": {"1"}, "page-size": {strconv.Itoa(c.pageSize)}, "start": {stamp(start)}}
+		if !upper.IsZero() {
+			q.Set("end", stamp(upper))
+		}
+		l.lastStart = time.Time{}
+		_, n, err := l.listed(ctx, clients.TimeEntries, path, q)
+		if err != nil {
+			return err
+		}
+		if n < c.pageSize {
+			return nil
+		}
+		next := l.lastStart.UTC().Truncate(time.Second).Add(time.Second)
+		switch {
+		case l.lastStart.IsZero():
+			return fmt.Errorf("%s: %s: %w: a full page without a start to go on from", c.name, path, clients.ErrCapped)
+		case !upper.IsZero() && !next.Before(upper):
+			return fmt.Errorf("%s: %s: %w: more than %d entries start in the second %s", c.name, path, clients.ErrCapped, c.pageSize, stamp(l.lastStart))
+		case pages >= c.maxPages:
+			return fmt.Errorf("%s: %s: %w: more than %d pages", c.name, path, clients.ErrCapped, c.maxPages)
+		}
+		upper = next
+	}
 }
 
 // tasks lists every project's tasks.

@@ -65,6 +65,9 @@ type Client struct {
 	listedUnder map[clients.Resource]map[string]time.Time
 	// timers is what the last look showed of running timers (fetchEntries).
 	timers timers
+	// now is our clock: it tells today, where time entries are cut into
+	// spans (entrySpans).
+	now func() time.Time
 }
 
 // timers is what a Client knows of the account's running timers.
@@ -128,6 +131,7 @@ func New(p Params) (*Client, error) {
 		dec:         newDecoder(p.Name, hc),
 		listedUnder: map[clients.Resource]map[string]time.Time{},
 		log:         p.Log(),
+		now:         time.Now,
 	}, nil
 }
 
@@ -310,7 +314,7 @@ func (c *Client) fetchEntries(ctx context.Context, w clients.Window, send func(l
 		})
 		return send(f)
 	}
-	n, ok := c.walk(ctx, r, "", c.firstURL(r, w), 0, !recheck, watch)
+	n, ok := c.walkDated(ctx, w, !recheck, watch)
 	if recheck && ok {
 		saw = false
 		q := c.query(EndpointOf(r), clients.Window{})

@@ -32,7 +32,45 @@
 // provider cut short (fewer pages than its envelope promised, more than
 // MaxPages), ends in an error wrapping clients.ErrCapped. Records served by
 // every walk are handed on as they arrive: re-delivery is harmless, because
-// the write is version-guarded.
+// the write is version-guarded. The Walker serves the small listings
+// without a date key (projects, clients, users, tasks): a shifted walk
+// costs at most MaxWalks walks plus a few pages read again, and a listing
+// under steady churn fails that pass only (the next tick lists it anew).
+//
+// A listing ordered by a date key it can also be filtered on (Harvest time
+// entries: spent_date, newest first) is walked by Anchored instead, which
+// never walks again from page 1 and never reads the page before again:
+//
+//   - Pages are read by number while the listing holds still: a clean walk
+//     costs exactly its pages, an idle pass one request.
+//   - A boundary between two pages is proven when the next page starts with
+//     the last record of the one before, unchanged (records created above
+//     pushed the rest down): creations cost nothing but the records served
+//     twice.
+//   - When the total changes without such proof (a departure above moved a
+//     record up past the boundary), or a page is short before the last,
+//     the walk re-anchors: page 1 of the same query with its upper date
+//     bound set to the last date of the last page known complete. Nothing
+//     above that date can hide a record below it; the records of that date
+//     are served again. Cost: one request, and the records of one date.
+//   - A record created during the walk on a page not yet read may mask a
+//     departure above (the total unchanged); a record served before and
+//     seen again further down moved and left a gap. Either way only the page
+//     boundary its stamp falls in can hide a record: the dates around that
+//     boundary are read again (one request as a rule).
+//   - A walk that has read past the head (today and yesterday, where new
+//     records land) and saw records created there re-anchors below it once,
+//     so that later creations never change the total of what is left.
+//   - A date that alone fills the pages before a shift is paged on its own
+//     under the Walker's defence; only such a day may end capped, and the
+//     rest of the listing goes on first. Re-anchors above the walk's position
+//     are bounded (maxUps).
+//
+// Not seen by either: a record that changes twice while a walk is running,
+// first hiding another (moved down, or created below while one above is
+// deleted) and then out of sight before the walk reaches it. The hidden
+// record is read by the next listing of its dates (reconcile, backfill).
+// Memory is bounded by what was served, never by a provider's count.
 package pagewalk
 
 import (
@@ -109,6 +147,9 @@ type Walker struct {
 	// MaxPages, when above 0, caps the pages of one walk: a listing that
 	// needs more fails with ErrCapped.
 	MaxPages int
+	// MaxRewinds, when above 0, caps the pages read again after a change of
+	// the total (default: the listing's pages, at least 4).
+	MaxRewinds int
 
 	seed  maphash.Seed
 	walks int
@@ -273,7 +314,11 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 		// A record was created or deleted between the last two pages:
 		// whatever a deletion moved up past the boundary is now at the end
 		// of the page before. Read it again (and this one after it).
-		if w.rewinds < max(4, c.totalPages) {
+		limit := max(4, c.totalPages)
+		if w.MaxRewinds > 0 {
+			limit = w.MaxRewinds
+		}
+		if w.rewinds < limit {
 			w.rewinds++
 			c.backTo = c.pos - 1
 			clear(c.last)

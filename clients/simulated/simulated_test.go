@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/internal/sourcetest"
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/clients/simulated"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
@@ -271,4 +273,45 @@ func sameKeys[K comparable, V any](a, b map[K]V) bool {
 		}
 	}
 	return true
+}
+
+// Issue 22: on a loaded machine the demo logged "still shifting after 3
+// walks (a record was created after the walk began …)": the simulated
+// tracker's ordinary churn (creations today and back-dated, edits,
+// deletions) lands between two pages when pages are slow. Here a burst of
+// it lands before every page: the first sync of the time entries still
+// finishes, never walks again, and serves every entry that did not change.
+func TestDemoChurnBetweenEveryPageNeverStopsTheListing(t *testing.T) {
+	t.Parallel()
+	tr := newTracker(t, simulated.Params{Seed: 5, Users: 10, Days: 120, NoRateLimit: true})
+	before := tr.Truth().Expected(clients.TimeEntries)
+	start := tr.Now().Add(-time.Second)
+	tr.Server().OnList(func(fakeapi.Request) { tr.Step(20) })
+	logs := &sourcetest.SyncBuffer{}
+	c, err := harvest.New(harvest.Params{
+		Base: provider.Base{Name: "demo", BaseURL: tr.URL(), Token: tr.Token(),
+			RateLimit: httpx.RateLimit{Requests: 10000, Per: time.Second},
+			Env:       provider.Env{Contact: "test@example.com", Logger: zerolog.New(logs).Level(zerolog.DebugLevel)}},
+		AccountID: tr.AccountID(), PerPage: 100,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := sourcetest.CollectContext(zerolog.New(logs).WithContext(t.Context()), c, clients.TimeEntries, clients.Window{})
+	if err != nil {
+		t.Fatalf("first sync failed: %v", err)
+	}
+	if strings.Contains(logs.String(), "still shifting") || strings.Contains(logs.String(), "walking it again") {
+		t.Errorf("the listing was walked again:\n%s", logs.String())
+	}
+	got := sourcetest.Records(pages)
+	after := tr.Truth().Expected(clients.TimeEntries)
+	for id, w := range after {
+		if b, ok := before[id]; ok && w.Version.Before(start) && b.Version.Equal(w.Version) {
+			if _, ok := got[id]; !ok {
+				t.Errorf("entry %s, unchanged, was never served", id)
+			}
+		}
+	}
+	t.Logf("%d pages for %d entries", len(pages), len(before))
 }

@@ -1412,3 +1412,67 @@ func TestDecodeEventScopeMeOnlyTheOwnersEntries(t *testing.T) {
 		t.Fatalf("another user's entry: %d records, ok %v, %v: want none (the me listings never return it)", len(recs), ok, err)
 	}
 }
+
+// Issue 22: a backfill finishes while entries already served are deleted
+// between two requests, in both scopes: /me by date windows (each one
+// response: nothing between pages to shift), the detailed search by its
+// X-Next-* keyset headers (a deletion above the cursor moves nothing it
+// resumes at).
+func TestBackfillFinishesWhileServedEntriesAreDeleted(t *testing.T) {
+	t.Parallel()
+	for _, scope := range []string{toggl.ScopeMe, toggl.ScopeWorkspace} {
+		t.Run(scope, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, toggltest.Options{ReportPageCap: 20})
+			today := clients.DateOf(f.Now().UTC())
+			first := today.AddDays(-30)
+			var ids []int64
+			for d := range 20 {
+				for i := range 10 {
+					id := int64(1000 + d*10 + i)
+					putEntry(f, id, 11, first.AddDays(d).Time().Add(9*time.Hour+time.Duration(i)*time.Minute))
+					ids = append(ids, id)
+				}
+			}
+			gone := map[int64]bool{}
+			served := map[int64]bool{}
+			var mu sync.Mutex
+			f.OnList(func(fakeapi.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				n := 0
+				for _, id := range ids {
+					if served[id] && !gone[id] && n < 2 {
+						gone[id] = true
+						f.Delete(clients.TimeEntries, id)
+						n++
+					}
+				}
+			})
+			c := newClient(t, f, nil, func(p *toggl.Params, _ *httpx.Config) {
+				p.Scope = scope
+			})
+			got := map[int64]bool{}
+			err := c.List(t.Context(), clients.TimeEntries, clients.Window{From: first, To: first.AddDays(19)}, func(_ context.Context, p clients.Page) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range p.Records {
+					id, _ := strconv.ParseInt(r.ID, 10, 64)
+					got[id], served[id] = true, true
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("backfill failed: %v", err)
+			}
+			if len(gone) == 0 && scope == toggl.ScopeWorkspace {
+				t.Fatal("nothing was deleted during the walk")
+			}
+			for _, id := range ids {
+				if !gone[id] && !got[id] {
+					t.Errorf("entry %d was never served", id)
+				}
+			}
+		})
+	}
+}
