@@ -25,6 +25,7 @@ type Metrics struct {
 	waiting     *vec
 	schedule    *vec
 	hist        history
+	fleet       *fleetMetrics // fleet.go
 }
 
 // New registers the metrics in a new registry.
@@ -57,6 +58,7 @@ func New() *Metrics {
 	}
 	m.Registry.MustRegister(m.records, m.requests, m.rateLimited, m.passes, m.lag, m.lastSuccess, m.backfill,
 		m.failures, m.refused, m.waiting, m.schedule)
+	m.fleet = newFleetMetrics(m.Registry)
 	return m
 }
 
