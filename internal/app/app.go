@@ -57,6 +57,10 @@ type App struct {
 	// replicas in one process); zero: this host and pid, 5 s heartbeats.
 	Fleet poller.FleetParams
 
+	// configAt is when Config was loaded (a reload sets it): of two
+	// replicas with different configs for one source, the newer serves it.
+	configAt time.Time
+
 	wh      *webhookState // webhooks.go
 	closers []func()
 	// share: the daemon builds a source's client only while it owns the
@@ -67,7 +71,7 @@ type App struct {
 
 // Open connects to the database of a loaded configuration.
 func Open(ctx context.Context, cfg *config.Config, dbURL, version string, log zerolog.Logger) (*App, error) {
-	a := &App{Config: cfg, DBURL: dbURL, Log: log, Metrics: metrics.New(), Version: version}
+	a := &App{Config: cfg, DBURL: dbURL, Log: log, Metrics: metrics.New(), Version: version, configAt: time.Now()}
 	if err := a.connect(ctx); err != nil {
 		return nil, err
 	}

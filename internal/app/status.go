@@ -146,6 +146,10 @@ func (a *App) statusPage(ctx context.Context, now time.Time) (*statusPage, error
 			s.State, s.Class = "attention", "warn"
 		}
 		s.Rows = append(s.Rows, sr)
+		if row.Unserved != "" {
+			// Nobody polls it: red whatever its last passes said.
+			s.State, s.Class = row.Unserved, "bad"
+		}
 	}
 	for _, b := range bfs {
 		if cursor.Final(b.Status) {
