@@ -68,6 +68,7 @@ const (
 // database knows of sources no longer configured, with their cursor, last
 // run, waits, back-off and next run.
 func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]CursorRow, error) {
+	cfg := a.cfg()
 	sts, err := cursor.New(a.Pool).List(ctx, only)
 	if err != nil {
 		return nil, err
@@ -106,8 +107,8 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 		return nil, err
 	}
 	names := map[string]bool{}
-	for i := range a.Config.Sources {
-		names[a.Config.Sources[i].Name] = true
+	for i := range cfg.Sources {
+		names[cfg.Sources[i].Name] = true
 	}
 	for _, s := range sts {
 		names[s.Source] = true
@@ -179,8 +180,8 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 		out = append(out, row)
 	}
 	// Configured sources first, every resource shown even before its first run.
-	for i := range a.Config.Sources {
-		sc := &a.Config.Sources[i]
+	for i := range cfg.Sources {
+		sc := &cfg.Sources[i]
 		if only != "" && sc.Name != only {
 			continue
 		}
@@ -207,7 +208,7 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 	// even before their first pass: they are in no list above.
 	var others []string
 	for name := range servers {
-		if _, err := a.Config.Source(name); err != nil && !shown[name] && (only == "" || name == only) && unserved(name) != "" {
+		if _, err := cfg.Source(name); err != nil && !shown[name] && (only == "" || name == only) && unserved(name) != "" {
 			others = append(others, name)
 		}
 	}

@@ -171,7 +171,9 @@ func wrap(s *slot, probe clients.Source) clients.Source {
 // up.
 func (a *App) shareSources(d *poller.Daemon) {
 	d.OnOwnership(func(source string, owned bool) {
+		a.slotsMu.Lock()
 		s := a.slots[source]
+		a.slotsMu.Unlock()
 		if s == nil {
 			return
 		}
@@ -190,6 +192,8 @@ func (a *App) shareSources(d *poller.Daemon) {
 
 // builtSources names the sources that have a client now, sorted (tests).
 func (a *App) builtSources() []string {
+	a.slotsMu.Lock()
+	defer a.slotsMu.Unlock()
 	var out []string
 	for name, s := range a.slots {
 		if s.built() != nil {

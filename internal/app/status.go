@@ -123,7 +123,7 @@ func (a *App) statusPage(ctx context.Context, now time.Time) (*statusPage, error
 		if !ok {
 			s = &statusSource{Name: row.Source, State: "ok", Class: "ok", Owner: row.Owner}
 			p.Sources = append(p.Sources, s)
-			if sc, err := a.Config.Source(row.Source); err == nil {
+			if sc, err := a.cfg().Source(row.Source); err == nil {
 				s.Kind, s.Schedule = sc.Kind, sc.Schedule
 			} else {
 				s.Kind = "no longer configured"
