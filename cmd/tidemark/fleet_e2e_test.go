@@ -103,7 +103,7 @@ func TestE2EReloadOnSIGHUP(t *testing.T) {
 		t.Fatalf("two's owner lease after its removal: %v %v", holders, err)
 	}
 	stopped := e.runsOf(t, "two")
-	e.polled(t, "three", 2) // a few ticks later
+	e.polled(t, "three", 2)                     // a few ticks later
 	if n := e.runsOf(t, "two"); n > stopped+1 { // one may have been in flight
 		t.Fatalf("two polled %d more times after its removal", n-stopped)
 	}
