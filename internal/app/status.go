@@ -125,6 +125,8 @@ func (a *App) statusPage(ctx context.Context, now time.Time) (*statusPage, error
 			p.Sources = append(p.Sources, s)
 			if sc, err := a.cfg().Source(row.Source); err == nil {
 				s.Kind, s.Schedule = sc.Kind, sc.Schedule
+			} else if row.Unserved == NoOwner {
+				s.Kind = "configured on another replica"
 			} else {
 				s.Kind = "no longer configured"
 			}
