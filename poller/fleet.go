@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/lease"
@@ -39,6 +40,7 @@ type fleet struct {
 	// unownedSince: when the sources found without an owner were first
 	// seen so (the fleet's first member counts them, see watchUnowned).
 	unownedSince map[string]time.Time
+	watching     atomic.Bool // a watchUnowned runs
 }
 
 // FleetObserver is an Observer that also wants the fleet's sources that
@@ -161,8 +163,19 @@ func (d *Daemon) rebalance() {
 		d.state[name].running = false
 	}
 	d.mu.Unlock()
-	if len(members) > 0 && members[0] == f.Member.ID {
-		d.watchUnowned(ctx, peers)
+	if len(members) > 0 && members[0] == me.ID {
+		// Beside the rounds, never two at once: a slow look (thousands of
+		// leases) must not delay the next hand-over.
+		if f.watching.CompareAndSwap(false, true) {
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				defer f.watching.Store(false)
+				ctx, cancel := context.WithTimeout(d.ctx, max(f.Heartbeat, 5*time.Second))
+				defer cancel()
+				d.watchUnowned(ctx, peers)
+			}()
+		}
 	} else if fo, ok := d.p.metrics.(FleetObserver); ok {
 		fo.FleetSources(nil, nil)
 	}
