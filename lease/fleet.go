@@ -25,12 +25,14 @@ import (
 // while the members' views differ for a moment.
 
 const sqlHeartbeat = `
-INSERT INTO fleet_members (id, host, pid, lease_pid, lease_started, sources, config_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO fleet_members (id, host, pid, lease_pid, lease_started, sources, config_at, sources_digest)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $9)
 ON CONFLICT (id) DO UPDATE
 SET lease_pid = EXCLUDED.lease_pid, lease_started = EXCLUDED.lease_started, heartbeat_at = now(),
     sources = CASE WHEN $8 THEN EXCLUDED.sources ELSE fleet_members.sources END,
-    config_at = CASE WHEN $8 THEN EXCLUDED.config_at ELSE fleet_members.config_at END`
+    config_at = CASE WHEN $8 THEN EXCLUDED.config_at ELSE fleet_members.config_at END,
+    sources_digest = CASE WHEN $8 THEN EXCLUDED.sources_digest ELSE fleet_members.sources_digest END
+RETURNING xmax = 0`
 
 // sqlLive lists the live members; the dead ones whose session is gone are
 // removed on the way (a member that dies leaves nothing behind for long).
@@ -41,7 +43,7 @@ WITH gone AS (
     WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = m.lease_pid AND a.backend_start = m.lease_started)
       AND m.heartbeat_at < now() - $1::interval
 )
-SELECT m.id, md5(m.sources::text), m.config_at FROM fleet_members m
+SELECT m.id, CASE WHEN m.sources IS NOT NULL THEN coalesce(m.sources_digest, '') END, m.config_at FROM fleet_members m
 JOIN pg_stat_activity a ON a.pid = m.lease_pid AND a.backend_start = m.lease_started
 WHERE m.heartbeat_at > now() - $1::interval
 ORDER BY m.id`
@@ -122,7 +124,21 @@ func (l *Leaser) HeartbeatPeers(ctx context.Context, m Member, ttl time.Duration
 	// new row): not a few hundred kB every heartbeat of a large fleet.
 	hash := fmt.Sprintf("%x/%d", md5.Sum(srcJSON), m.ConfigAt.UnixNano())
 	send := l.peers.sent != l.sess || l.peers.sentHash != hash
-	if _, err := l.conn.Exec(ctx, sqlHeartbeat, m.ID, m.Host, m.PID, int64(l.sess.pid), l.sess.started, srcJSON, configAt, send); err != nil {
+	beat := func(send bool) (inserted bool, err error) {
+		src, at := any(srcJSON), any(configAt)
+		if !send {
+			src, at = nil, nil // unchanged: not even sent (the server would parse it all)
+		}
+		err = l.conn.QueryRow(ctx, sqlHeartbeat, m.ID, m.Host, m.PID, int64(l.sess.pid), l.sess.started,
+			src, at, send, hash).Scan(&inserted)
+		return inserted, err
+	}
+	inserted, err := beat(send)
+	if err == nil && inserted && !send {
+		// The row was gone (deleted by hand): written again whole.
+		_, err = beat(true)
+	}
+	if err != nil {
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
 			return nil, fmt.Errorf("fleet heartbeat: table fleet_members is missing: run `tidemark migrate`: %w", err)
 		}
@@ -187,7 +203,7 @@ func (l *Leaser) HeartbeatPeers(ctx context.Context, m Member, ttl time.Duration
 // readPeerSources reads the sources of the members named into the cache;
 // l.mu is held.
 func (l *Leaser) readPeerSources(ctx context.Context, ids []string) error {
-	rows, err := l.conn.Query(ctx, `SELECT id, md5(sources::text), sources FROM fleet_members WHERE id = ANY($1) AND sources IS NOT NULL`, ids)
+	rows, err := l.conn.Query(ctx, `SELECT id, coalesce(sources_digest, ''), sources FROM fleet_members WHERE id = ANY($1) AND sources IS NOT NULL`, ids)
 	if err != nil {
 		return fmt.Errorf("fleet members' sources: %w", err)
 	}
