@@ -111,6 +111,36 @@ func TestE2EReloadOnSIGHUP(t *testing.T) {
 		t.Fatalf("tidemark_config_last_reload_successful %s after a good reload", v)
 	}
 
+	// `cursors` says nobody serves two any more (and who owns the others);
+	// retired, two leaves the view; one, configured, cannot be retired.
+	unserved := func() map[string]string {
+		rows := cliJSON[[]struct {
+			Source   string `json:"source"`
+			Owner    string `json:"owner"`
+			Unserved string `json:"unserved"`
+		}](t, e, "cursors", "--config", cfg, "--json")
+		m := map[string]string{}
+		for _, r := range rows {
+			m[r.Source] = r.Unserved
+			if r.Source != "two" && (r.Owner == "" || r.Unserved != "") {
+				t.Errorf("cursors: %+v", r)
+			}
+		}
+		return m
+	}
+	if m := unserved(); m["two"] != "not served by any live replica" {
+		t.Fatalf("cursors after two's removal: %v", m)
+	}
+	if out, errs, code := e.cli("cursor", "retire", "--config", cfg, "one"); code != 2 || !strings.Contains(errs, "configured on live replicas") {
+		t.Fatalf("retire one: exit %d\n%s%s", code, out, errs)
+	}
+	if out, errs, code := e.cli("cursor", "retire", "--config", cfg, "two"); code != 0 {
+		t.Fatalf("retire two: exit %d\n%s%s", code, out, errs)
+	}
+	if m := unserved(); len(m) != 2 {
+		t.Fatalf("cursors after two was retired: %v", m)
+	}
+
 	// A broken config: refused with the error `run` gives at start, the
 	// running one kept.
 	e.writeFile("reload.yaml", head+simSource("one", 1, "2m")+"    bogus_key: 1\n")
