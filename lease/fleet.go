@@ -192,6 +192,11 @@ func (l *Leaser) HeartbeatPeers(ctx context.Context, m Member, ttl time.Duration
 	}
 	var stale []string
 	for _, v := range lives {
+		if v.id == m.ID && v.digest != nil {
+			// Its own: known here, not read back.
+			l.peers.byID[v.id] = peerSources{digest: *v.digest, sources: m.Sources}
+			continue
+		}
 		if c, ok := l.peers.byID[v.id]; v.digest != nil && (!ok || c.digest != *v.digest) {
 			stale = append(stale, v.id)
 		}

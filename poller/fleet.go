@@ -41,6 +41,7 @@ type fleet struct {
 	// seen so (the fleet's first member counts them, see watchUnowned).
 	unownedSince map[string]time.Time
 	watching     atomic.Bool // a watchUnowned runs
+	rounds       int         // rebalances so far
 }
 
 // FleetObserver is an Observer that also wants the fleet's sources that
@@ -163,7 +164,11 @@ func (d *Daemon) rebalance() {
 		d.state[name].running = false
 	}
 	d.mu.Unlock()
-	if len(members) > 0 && members[0] == me.ID {
+	d.mu.Lock()
+	f.rounds++
+	watch := f.rounds > 1 // not in Start's round: the first passes come first
+	d.mu.Unlock()
+	if len(members) > 0 && members[0] == me.ID && watch {
 		// Beside the rounds, never two at once: a slow look (thousands of
 		// leases) must not delay the next hand-over.
 		if f.watching.CompareAndSwap(false, true) {
