@@ -109,6 +109,8 @@ func metricNames(t *testing.T) map[string]bool {
 	m.BackfillProgress("s", "r", false)
 	m.Wait("s", "quota", time.Now())
 	m.Schedule("s", time.Minute)
+	m.FleetSources([]string{"s"}, []string{"t"})
+	m.Reloaded(false, time.Now())
 	fams, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -3,11 +3,15 @@ package lease
 import (
 	"cmp"
 	"context"
+	"crypto/md5"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"reflect"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,20 +27,25 @@ import (
 // while the members' views differ for a moment.
 
 const sqlHeartbeat = `
-INSERT INTO fleet_members (id, host, pid, lease_pid, lease_started)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO fleet_members (id, host, pid, lease_pid, lease_started, sources, config_at, sources_digest)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $9)
 ON CONFLICT (id) DO UPDATE
-SET lease_pid = EXCLUDED.lease_pid, lease_started = EXCLUDED.lease_started, heartbeat_at = now()`
+SET lease_pid = EXCLUDED.lease_pid, lease_started = EXCLUDED.lease_started, heartbeat_at = now(),
+    sources = CASE WHEN $8 THEN EXCLUDED.sources ELSE fleet_members.sources END,
+    config_at = CASE WHEN $8 THEN EXCLUDED.config_at ELSE fleet_members.config_at END,
+    sources_digest = CASE WHEN $8 THEN EXCLUDED.sources_digest ELSE fleet_members.sources_digest END
+RETURNING xmax = 0`
 
 // sqlLive lists the live members; the dead ones whose session is gone are
 // removed on the way (a member that dies leaves nothing behind for long).
+// A member's sources come as a digest: they are read only when it changes.
 const sqlLive = `
 WITH gone AS (
     DELETE FROM fleet_members m
     WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = m.lease_pid AND a.backend_start = m.lease_started)
       AND m.heartbeat_at < now() - $1::interval
 )
-SELECT m.id FROM fleet_members m
+SELECT m.id, CASE WHEN m.sources IS NOT NULL THEN coalesce(m.sources_digest, '') END, m.config_at FROM fleet_members m
 JOIN pg_stat_activity a ON a.pid = m.lease_pid AND a.backend_start = m.lease_started
 WHERE m.heartbeat_at > now() - $1::interval
 ORDER BY m.id`
@@ -46,12 +55,74 @@ type Member struct {
 	ID   string // unique in the fleet: host/pid
 	Host string
 	PID  int
+	// Sources are the sources this member has configured, each with a
+	// fingerprint of its config (never a secret): it owns only those. nil:
+	// not said (taken to serve every source, as members did before).
+	// To change it, give another map: one given is never edited.
+	Sources map[string]string
+	// ConfigAt is when the member loaded that config: of two members with
+	// different configs for one source, the newer config serves it.
+	ConfigAt time.Time
+}
+
+// Peer is a live fleet member as the others see it.
+type Peer struct {
+	ID       string
+	Sources  map[string]string // nil: an older member that serves every source
+	ConfigAt time.Time
+}
+
+// peerCache keeps the members' sources between heartbeats, by digest, and
+// what this member last wrote of its own on which session.
+type peerCache struct {
+	byID     map[string]peerSources
+	sent     session
+	sentHash string
+
+	encodedMap    unsafe.Pointer // the map encoded last (encode)
+	encodedLen    int
+	encoded       []byte
+	encodedDigest string
+}
+
+// encode returns the JSON of a member's sources and its digest, encoded
+// again only for another map (the caller replaces the map, never edits it:
+// a 3,000-source map took a millisecond of CPU a heartbeat to encode).
+func (c *peerCache) encode(srcs map[string]string) ([]byte, string) {
+	if srcs == nil {
+		return nil, "nil"
+	}
+	if p := reflect.ValueOf(srcs).UnsafePointer(); p != c.encodedMap || len(srcs) != c.encodedLen {
+		b, _ := json.Marshal(srcs) // a map of strings always encodes
+		c.encodedMap, c.encodedLen = p, len(srcs)
+		c.encoded, c.encodedDigest = b, fmt.Sprintf("%x", md5.Sum(b))
+	}
+	return c.encoded, c.encodedDigest
+}
+
+type peerSources struct {
+	digest  string
+	sources map[string]string
 }
 
 // Heartbeat records that m is alive on this Leaser's session (registering
 // it on first use, and again after a reconnect) and returns the live
 // members' ids, sorted, m included.
 func (l *Leaser) Heartbeat(ctx context.Context, m Member, ttl time.Duration) ([]string, error) {
+	peers, err := l.HeartbeatPeers(ctx, m, ttl)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(peers))
+	for i, p := range peers {
+		ids[i] = p.ID
+	}
+	return ids, nil
+}
+
+// HeartbeatPeers is Heartbeat returning the live members with the sources
+// each has configured.
+func (l *Leaser) HeartbeatPeers(ctx context.Context, m Member, ttl time.Duration) ([]Peer, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.connect(ctx); err != nil {
@@ -64,24 +135,200 @@ func (l *Leaser) Heartbeat(ctx context.Context, m Member, ttl time.Duration) ([]
 	}
 	ctx, cancel := l.statement(ctx)
 	defer cancel()
-	if _, err := l.conn.Exec(ctx, sqlHeartbeat, m.ID, m.Host, m.PID, int64(l.sess.pid), l.sess.started); err != nil {
+	srcJSON, digest := l.peers.encode(m.Sources)
+	var configAt *time.Time
+	if !m.ConfigAt.IsZero() {
+		configAt = &m.ConfigAt
+	}
+	// The sources are written when they change, or on a new session (a
+	// new row): not a few hundred kB every heartbeat of a large fleet.
+	hash := fmt.Sprintf("%s/%d", digest, m.ConfigAt.UnixNano())
+	send := l.peers.sent != l.sess || l.peers.sentHash != hash
+	beat := func(send bool) (inserted bool, err error) {
+		src, at := any(srcJSON), any(configAt)
+		if !send {
+			src, at = nil, nil // unchanged: not even sent (the server would parse it all)
+		}
+		err = l.conn.QueryRow(ctx, sqlHeartbeat, m.ID, m.Host, m.PID, int64(l.sess.pid), l.sess.started,
+			src, at, send, hash).Scan(&inserted)
+		return inserted, err
+	}
+	inserted, err := beat(send)
+	if err == nil && inserted && !send {
+		// The row was gone (deleted by hand): written again whole.
+		_, err = beat(true)
+	}
+	if err != nil {
 		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
 			return nil, fmt.Errorf("fleet heartbeat: table fleet_members is missing: run `tidemark migrate`: %w", err)
+		}
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42703" {
+			return nil, fmt.Errorf("fleet heartbeat: fleet_members has no sources column: run `tidemark migrate`: %w", err)
 		}
 		l.failed()
 		return nil, fmt.Errorf("fleet heartbeat of %s: %w", m.ID, err)
 	}
+	l.peers.sent, l.peers.sentHash = l.sess, hash
 	rows, err := l.conn.Query(ctx, sqlLive, ttl.String())
 	if err != nil {
 		l.failed()
 		return nil, fmt.Errorf("fleet members: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type live struct {
+		id       string
+		digest   *string
+		configAt *time.Time
+	}
+	lives, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (live, error) {
+		var v live
+		return v, r.Scan(&v.id, &v.digest, &v.configAt)
+	})
 	if err != nil {
 		l.failed()
 		return nil, fmt.Errorf("fleet members: %w", err)
 	}
-	return ids, nil
+	if l.peers.byID == nil {
+		l.peers.byID = map[string]peerSources{}
+	}
+	var stale []string
+	for _, v := range lives {
+		if v.id == m.ID && v.digest != nil {
+			// Its own: known here, not read back.
+			l.peers.byID[v.id] = peerSources{digest: *v.digest, sources: m.Sources}
+			continue
+		}
+		if c, ok := l.peers.byID[v.id]; v.digest != nil && (!ok || c.digest != *v.digest) {
+			stale = append(stale, v.id)
+		}
+	}
+	if len(stale) > 0 {
+		if err := l.readPeerSources(ctx, stale); err != nil {
+			l.failed()
+			return nil, err
+		}
+	}
+	peers := make([]Peer, 0, len(lives))
+	seen := make(map[string]peerSources, len(lives))
+	for _, v := range lives {
+		p := Peer{ID: v.id}
+		if v.configAt != nil {
+			p.ConfigAt = *v.configAt
+		}
+		if v.digest != nil {
+			c := l.peers.byID[v.id]
+			p.Sources = c.sources
+			seen[v.id] = c
+		}
+		peers = append(peers, p)
+	}
+	l.peers.byID = seen // the members gone are forgotten
+	return peers, nil
+}
+
+// readPeerSources reads the sources of the members named into the cache;
+// l.mu is held.
+func (l *Leaser) readPeerSources(ctx context.Context, ids []string) error {
+	rows, err := l.conn.Query(ctx, `SELECT id, coalesce(sources_digest, ''), sources FROM fleet_members WHERE id = ANY($1) AND sources IS NOT NULL`, ids)
+	if err != nil {
+		return fmt.Errorf("fleet members' sources: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, digest string
+		var srcs map[string]string
+		if err := rows.Scan(&id, &digest, &srcs); err != nil {
+			return fmt.Errorf("fleet members' sources: %w", err)
+		}
+		l.peers.byID[id] = peerSources{digest: digest, sources: srcs}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("fleet members' sources: %w", err)
+	}
+	return nil
+}
+
+// LivePeers reads the live members with their sources without joining the
+// fleet (`cursors`, the status page).
+func LivePeers(ctx context.Context, q Queryer, ttl time.Duration) ([]Peer, error) {
+	rows, err := q.Query(ctx, `
+SELECT m.id, m.sources, m.config_at FROM fleet_members m
+JOIN pg_stat_activity a ON a.pid = m.lease_pid AND a.backend_start = m.lease_started
+WHERE m.heartbeat_at > now() - $1::interval
+ORDER BY m.id`, ttl.String())
+	if err != nil {
+		return nil, fmt.Errorf("fleet members: %w", err)
+	}
+	peers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Peer, error) {
+		var p Peer
+		var at *time.Time
+		err := r.Scan(&p.ID, &p.Sources, &at)
+		if at != nil {
+			p.ConfigAt = *at
+		}
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fleet members: %w", err)
+	}
+	return peers, nil
+}
+
+// Servers returns, for each source a live member has configured, the ids
+// of the members that may own it, sorted. Members with different configs
+// for one source (their fingerprints differ): the newest config wins (the
+// latest ConfigAt, then the greater fingerprint, so that every member
+// picks the same), and the members with another config serve it not at
+// all: two configs of one account never poll it side by side. A member
+// that says nothing of its sources (older) may serve every source named.
+func Servers(peers []Peer) map[string][]string {
+	type best struct {
+		fp string
+		at time.Time
+	}
+	win := map[string]best{}
+	for _, p := range peers {
+		for name, fp := range p.Sources {
+			b, ok := win[name]
+			if !ok || p.ConfigAt.After(b.at) || (p.ConfigAt.Equal(b.at) && fp > b.fp) {
+				win[name] = best{fp, p.ConfigAt}
+			}
+		}
+	}
+	out := make(map[string][]string, len(win))
+	for _, p := range peers {
+		for name, fp := range p.Sources {
+			if win[name].fp == fp {
+				out[name] = append(out[name], p.ID)
+			}
+		}
+	}
+	for _, p := range peers {
+		if p.Sources == nil {
+			for name := range out {
+				out[name] = append(out[name], p.ID)
+			}
+		}
+	}
+	for _, ids := range out {
+		slices.Sort(ids)
+	}
+	return out
+}
+
+// AssignServed is Assign where each source goes only to the members that
+// serve it (Servers): a member that does not know a source never owns it,
+// and a source no live member has is in no one's share.
+func AssignServed(peers []Peer) map[string]string {
+	servers := Servers(peers)
+	names := make([]string, 0, len(servers))
+	for name := range servers {
+		names = append(names, name)
+	}
+	ids := make([]string, len(peers))
+	for i, p := range peers {
+		ids[i] = p.ID
+	}
+	return assign(names, ids, func(name string) []string { return servers[name] })
 }
 
 // Leave removes m from the fleet at once (a clean stop), so that the others
@@ -106,6 +353,15 @@ func (l *Leaser) Leave(ctx context.Context, m Member) error {
 // a member joining or leaving moves about its share (N/R names) and little
 // else. Members with no names get none; no members, an empty map.
 func Assign(names, members []string) map[string]string {
+	ms := slices.Clone(members)
+	slices.Sort(ms)
+	ms = slices.Compact(ms)
+	return assign(names, members, func(string) []string { return ms })
+}
+
+// assign is Assign where a name goes to one of its candidates (sorted),
+// under the bound when one is, else to the best of them.
+func assign(names, members []string, candidates func(name string) []string) map[string]string {
 	out := make(map[string]string, len(names))
 	if len(members) == 0 {
 		return out
@@ -120,14 +376,26 @@ func Assign(names, members []string) map[string]string {
 	limit := (len(ns)+len(ms)-1)/len(ms) + 1
 	load := make(map[string]int, len(ms))
 	for _, n := range ns {
-		best, bestScore := "", uint64(0)
-		for _, m := range ms {
+		best, bestScore, over, overScore := "", uint64(0), "", uint64(0)
+		for _, m := range candidates(n) {
+			s := score(m, n)
+			if over == "" || s > overScore {
+				over, overScore = m, s
+			}
 			if load[m] >= limit {
 				continue
 			}
-			if s := score(m, n); best == "" || s > bestScore {
+			if best == "" || s > bestScore {
 				best, bestScore = m, s
 			}
+		}
+		if best == "" {
+			// Every member that serves it is full: the best of them
+			// all the same (only a source's own servers may own it).
+			best = over
+		}
+		if best == "" {
+			continue
 		}
 		out[n] = best
 		load[best]++

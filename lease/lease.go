@@ -54,6 +54,8 @@ type Leaser struct {
 
 	timeout   time.Duration // statementTimeout; tests shorten it
 	unlockSQL string        // sqlUnlockAll; tests slow it down
+
+	peers peerCache // the fleet members' sources, read again when they change (fleet.go)
 }
 
 // session identifies one lease connection: a backend pid is reused by

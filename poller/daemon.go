@@ -73,6 +73,8 @@ type sourceState struct {
 	owner       *lease.Lease // that lease, to hand it over (fleet)
 	assigned    bool         // the fleet assigns the source to this daemon
 	backfilling bool         // a queued backfill of the source runs here
+	removed     bool         // a reload is removing the source: no tick starts
+	entries     []cron.EntryID
 	// rerun: a reconcile tick came while a pass ran; a pass runs again when
 	// that one ends, to take the due reconciles.
 	rerun bool
@@ -182,7 +184,7 @@ func (d *Daemon) Start(ctx context.Context, runNow bool) {
 	d.wg.Add(1)
 	go d.backfills()
 	if runNow {
-		for _, name := range d.p.order {
+		for _, name := range d.p.Sources() {
 			if st, ok := d.state[name]; ok {
 				// Spread like the ticks, in proportion to how many there
 				// are: a thousand first passes at once were the daemon's
@@ -271,7 +273,9 @@ func (d *Daemon) own(source string, log zerolog.Logger) bool {
 		st.owned, st.owner = true, held
 		// Not held until now (or no longer, its connection gone): what
 		// was remembered of the source's pages may have been rewritten.
-		d.p.sources[source].memo.forget("")
+		if src := d.p.src(source); src != nil {
+			src.memo.forget("")
+		}
 	case errors.Is(err, ErrBusy):
 		if was {
 			log.Warn().Msg("lost the source to another replica")
@@ -417,7 +421,9 @@ func (d *Daemon) schedule(source, spec, kind string) error {
 		d.state[source].splay = splay
 		run = d.incremental(source, splay)
 	}
-	d.cron.Schedule(sched, cron.FuncJob(run))
+	id := d.cron.Schedule(sched, cron.FuncJob(run))
+	st := d.state[source]
+	st.entries = append(st.entries, id)
 	return nil
 }
 
@@ -429,7 +435,8 @@ func (d *Daemon) incremental(source string, splay time.Duration) func() {
 	run := d.splayed(splay, d.job(source, cursor.KindIncremental))
 	return func() {
 		d.mu.Lock()
-		skip := d.skipsTick(d.state[source])
+		st := d.state[source]
+		skip := st == nil || st.removed || d.skipsTick(st)
 		d.mu.Unlock()
 		if !skip {
 			run()
@@ -475,7 +482,7 @@ func (d *Daemon) runJob(source, kind string) {
 	log := d.log.With().Str("source", source).Str("kind", kind).Logger()
 	d.mu.Lock()
 	st := d.state[source]
-	if d.ctx.Err() != nil {
+	if d.ctx.Err() != nil || st == nil || st.removed {
 		d.mu.Unlock()
 		return
 	}
@@ -531,7 +538,7 @@ func (d *Daemon) slot(st *sourceState, slot *passSlot) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st.queued = false
-	if d.ctx.Err() != nil || st.running || d.skipsTick(st) {
+	if d.ctx.Err() != nil || st.running || st.removed || d.skipsTick(st) {
 		slot.release()
 		return false
 	}
@@ -599,7 +606,7 @@ func (s *passSlot) release() {
 // markDue marks a reconcile of each resource of the source due; d.mu is
 // held.
 func (d *Daemon) markDue(source string, st *sourceState) {
-	for _, r := range d.p.sources[source].Resources {
+	for _, r := range d.p.src(source).Resources {
 		st.pass(r, cursor.KindReconcile).due = true
 	}
 }
@@ -610,7 +617,10 @@ func (d *Daemon) persistDue(source, kind string, log zerolog.Logger) {
 	if kind != cursor.KindReconcile {
 		return
 	}
-	src := d.p.sources[source]
+	src := d.p.src(source)
+	if src == nil {
+		return
+	}
 	rs := make([]string, len(src.Resources))
 	for i, r := range src.Resources {
 		rs[i] = string(r)
@@ -655,7 +665,7 @@ func (d *Daemon) load(source string, st *sourceState, log zerolog.Logger) {
 // resource not backing off (on incremental ticks), then each due reconcile
 // not backing off.
 func (d *Daemon) tick(ctx context.Context, source, kind string, st *sourceState, log zerolog.Logger) {
-	src := d.p.sources[source]
+	src := d.p.src(source)
 	now := time.Now()
 	var steps []Step
 	d.mu.Lock()

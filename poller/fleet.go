@@ -2,7 +2,10 @@ package poller
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/lease"
@@ -24,11 +27,30 @@ type FleetParams struct {
 // DefaultHeartbeat is FleetParams.Heartbeat's default.
 const DefaultHeartbeat = 5 * time.Second
 
-// fleet is a daemon's membership; d.mu guards members.
+// fleet is a daemon's membership; d.mu guards it.
 type fleet struct {
 	FleetParams
 	names   []string // every source this daemon schedules, sorted
 	members []string // the live members at the last heartbeat; nil: unknown
+
+	// differs is the difference with the peers' source lists last logged
+	// (logged once per difference); refused the same for sources whose
+	// newer config is on another member.
+	differs, refused string
+	// unownedSince: when the sources found without an owner were first
+	// seen so (the fleet's first member counts them, see watchUnowned).
+	unownedSince map[string]time.Time
+	watching     atomic.Bool // a watchUnowned runs
+	rounds       int         // rebalances so far
+}
+
+// FleetObserver is an Observer that also wants the fleet's sources that
+// nobody polls: unowned are configured on a live member and have had no
+// owner for longer than a heartbeat; unserved the database knows (they have
+// cursors, not retired) and no live member has configured. Only the
+// fleet's first member reports them; the others report none.
+type FleetObserver interface {
+	FleetSources(unowned, unserved []string)
 }
 
 // OwnerLease names the lease a daemon holds on a source it owns.
@@ -48,7 +70,26 @@ func (d *Daemon) JoinFleet(fp FleetParams) {
 		f.names = append(f.names, name)
 	}
 	slices.Sort(f.names)
+	if f.Member.Sources == nil {
+		// No fingerprints given: the names say what it serves.
+		f.Member.Sources = make(map[string]string, len(f.names))
+		for _, name := range f.names {
+			f.Member.Sources[name] = ""
+		}
+	}
 	d.fleet = f
+}
+
+// SetFleetSources changes what this member advertises after a reload
+// (AddSource, RemoveSource): each source's config fingerprint, and when
+// that config was loaded.
+func (d *Daemon) SetFleetSources(fingerprints map[string]string, at time.Time) {
+	if d.fleet == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fleet.Member.Sources, d.fleet.Member.ConfigAt = maps.Clone(fingerprints), at
 }
 
 // fleetLoop heartbeats and rebalances until the daemon stops. The first
@@ -66,14 +107,24 @@ func (d *Daemon) rebalance() {
 	f := d.fleet
 	ctx, cancel := context.WithTimeout(d.ctx, max(f.Heartbeat, 5*time.Second))
 	defer cancel()
-	members, err := d.p.leaser.Heartbeat(ctx, f.Member, f.TTL)
+	d.mu.Lock()
+	me := f.Member
+	d.mu.Unlock()
+	peers, err := d.p.leaser.HeartbeatPeers(ctx, me, f.TTL)
 	if err != nil {
 		if d.ctx.Err() == nil {
 			d.log.Warn().Err(err).Msg("fleet heartbeat failed; keeping the sources held, taking none")
 		}
 		return
 	}
-	assign := lease.Assign(f.names, members)
+	members := make([]string, len(peers))
+	for i, p := range peers {
+		members[i] = p.ID
+	}
+	// Only the members that have a source configured share it: a member
+	// that does not know a source never owns it (issue 25).
+	assign := lease.AssignServed(peers)
+	d.noteDifferences(me, peers)
 	var give []*lease.Lease
 	var giveNames, take []string
 	d.mu.Lock()
@@ -89,7 +140,7 @@ func (d *Daemon) rebalance() {
 	f.members = members
 	for _, name := range f.names {
 		st := d.state[name]
-		mine := assign[name] == f.Member.ID
+		mine := assign[name] == me.ID
 		st.assigned = mine
 		switch {
 		case !mine && st.owner != nil && !st.running && !st.backfilling:
@@ -113,6 +164,136 @@ func (d *Daemon) rebalance() {
 		d.state[name].running = false
 	}
 	d.mu.Unlock()
+	d.mu.Lock()
+	f.rounds++
+	watch := f.rounds > 1 // not in Start's round: the first passes come first
+	d.mu.Unlock()
+	if len(members) > 0 && members[0] == me.ID && watch {
+		// Beside the rounds, never two at once: a slow look (thousands of
+		// leases) must not delay the next hand-over.
+		if f.watching.CompareAndSwap(false, true) {
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				defer f.watching.Store(false)
+				ctx, cancel := context.WithTimeout(d.ctx, max(f.Heartbeat, 5*time.Second))
+				defer cancel()
+				d.watchUnowned(ctx, peers)
+			}()
+		}
+	} else if fo, ok := d.p.metrics.(FleetObserver); ok {
+		fo.FleetSources(nil, nil)
+	}
+}
+
+// noteDifferences logs, once per difference, that this member's sources
+// differ from its peers' (a rolling deploy, a config edited on one
+// replica, two teams on one database): which names only it has, which
+// only they have, and which of its sources a newer config elsewhere
+// serves instead.
+func (d *Daemon) noteDifferences(me lease.Member, peers []lease.Peer) {
+	f := d.fleet
+	var onlyHere, onlyThere []string
+	theirs := map[string]bool{}
+	for _, p := range peers {
+		if p.ID == me.ID || p.Sources == nil {
+			continue
+		}
+		for name := range p.Sources {
+			theirs[name] = true
+			if _, ok := me.Sources[name]; !ok && !slices.Contains(onlyThere, name) {
+				onlyThere = append(onlyThere, name)
+			}
+		}
+	}
+	if len(peers) > 1 {
+		for name := range me.Sources {
+			if !theirs[name] {
+				onlyHere = append(onlyHere, name)
+			}
+		}
+	}
+	slices.Sort(onlyHere)
+	slices.Sort(onlyThere)
+	var refused []string
+	for name, ids := range lease.Servers(peers) {
+		if _, ok := me.Sources[name]; ok && !slices.Contains(ids, me.ID) {
+			refused = append(refused, name)
+		}
+	}
+	slices.Sort(refused)
+	d.mu.Lock()
+	key := fmt.Sprint(onlyHere, onlyThere)
+	logDiff := key != f.differs && len(onlyHere)+len(onlyThere) > 0
+	f.differs = key
+	rkey := fmt.Sprint(refused)
+	logRefused := rkey != f.refused && len(refused) > 0
+	f.refused = rkey
+	d.mu.Unlock()
+	if logDiff {
+		d.log.Warn().Strs("only_here", onlyHere).Strs("only_on_peers", onlyThere).
+			Msg("this replica's sources differ from its fleet peers': each source is polled only by the replicas that have it configured")
+	}
+	if logRefused {
+		d.log.Warn().Strs("sources", refused).
+			Msg("a newer config of these sources runs on another replica: it serves them, this replica does not (see README, Running in production)")
+	}
+}
+
+// watchUnowned counts the fleet's sources nobody polls, for the metrics
+// (FleetObserver): run by the fleet's first member only, so a fleet pays
+// for one look a heartbeat.
+func (d *Daemon) watchUnowned(ctx context.Context, peers []lease.Peer) {
+	fo, ok := d.p.metrics.(FleetObserver)
+	if !ok {
+		return
+	}
+	servers := lease.Servers(peers)
+	known, err := d.p.store.KnownSources(ctx)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("could not list the sources the database knows")
+		return
+	}
+	var unserved []string
+	for _, name := range known {
+		if _, ok := servers[name]; !ok {
+			unserved = append(unserved, name)
+		}
+	}
+	names := make([]string, 0, len(servers))
+	leases := make([]string, 0, len(servers))
+	for name := range servers {
+		names, leases = append(names, name), append(leases, ownerLease(name))
+	}
+	holders, err := lease.Holders(ctx, d.p.pool, leases)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("could not read who owns the fleet's sources")
+		return
+	}
+	now := time.Now()
+	f := d.fleet
+	since := map[string]time.Time{}
+	var unowned []string
+	d.mu.Lock()
+	for _, name := range names {
+		if holders[ownerLease(name)] != "" {
+			continue
+		}
+		first, ok := f.unownedSince[name]
+		if !ok {
+			first = now
+		}
+		since[name] = first
+		// A hand-over leaves a source free until the next member's
+		// heartbeat: only one still free a heartbeat later counts.
+		if now.Sub(first) >= f.Heartbeat {
+			unowned = append(unowned, name)
+		}
+	}
+	f.unownedSince = since
+	d.mu.Unlock()
+	slices.Sort(unowned)
+	fo.FleetSources(unowned, unserved)
 }
 
 // ownMany takes the ownership of the sources the fleet just assigned here
@@ -176,7 +357,9 @@ func (d *Daemon) OnOwnership(fn func(source string, owned bool)) { d.ownership =
 
 func (d *Daemon) owning(source string, owned bool) {
 	// Another owner may have written in between: look pages up afresh.
-	d.p.sources[source].memo.forget("")
+	if src := d.p.src(source); src != nil {
+		src.memo.forget("")
+	}
 	if d.ownership != nil {
 		d.ownership(source, owned)
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,6 +115,7 @@ type Poller struct {
 	leaser  *lease.Leaser
 	log     zerolog.Logger
 	metrics Observer
+	srcMu   sync.RWMutex // guards sources and order: a reload changes them
 	sources map[string]*Source
 	order   []string
 	modes   sync.Map // "source/resource" → the read mode last recorded
@@ -143,22 +145,40 @@ func New(p Params) (*Poller, error) {
 		pl.leaser = lease.New(p.Pool.Config().ConnString())
 	}
 	for i := range p.Sources {
-		s := p.Sources[i]
-		if _, dup := pl.sources[s.Name()]; dup {
-			return nil, fmt.Errorf("poller: duplicate source %q", s.Name())
+		if err := pl.AddSource(p.Sources[i]); err != nil {
+			return nil, err
 		}
-		if len(s.Resources) == 0 {
-			s.Resources = s.Source.Resources()
-		}
-		s.Overlap = cmp.Or(s.Overlap, DefaultOverlap)
-		s.LookbackDays = cmp.Or(s.LookbackDays, DefaultLookbackDays)
-		s.MaxTombstones = cmp.Or(s.MaxTombstones, DefaultMaxTombstones)
-		s.WindowDays = cmp.Or(s.WindowDays, DefaultWindowDays)
-		s.memo = &pageMemo{}
-		pl.sources[s.Name()] = &s
-		pl.order = append(pl.order, s.Name())
 	}
 	return pl, nil
+}
+
+// AddSource adds a source (at New, or when a reload adds it).
+func (p *Poller) AddSource(s Source) error {
+	p.srcMu.Lock()
+	defer p.srcMu.Unlock()
+	if _, dup := p.sources[s.Name()]; dup {
+		return fmt.Errorf("poller: duplicate source %q", s.Name())
+	}
+	if len(s.Resources) == 0 {
+		s.Resources = s.Source.Resources()
+	}
+	s.Overlap = cmp.Or(s.Overlap, DefaultOverlap)
+	s.LookbackDays = cmp.Or(s.LookbackDays, DefaultLookbackDays)
+	s.MaxTombstones = cmp.Or(s.MaxTombstones, DefaultMaxTombstones)
+	s.WindowDays = cmp.Or(s.WindowDays, DefaultWindowDays)
+	s.memo = &pageMemo{}
+	p.sources[s.Name()] = &s
+	p.order = append(p.order, s.Name())
+	return nil
+}
+
+// RemoveSource forgets a source (a reload removed or replaced it); a pass
+// in flight keeps the Source it has.
+func (p *Poller) RemoveSource(name string) {
+	p.srcMu.Lock()
+	defer p.srcMu.Unlock()
+	delete(p.sources, name)
+	p.order = slices.DeleteFunc(slices.Clone(p.order), func(n string) bool { return n == name })
 }
 
 // Close frees the leases.
@@ -168,14 +188,25 @@ func (p *Poller) Close() { p.leaser.Close() }
 func (p *Poller) Store() *cursor.Store { return p.store }
 
 // Sources returns the source names in configuration order.
-func (p *Poller) Sources() []string { return p.order }
+func (p *Poller) Sources() []string {
+	p.srcMu.RLock()
+	defer p.srcMu.RUnlock()
+	return p.order
+}
 
 func (p *Poller) source(name string) (*Source, error) {
-	s, ok := p.sources[name]
-	if !ok {
-		return nil, fmt.Errorf("no source named %q", name)
+	if s := p.src(name); s != nil {
+		return s, nil
 	}
-	return s, nil
+	return nil, fmt.Errorf("no source named %q", name)
+}
+
+// src returns the source named, nil when there is none (removed by a
+// reload while its tick waited).
+func (p *Poller) src(name string) *Source {
+	p.srcMu.RLock()
+	defer p.srcMu.RUnlock()
+	return p.sources[name]
 }
 
 func (p *Poller) resources(s *Source, only []clients.Resource) ([]clients.Resource, error) {

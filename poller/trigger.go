@@ -19,7 +19,7 @@ import (
 func (d *Daemon) RunTriggered(source string, rs []clients.Resource) ([]clients.Resource, error) {
 	d.mu.Lock()
 	st, ok := d.state[source]
-	if !ok || d.ctx.Err() != nil || st.running || st.queued {
+	if !ok || d.ctx.Err() != nil || st.running || st.queued || st.removed {
 		d.mu.Unlock()
 		return nil, nil
 	}
@@ -41,7 +41,7 @@ func (d *Daemon) RunTriggered(source string, rs []clients.Resource) ([]clients.R
 	var steps []Step
 	d.mu.Lock()
 	for _, r := range rs {
-		if !slices.Contains(d.p.sources[source].Resources, r) || now.Before(st.pass(r, cursor.KindIncremental).notUntil) {
+		if !slices.Contains(d.p.src(source).Resources, r) || now.Before(st.pass(r, cursor.KindIncremental).notUntil) {
 			continue
 		}
 		steps = append(steps, Step{Resource: r, Kind: cursor.KindIncremental})

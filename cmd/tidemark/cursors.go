@@ -138,7 +138,15 @@ func cursorCells(r cursorJSON) []any {
 		status += ", read by " + r.ReadMode
 	}
 	return []any{r.Source, r.Resource, hw, behind, newest, cmp.Or(r.LastRunKind, "-"), status, at,
-		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next, cmp.Or(r.Owner, "-")}
+		c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, c.Tombstoned, next, owner(r)}
+}
+
+// owner is the OWNER cell: the fleet member, or why nobody polls it.
+func owner(r cursorJSON) string {
+	if r.Unserved != "" {
+		return "NONE: " + r.Unserved
+	}
+	return cmp.Or(r.Owner, "-")
 }
 
 // lagCells are a row's BEHIND (since the last complete pass, LATE past what
@@ -211,7 +219,43 @@ func fenceOf(held *lease.Lease) func(context.Context, pgx.Tx) error {
 }
 
 func newCursorCmd(g *globals) *cobra.Command {
-	return group("cursor", "Operator repair of a cursor: set or reset (recorded in sync_runs)", newCursorSetCmd(g), newCursorResetCmd(g))
+	return group("cursor", "Operator repair of a cursor: set or reset (recorded in sync_runs); retire a source nobody serves",
+		newCursorSetCmd(g), newCursorResetCmd(g), newCursorRetireCmd(g))
+}
+
+// newCursorRetireCmd drops a source that no live replica serves any more
+// from `cursors`, the status page and the count of sources not served
+// (issue 25). Its rows and cursors stay; configured again, it shows again.
+func newCursorRetireCmd(g *globals) *cobra.Command {
+	var f appFlags
+	var name string
+	c := appCommand(g, &f, &cobra.Command{
+		Use:   "retire SOURCE",
+		Short: "Drop a source no live replica serves any more from the view (cursors, status page, alerts); its rows stay",
+		Args:  cobra.ExactArgs(1),
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			name = args[0]
+			return nil
+		},
+	}, func(ctx context.Context, a *app) error {
+		peers, err := lease.LivePeers(ctx, a.Pool, 3*poller.DefaultHeartbeat)
+		if err != nil {
+			return err
+		}
+		if ids := lease.Servers(peers)[name]; len(ids) > 0 {
+			return usagef("source %s is configured on live replicas %s: remove it from their configs (and reload them) first", name, strings.Join(ids, ", "))
+		}
+		ok, err := cursor.New(a.Pool).Retire(ctx, name, actor())
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return usagef("source %s: the database has no cursor of it (see tidemark cursors)", name)
+		}
+		fmt.Fprintf(g.stdout, "source %s retired: no longer shown nor counted as not served; its rows stay\n", name)
+		return nil
+	})
+	return c
 }
 
 func newCursorSetCmd(g *globals) *cobra.Command {

@@ -22,15 +22,22 @@ import (
 
 func newDemoCmd(g *globals) *cobra.Command {
 	var interval time.Duration
+	var db demoDB
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the whole system on this machine: a simulated tracker, a real Postgres, the daemon",
 		Long: `demo starts the built-in simulated tracker (Harvest dialect, with a stream of
-creates, edits and deletes), uses DATABASE_URL or else starts a throwaway
-PostgreSQL from the local server binaries, migrates it, and runs the daemon
-with configs/simulated.yaml. Every few seconds it prints the cursors, the row
-counts and a mirror-versus-source check. Ctrl-C stops it and removes the
-throwaway database.`,
+creates, edits and deletes), starts a throwaway PostgreSQL from the local
+server binaries, migrates it, and runs the daemon with configs/simulated.yaml.
+Every few seconds it prints the cursors, the row counts and a
+mirror-versus-source check. Ctrl-C stops it and removes the throwaway
+database.
+
+It never joins a fleet by accident: DATABASE_URL is used only with
+--use-database-url, and then a database that holds other sources or live
+tidemark daemons is refused (exit 2) unless --allow-shared-database is
+given. On a database it did not create, it removes the rows it wrote when it
+stops (--keep leaves them, and says so).`,
 	}
 	untilSignal(c, func(ctx context.Context, sigs <-chan os.Signal) error {
 		// The status printed every few seconds is what a newcomer should
@@ -39,20 +46,52 @@ throwaway database.`,
 		if !c.Flags().Changed("log-level") {
 			g.logLevel = "warn"
 		}
-		return runDemo(ctx, g, interval, sigs)
+		return runDemo(ctx, g, interval, sigs, db)
 	})
 	c.Flags().DurationVar(&interval, "every", 5*time.Second, "how often to print the status")
+	c.Flags().BoolVar(&db.use, "use-database-url", false, "use the database in DATABASE_URL instead of a throwaway PostgreSQL")
+	c.Flags().BoolVar(&db.shared, "allow-shared-database", false, "with --use-database-url: run even on a database that holds other sources or live tidemark daemons")
+	c.Flags().BoolVar(&db.keep, "keep", false, "with --use-database-url: leave the demo's rows in that database when it stops")
 	return c
 }
 
-func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-chan os.Signal) error {
+// demoDB is how the demo may use a database it did not create.
+type demoDB struct{ use, shared, keep bool }
+
+func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-chan os.Signal, db demoDB) error {
 	log, dl, err := demoLogger(g) // demoframe.go
 	if err != nil {
 		return err
 	}
 	dbURL := os.Getenv("DATABASE_URL")
-	if dbURL == "" {
-		fmt.Fprintln(g.stdout, "Starting a throwaway PostgreSQL (set DATABASE_URL to use yours)...")
+	switch {
+	case db.use && dbURL == "":
+		return usagef("--use-database-url: DATABASE_URL is not set")
+	case !db.use && (db.shared || db.keep):
+		return usagef("--allow-shared-database and --keep go with --use-database-url")
+	case db.use:
+		// The first line says which database gets the demo's rows.
+		fmt.Fprintf(g.stdout, "Using the database in DATABASE_URL (%s): not a throwaway; the demo writes its source's rows there.\n", dbLabel(dbURL))
+		if err := demoMayUse(ctx, dbURL, db.shared); err != nil {
+			return err
+		}
+		if db.keep {
+			defer fmt.Fprintf(g.stdout, "Left the demo's rows (source %s) in %s (--keep).\n", demoSources(), dbLabel(dbURL))
+		} else {
+			defer func() {
+				n, err := removeDemoRows(context.WithoutCancel(ctx), dbURL)
+				if err != nil {
+					fmt.Fprintf(g.stdout, "Could not remove the demo's rows (source %s) from %s: %v\n", demoSources(), dbLabel(dbURL), err)
+					return
+				}
+				fmt.Fprintf(g.stdout, "Removed the demo's %d rows (source %s) from %s.\n", n, demoSources(), dbLabel(dbURL))
+			}()
+		}
+	default:
+		if dbURL != "" {
+			fmt.Fprintln(g.stdout, "DATABASE_URL is set, but the demo uses a throwaway PostgreSQL of its own (--use-database-url uses that database instead).")
+		}
+		fmt.Fprintln(g.stdout, "Starting a throwaway PostgreSQL...")
 		// Owner "demo": this start first removes the clusters of demos that
 		// were killed before they could (SIGKILL), so none piles up.
 		cl, err := pgcluster.Start(ctx, pgcluster.Options{Owner: "demo"})

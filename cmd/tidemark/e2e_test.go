@@ -1151,7 +1151,7 @@ func TestE2EOutageAnd401(t *testing.T) {
 func TestE2EDemo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.command(context.Background(), "demo", "--every", "1s", "--log-format", "json")
+	c := e.command(context.Background(), "demo", "--use-database-url", "--every", "1s", "--log-format", "json")
 	f, _ := e.logFile("demo-stderr")
 	c.Stderr = f
 	stdout, err := c.StdoutPipe()

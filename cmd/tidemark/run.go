@@ -13,18 +13,25 @@ import (
 func newRunCmd(g *globals) *cobra.Command {
 	var f appFlags
 	var listen string
-	c := untilSignal(&cobra.Command{Use: "run", Short: "Run the daemon: scheduled passes for every source until SIGINT/SIGTERM"},
-		func(ctx context.Context, sigs <-chan os.Signal) error {
-			a, err := newApp(ctx, g, &f)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			if listen == "" {
-				listen = a.Config.Listen
-			}
-			return a.RunDaemon(ctx, listen, sigs, exitFailed, nil)
-		})
+	c := &cobra.Command{Use: "run", Short: "Run the daemon: scheduled passes for every source until SIGINT/SIGTERM; SIGHUP reloads the config's sources"}
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		// SIGHUP reloads here (like Prometheus or nginx), not a stop.
+		ctx, sigs, stop := ownSignals(cmd.Context(), false)
+		defer stop()
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		a, err := newApp(ctx, g, &f)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		if listen == "" {
+			listen = a.Config.Listen
+		}
+		a.Reloads = hup
+		return a.RunDaemon(ctx, listen, sigs, exitFailed, nil)
+	}
 	f.register(c, false)
 	c.Flags().StringVar(&listen, "listen", "", "serve /healthz, /readyz and /metrics on this address (default: the config's listen)")
 	return c
@@ -35,7 +42,7 @@ func newRunCmd(g *globals) *cobra.Command {
 // the signals.
 func untilSignal(c *cobra.Command, run func(ctx context.Context, sigs <-chan os.Signal) error) *cobra.Command {
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
-		ctx, sigs, stop := ownSignals(cmd.Context())
+		ctx, sigs, stop := ownSignals(cmd.Context(), true)
 		defer stop()
 		return run(ctx, sigs)
 	}
@@ -61,12 +68,13 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 // gracefully, a second exits at once. SIGHUP (the terminal or tmux pane
 // closed) is a stop too, or the demo would die without removing its
 // PostgreSQL; under nohup, where SIGHUP is ignored, it stays ignored.
-// stop undoes it.
-func ownSignals(parent context.Context) (ctx context.Context, sigs <-chan os.Signal, stop func()) {
+// stop undoes it. hupStops false leaves SIGHUP to the caller (`run`
+// reloads on it).
+func ownSignals(parent context.Context, hupStops bool) (ctx context.Context, sigs <-chan os.Signal, stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	if !signal.Ignored(syscall.SIGHUP) {
+	if hupStops && !signal.Ignored(syscall.SIGHUP) {
 		signal.Notify(ch, syscall.SIGHUP)
 	}
 	return ctx, ch, func() { signal.Stop(ch); cancel() }

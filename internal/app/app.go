@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -53,21 +54,32 @@ type App struct {
 	// deadline; Close then leaves the pool to the process exit.
 	Abandoned bool
 
+	// Reloads, when set, asks RunDaemon to reload the config's sources
+	// (SIGHUP in `tidemark run`; reload.go).
+	Reloads <-chan os.Signal
+
 	// Fleet overrides the daemon's fleet membership (tests: several
 	// replicas in one process); zero: this host and pid, 5 s heartbeats.
 	Fleet poller.FleetParams
+
+	// configAt is when Config was loaded (a reload sets it): of two
+	// replicas with different configs for one source, the newer serves it.
+	configAt time.Time
 
 	wh      *webhookState // webhooks.go
 	closers []func()
 	// share: the daemon builds a source's client only while it owns the
 	// source (share.go); slots are its sources by name.
-	share bool
-	slots map[string]*slot
+	share   bool
+	slotsMu sync.Mutex // a reload changes slots while the daemon runs
+	slots   map[string]*slot
+	// cfgMu guards Config while a reload replaces it (reload.go).
+	cfgMu sync.RWMutex
 }
 
 // Open connects to the database of a loaded configuration.
 func Open(ctx context.Context, cfg *config.Config, dbURL, version string, log zerolog.Logger) (*App, error) {
-	a := &App{Config: cfg, DBURL: dbURL, Log: log, Metrics: metrics.New(), Version: version}
+	a := &App{Config: cfg, DBURL: dbURL, Log: log, Metrics: metrics.New(), Version: version, configAt: time.Now()}
 	if err := a.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -123,23 +135,32 @@ func (a *App) Sources(ctx context.Context, only string) ([]poller.Source, error)
 		if only != "" && sc.Name != only {
 			continue
 		}
-		src, err := a.buildSource(ctx, sc)
+		ps, err := a.pollerSource(ctx, sc)
 		if err != nil {
 			return nil, err
 		}
-		var rs []clients.Resource
-		for _, r := range sc.Resources {
-			if t, err := schema.Parse(r); err == nil { // the config was validated
-				rs = append(rs, t.Name)
-			}
-		}
-		out = append(out, poller.Source{
-			Source: src, Resources: rs, Overlap: sc.Overlap.D(),
-			LookbackDays: sc.Reconcile.LookbackDays, MaxTombstones: sc.Reconcile.MaxTombstones,
-			WindowDays: sc.Backfill.WindowDays, Events: bool(sc.Events),
-		})
+		out = append(out, ps)
 	}
 	return out, nil
+}
+
+// pollerSource builds one configured source with its pass settings.
+func (a *App) pollerSource(ctx context.Context, sc *config.Source) (poller.Source, error) {
+	src, err := a.buildSource(ctx, sc)
+	if err != nil {
+		return poller.Source{}, err
+	}
+	var rs []clients.Resource
+	for _, r := range sc.Resources {
+		if t, err := schema.Parse(r); err == nil { // the config was validated
+			rs = append(rs, t.Name)
+		}
+	}
+	return poller.Source{
+		Source: src, Resources: rs, Overlap: sc.Overlap.D(),
+		LookbackDays: sc.Reconcile.LookbackDays, MaxTombstones: sc.Reconcile.MaxTombstones,
+		WindowDays: sc.Backfill.WindowDays, Events: bool(sc.Events),
+	}, nil
 }
 
 // buildSource builds one source through its kind's registration
@@ -187,10 +208,12 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 		if !a.share {
 			sl.src = b.Source // a CLI command: it lists the source now
 		}
+		a.slotsMu.Lock()
 		if a.slots == nil {
 			a.slots = map[string]*slot{}
 		}
 		a.slots[sc.Name] = sl
+		a.slotsMu.Unlock()
 		src = wrap(sl, b.Source)
 	}
 	a.noteSource(sc.Name, src) // webhooks.go

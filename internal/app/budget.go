@@ -26,8 +26,13 @@ func Budgets(cfg *config.Config, a budget.Assume) ([]budget.Report, error) {
 // that cannot fit even one pass an hour is refused (a UsageError naming
 // the source and the numbers), since every pass would spend the quota and
 // wait.
-func (a *App) CheckBudgets() error {
-	reps, err := Budgets(a.Config, budget.Assume{})
+func (a *App) CheckBudgets() error { return a.checkBudgetsOf() }
+
+// budgetAssume is what the daemon's checks assume of the sources' plans.
+var budgetAssume = budget.Assume{}
+
+func (a *App) checkBudgetsOf() error {
+	reps, err := Budgets(a.Config, budgetAssume)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,12 +68,25 @@ type CursorRow struct {
 	// LastWebhookAt is when the source's last signed webhook arrived
 	// (issue 14; webhooks.go).
 	LastWebhookAt *time.Time `json:"last_webhook_at,omitempty"`
+	// Unserved says why nobody polls the source while a fleet runs
+	// (issue 25): NoOwner or NotServed; "" when it is served.
+	Unserved string `json:"unserved,omitempty"`
 }
+
+// Why a source is not polled (CursorRow.Unserved).
+const (
+	// NoOwner: a live replica has the source configured, none owns it.
+	NoOwner = "no live replica serves it"
+	// NotServed: the database knows the source, no live replica has it
+	// configured (`tidemark cursor retire` drops a retired one).
+	NotServed = "not served by any live replica"
+)
 
 // CursorRows lists every configured (source, resource), then those the
 // database knows of sources no longer configured, with their cursor, last
 // run, waits, back-off and next run.
 func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]CursorRow, error) {
+	cfg := a.cfg()
 	sts, err := cursor.New(a.Pool).List(ctx, only)
 	if err != nil {
 		return nil, err
@@ -107,13 +121,45 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 	for _, s := range sts {
 		byKey[s.Source+"/"+s.Resource] = s
 	}
+	// Who can serve each source: the live members that have it
+	// configured. With no live member (no daemon runs) nothing is judged.
+	peers, err := lease.LivePeers(ctx, a.Pool, a.fleetTTL())
+	if err != nil {
+		return nil, err
+	}
+	servers := lease.Servers(peers)
+	retired, err := cursor.New(a.Pool).Retired(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for i := range cfg.Sources {
+		names[cfg.Sources[i].Name] = true
+	}
+	for _, s := range sts {
+		names[s.Source] = true
+	}
+	for name := range servers {
+		names[name] = true
+	}
 	var leases []string
-	for i := range a.Config.Sources {
-		leases = append(leases, poller.OwnerLease(a.Config.Sources[i].Name))
+	for name := range names {
+		leases = append(leases, poller.OwnerLease(name))
 	}
 	owners, err := lease.Holders(ctx, a.Pool, leases)
 	if err != nil {
 		return nil, err
+	}
+	unserved := func(source string) string {
+		switch {
+		case len(peers) == 0:
+			return ""
+		case len(servers[source]) == 0:
+			return NotServed
+		case owners[poller.OwnerLease(source)] == "":
+			return NoOwner
+		}
+		return ""
 	}
 	hooks, err := webhooks.LastDelivery(ctx, a.Pool)
 	if err != nil {
@@ -122,7 +168,8 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 	var out []CursorRow
 	add := func(st cursor.Status, sc *config.Source) {
 		row := CursorRow{Source: st.Source, Resource: st.Resource, UpdatedBy: st.UpdatedBy, LastOKAt: st.LastOK,
-			Owner: owners[poller.OwnerLease(st.Source)], LastWebhookAt: utcPtr(hooks, st.Source)}
+			Owner: owners[poller.OwnerLease(st.Source)], LastWebhookAt: utcPtr(hooks, st.Source),
+			Unserved: unserved(st.Source)}
 		if w, ok := waitOf[st.Source]; ok {
 			until := w.Until
 			row.WaitingUntil, row.WaitingReason = &until, w.Reason
@@ -170,8 +217,8 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 		out = append(out, row)
 	}
 	// Configured sources first, every resource shown even before its first run.
-	for i := range a.Config.Sources {
-		sc := &a.Config.Sources[i]
+	for i := range cfg.Sources {
+		sc := &cfg.Sources[i]
 		if only != "" && sc.Name != only {
 			continue
 		}
@@ -185,11 +232,26 @@ func (a *App) CursorRows(ctx context.Context, only string, now time.Time) ([]Cur
 			add(st, sc)
 		}
 	}
-	// Then what the database knows of sources no longer configured.
+	// Then what the database knows of sources no longer configured here
+	// (less those retired that no live replica has configured again).
+	shown := map[string]bool{}
 	for _, st := range sts {
-		if _, ok := byKey[st.Source+"/"+st.Resource]; ok {
+		if _, ok := byKey[st.Source+"/"+st.Resource]; ok && (!retired[st.Source] || len(servers[st.Source]) > 0) {
 			add(st, nil)
 		}
+		shown[st.Source] = true
+	}
+	// And the sources other replicas have configured that nobody owns,
+	// even before their first pass: they are in no list above.
+	var others []string
+	for name := range servers {
+		if _, err := cfg.Source(name); err != nil && !shown[name] && (only == "" || name == only) && unserved(name) != "" {
+			others = append(others, name)
+		}
+	}
+	slices.Sort(others)
+	for _, name := range others {
+		add(cursor.Status{Source: name, Resource: "-"}, nil)
 	}
 	return out, nil
 }

@@ -76,7 +76,15 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 		started(p)
 	}
 
-	<-sigs
+	for stop := false; !stop; {
+		select {
+		case <-sigs:
+			stop = true
+		case <-a.Reloads:
+			a.Log.Info().Str("config", a.Config.Path).Msg("SIGHUP: reloading the config")
+			_ = a.reload(ctx, d) // reload.go; a refusal is logged and counted
+		}
+	}
 	a.Log.Info().Dur("grace", ShutdownGrace).Msg("stopping: no new passes; the page in hand commits or rolls back (signal again to exit at once)")
 	go func() {
 		<-sigs

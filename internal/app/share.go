@@ -171,7 +171,9 @@ func wrap(s *slot, probe clients.Source) clients.Source {
 // up.
 func (a *App) shareSources(d *poller.Daemon) {
 	d.OnOwnership(func(source string, owned bool) {
+		a.slotsMu.Lock()
 		s := a.slots[source] // nil for a source built once (the demo's simulated one)
+		a.slotsMu.Unlock()
 		if !owned {
 			if s != nil {
 				s.release()
@@ -179,7 +181,7 @@ func (a *App) shareSources(d *poller.Daemon) {
 			a.Metrics.Forget(source)
 			return
 		}
-		if sc, err := a.Config.Source(source); err == nil {
+		if sc, err := a.cfg().Source(source); err == nil {
 			a.Metrics.Schedule(source, ScheduleGap(sc.Schedule, time.Now()))
 		}
 		if s == nil {
@@ -194,6 +196,8 @@ func (a *App) shareSources(d *poller.Daemon) {
 
 // builtSources names the sources that have a client now, sorted (tests).
 func (a *App) builtSources() []string {
+	a.slotsMu.Lock()
+	defer a.slotsMu.Unlock()
 	var out []string
 	for name, s := range a.slots {
 		if s.built() != nil {

@@ -126,8 +126,10 @@ func (a *App) statusPage(ctx context.Context, now time.Time) (*statusPage, error
 		if !ok {
 			s = &statusSource{Name: row.Source, State: "ok", Class: "ok", Owner: row.Owner}
 			p.Sources = append(p.Sources, s)
-			if sc, err := a.Config.Source(row.Source); err == nil {
+			if sc, err := a.cfg().Source(row.Source); err == nil {
 				s.Kind, s.Schedule = sc.Kind, sc.Schedule
+			} else if row.Unserved == NoOwner {
+				s.Kind = "configured on another replica"
 			} else {
 				s.Kind = "no longer configured"
 			}
@@ -149,6 +151,10 @@ func (a *App) statusPage(ctx context.Context, now time.Time) (*statusPage, error
 			s.State, s.Class = "attention", "warn"
 		}
 		s.Rows = append(s.Rows, sr)
+		if row.Unserved != "" {
+			// Nobody polls it: red whatever its last passes said.
+			s.State, s.Class = row.Unserved, "bad"
+		}
 	}
 	for _, b := range bfs {
 		if cursor.Final(b.Status) {

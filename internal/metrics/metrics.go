@@ -27,6 +27,7 @@ type Metrics struct {
 	schedule    *vec
 	backoff     *vec
 	hist        history
+	fleet       *fleetMetrics // fleet.go
 }
 
 // New registers the metrics in a new registry.
@@ -64,6 +65,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.records, m.requests, m.rateLimited, m.passes, m.lag, m.lastSuccess, m.backfill,
 		m.failures, m.refused, m.waiting, m.schedule, m.backoff)
+	m.fleet = newFleetMetrics(m.Registry)
 	return m
 }
 
