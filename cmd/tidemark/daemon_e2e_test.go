@@ -27,6 +27,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/events"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/slowdown"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 	"github.com/tidemarkhq/tidemark/schema"
 	"github.com/tidemarkhq/tidemark/webhooks"
@@ -137,7 +138,7 @@ sources:
     resources: [clients, projects, tasks, time_entries]
 `, tg.URL(), tg.WorkspaceID()))
 	d := e.daemon(path)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(slowdown.Scale(20 * time.Second))
 	for {
 		out, _, code := e.cli("cursors", "--config", path, "--json")
 		rows := decodeJSON[[]map[string]any](t, out)
@@ -296,7 +297,7 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 		kind: "toggl", src: "tg", cfg: cfg,
 		churn: func() func() { return runChurn(ch.Run) },
 		settle: func(t *testing.T) {
-			deadline := time.Now().Add(opts.VisibilityDelay + 5*time.Second)
+			deadline := time.Now().Add(slowdown.Scale(opts.VisibilityDelay + 5*time.Second))
 			for tg.Pending() > 0 {
 				if time.Now().After(deadline) {
 					t.Fatalf("%d writes still invisible %s after the churn", tg.Pending(), opts.VisibilityDelay+5*time.Second)
@@ -312,7 +313,44 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 // clockifySpeed is how fast the Clockify fake's clock runs: its change feed
 // only shows changes older than 2 minutes (the client's safety lag), so
 // the clock runs about 3.6 minutes per real second, in whole seconds.
+//
+// The clock waits for the mirror: it moves only while the cursor of ck's
+// time entries is within clockifyMaxLag of it (and the churn with it). Running on its own, 3.6
+// minutes a second, a daemon slowed by a busy machine (or busy with a
+// backfill) fell over an hour of source time behind; a pass catching up
+// over more than the client's DeletionSpan (1 h) reads /deleted in whole
+// windows, which leave out an entry created and deleted inside one, by
+// design missed until a reconcile: the test then failed with entries
+// "deleted at source but live here" because the machine was slow.
 const clockifyStep, clockifyTick = 9 * time.Second, 50 * time.Millisecond
+
+// clockifyMaxLag stays well under DeletionSpan less the 10 min overlap.
+const clockifyMaxLag = 30 * time.Minute
+
+// clockifyPace advances clock every clockifyTick while ck's time-entry
+// cursor (or, before the first, the clock's start) is within
+// clockifyMaxLag of it, until ctx ends.
+func clockifyPace(ctx context.Context, e *env, clock *fakeapi.Clock) {
+	start := clock.Now()
+	t := time.NewTicker(clockifyTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hw := pgtype.Timestamptz{Time: start, Valid: true}
+		err := e.pool.QueryRow(ctx, `SELECT high_water FROM cursors
+			WHERE source = 'ck' AND resource = 'time_entries' AND high_water IS NOT NULL`).Scan(&hw)
+		if err != nil && err != pgx.ErrNoRows {
+			continue // the pool closing at the end of the test
+		}
+		if clock.Now().Sub(hw.Time) < clockifyMaxLag {
+			clock.Advance(clockifyStep)
+		}
+	}
+}
 
 func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	clock := fakeapi.NewClock(time.Now().UTC().Truncate(time.Second))
@@ -337,7 +375,7 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	ticking := make(chan struct{})
 	go func() {
 		defer close(ticking)
-		every(ctx, clockifyTick, func() { clock.Advance(clockifyStep) })
+		clockifyPace(ctx, e, clock)
 	}()
 	t.Cleanup(func() { cancel(); <-ticking })
 	e.vars = append(e.vars, "CK_TOKEN="+ck.Token())
@@ -360,7 +398,20 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	})
 	return &fakeSource{
 		kind: "clockify", src: "ck", cfg: cfg,
-		churn:  func() func() { return runChurn(ch.Run) },
+		// The churn steps only on a new instant of the clock: it waits
+		// with the clock for the mirror, rather than pile creations and
+		// deletions onto one stopped second.
+		churn: func() func() {
+			return runChurn(func(ctx context.Context, every time.Duration, n int) error {
+				var last time.Time
+				return fakeapi.Run(ctx, every, n, func(n int) {
+					if now := clock.Now(); now.After(last) {
+						last = now
+						ch.Step(n)
+					}
+				})
+			})
+		},
 		settle: func(*testing.T) {}, // the running clock brings every change into the feed's windows
 		truths: map[clients.Resource]func() map[string]time.Time{
 			clients.TimeEntries: func() map[string]time.Time { return ck.Versions(clients.TimeEntries) },
@@ -458,6 +509,7 @@ func providerConverged(ctx context.Context, e *env, fs *fakeSource, listedVersio
 func (e *env) waitProvider(fs *fakeSource, within time.Duration, listedVersions bool) time.Duration {
 	e.t.Helper()
 	start := time.Now()
+	within = slowdown.Scale(within)
 	for {
 		ok, why, err := providerConverged(context.Background(), e, fs, listedVersions)
 		if err != nil {
@@ -640,7 +692,7 @@ func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
 			if err := e.pool.QueryRow(ctx, "SELECT now()").Scan(&stopped); err != nil {
 				t.Fatal(err)
 			}
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			for deadline := time.Now().Add(slowdown.Scale(30 * time.Second)); ; time.Sleep(200 * time.Millisecond) {
 				var n int
 				if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM sync_runs WHERE source = 'tg' AND resource = 'time_entries'
 					AND kind = 'reconcile' AND status = 'ok' AND started_at > $1`, stopped).Scan(&n); err != nil {
@@ -988,7 +1040,7 @@ change_feed:
 	tail := e.start("tail", "events", "tail", "--consumer", "follower", "--follow", "--json")
 	d := e.daemon(cfg)
 	e.waitConverged(tr, "acme", 60*time.Second, inSync)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(slowdown.Scale(60 * time.Second))
 	var n int
 	for {
 		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
@@ -1012,7 +1064,7 @@ change_feed:
 		}
 	}
 	mu.Unlock()
-	waitLines := time.Now().Add(30 * time.Second)
+	waitLines := time.Now().Add(slowdown.Scale(30 * time.Second))
 	for {
 		out, _ := os.ReadFile(tail.log)
 		lines := 0
@@ -1074,7 +1126,7 @@ func TestE2EFleetSharesAndCursorsShowOwners(t *testing.T) {
 	}
 	settle := func(what string, members int, within time.Duration) map[string]string {
 		t.Helper()
-		deadline := time.Now().Add(within)
+		deadline := time.Now().Add(slowdown.Scale(within))
 		for {
 			m := owners()
 			n := shares(m)
@@ -1229,7 +1281,7 @@ sources:
 
 func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(slowdown.Scale(30 * time.Second))
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

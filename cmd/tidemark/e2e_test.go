@@ -29,6 +29,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/internal/slowdown"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 	"github.com/tidemarkhq/tidemark/schema"
 )
@@ -43,7 +44,12 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	binary = filepath.Join(dir, "tidemark")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	// The release build's flags (.goreleaser.yaml): deploy's
+	// TestReleaseBuilds then reuses the packages compiled here, and the
+	// end-to-end tests run the binary as it ships.
+	build := exec.Command("go", "build", "-trimpath", "-o", binary, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build: %v\n%s", err, out)
 		os.Exit(2)
 	}
@@ -293,12 +299,13 @@ func (p *proc) requireRunning(t testing.TB) {
 }
 
 // wait waits for the process to exit and returns its exit code (-1 when a
-// signal killed it); exited is false when it still runs after d.
+// signal killed it); exited is false when it still runs after d (scaled by
+// TIDEMARK_TEST_SLOWDOWN).
 func (p *proc) wait(d time.Duration) (code int, exited bool) {
 	select {
 	case <-p.done:
 		return exitCodeOf(p.err), true
-	case <-time.After(d):
+	case <-time.After(slowdown.Scale(d)):
 		return 0, false
 	}
 }
@@ -319,7 +326,7 @@ func exitCodeOf(err error) int {
 // and exit code. stderr is also kept in the test's logs.
 func (e *env) cli(args ...string) (stdout, stderr string, code int) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slowdown.Scale(2*time.Minute))
 	defer cancel()
 	c := e.command(ctx, args...)
 	var out, errb bytes.Buffer
@@ -358,6 +365,7 @@ func nothingLost(r verify.Report) bool { return r.Missing+r.Stale+r.Ahead == 0 }
 func (e *env) waitConverged(tr *simulated.Tracker, src string, within time.Duration, ok func(verify.Report) bool) time.Duration {
 	e.t.Helper()
 	start := time.Now()
+	within = slowdown.Scale(within)
 	deadline := start.Add(within)
 	for {
 		reps, err := compare(e.t, e.pool, tr, src)
@@ -963,7 +971,7 @@ func TestE2ERequestTimeout(t *testing.T) {
 // lock (the daemon's page, blocked by the test).
 func (e *env) waitLockWait(within time.Duration) {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(slowdown.Scale(within))
 	for {
 		var n int
 		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks l
@@ -1027,7 +1035,7 @@ func TestE2ERunSignals(t *testing.T) {
 		d.signal(syscall.SIGTERM)
 		code, exited := d.wait(31 * time.Second)
 		took := time.Since(start)
-		if !exited || code != 0 || took > 30*time.Second {
+		if !exited || code != 0 || took > slowdown.Scale(30*time.Second) {
 			t.Fatalf("after SIGTERM with a page blocked: exited %v after %s, code %d; want 0 within 30 s", exited, took, code)
 		}
 		t.Logf("exited 0 %s after SIGTERM", took.Round(time.Millisecond))
@@ -1098,7 +1106,7 @@ func TestE2EOutageAnd401(t *testing.T) {
 	// again and backs off longer): look until one look sees it all.
 	var out string
 	var problems []string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(slowdown.Scale(30 * time.Second)); ; time.Sleep(500 * time.Millisecond) {
 		problems = nil
 		var errs string
 		var code int
@@ -1177,7 +1185,7 @@ func TestE2EDemo(t *testing.T) {
 	}()
 	t.Cleanup(func() { c.Process.Kill(); <-done; f.Close() })
 
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(slowdown.Scale(20 * time.Second))
 	for found := false; !found; {
 		select {
 		case l, ok := <-lines:
@@ -1202,7 +1210,7 @@ func TestE2EDemo(t *testing.T) {
 			t.Fatalf("demo exited %d after SIGINT", code)
 		}
 		t.Logf("demo exited 0 %s after SIGINT", time.Since(start).Round(time.Millisecond))
-	case <-time.After(30 * time.Second):
+	case <-time.After(slowdown.Scale(30 * time.Second)):
 		t.Fatal("demo still running 30 s after SIGINT")
 	}
 }
