@@ -710,6 +710,10 @@ func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
 	}
 	togglViews(fs, tg)
 	d := e.daemon(cfg)
+	// The churn's deletions become tombstones only of entries mirrored
+	// before: a daemon slow to start (a busy machine) would otherwise list
+	// the source after them, and leave no tombstone to check.
+	e.waitFirstPass("tg")
 	stop := runChurn(ch.Run)
 	time.Sleep(5 * time.Second)
 	e.settleConverged(fs, stop)
@@ -1148,7 +1152,9 @@ func TestE2EFleetSharesAndCursorsShowOwners(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
-	settle("two replicas", 2, 30*time.Second)
+	// A source changes hands between two of its passes: on a busy machine
+	// the first ones (each source's whole history) take long.
+	settle("two replicas", 2, 2*time.Minute)
 	b.signal(syscall.SIGKILL)
 	b.wait(10 * time.Second)
 	settle("one killed", 1, 2*5*time.Second+5*time.Second)
@@ -1280,9 +1286,20 @@ sources:
 	}
 }
 
+// waitFirstPass waits until a pass of src wrote its time entries' cursor.
+func (e *env) waitFirstPass(src string) {
+	e.t.Helper()
+	waitUntil(e.t, "the first pass of "+src+"/time_entries", func() bool {
+		var n int
+		err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM cursors
+			WHERE source = $1 AND resource = 'time_entries' AND high_water IS NOT NULL`, src).Scan(&n)
+		return err == nil && n > 0
+	})
+}
+
 func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(slowdown.Scale(30 * time.Second))
+	deadline := time.Now().Add(slowdown.Scale(time.Minute)) // a safety net
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
