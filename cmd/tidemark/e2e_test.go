@@ -394,7 +394,7 @@ func (e *env) waitConverged(tr *simulated.Tracker, src string, within time.Durat
 // and logs how long it took.
 func (e *env) convergedAfterChurn(tr *simulated.Tracker, src string) {
 	e.t.Helper()
-	took := e.waitConverged(tr, src, 30*time.Second, inSync)
+	took := e.waitConverged(tr, src, 90*time.Second, inSync)
 	e.t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
 }
 
@@ -610,7 +610,7 @@ func TestE2ESourceClockBehind(t *testing.T) {
 	stop()
 	// Without reconcile, deletions stay; everything live must be there at
 	// its latest version.
-	e.waitConverged(tr, "acme", 30*time.Second, nothingLost)
+	e.waitConverged(tr, "acme", 90*time.Second, nothingLost)
 	var hw time.Time
 	if err := e.pool.QueryRow(context.Background(),
 		"SELECT max(high_water) FROM cursors WHERE source = 'acme'").Scan(&hw); err != nil {
@@ -638,7 +638,7 @@ func TestE2ELateVisibleWrites(t *testing.T) {
 	if n := tr.Server().Pending(); n != 0 {
 		t.Fatalf("%d writes still invisible after the delay", n)
 	}
-	e.waitConverged(tr, "acme", 30*time.Second, inSync)
+	e.waitConverged(tr, "acme", 90*time.Second, inSync)
 }
 
 // ---- 5. backfill beside the daemon --------------------------------------------
@@ -671,7 +671,7 @@ func TestE2EBackfillBesideDaemon(t *testing.T) {
 		}
 	}
 	stop()
-	e.waitConverged(tr, "acme", 30*time.Second, inSync)
+	e.waitConverged(tr, "acme", 90*time.Second, inSync)
 	s.check(t)
 	noDuplicates(t, e.pool)
 	var n int
@@ -995,7 +995,7 @@ func blockedDaemon(t *testing.T, seed int64) (*env, *proc, *simulated.Tracker, s
 	e := newEnv(t)
 	tr, cfg := e.acme(simulated.Params{Seed: seed}, source{})
 	d := e.daemon(cfg)
-	e.waitConverged(tr, "acme", 20*time.Second, nothingLost)
+	e.waitConverged(tr, "acme", 90*time.Second, nothingLost)
 	ctx := context.Background()
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
@@ -1019,7 +1019,7 @@ func TestE2ERunSignals(t *testing.T) {
 		e := newEnv(t)
 		tr := newTracker(t, simulated.Params{Seed: 9})
 		d := e.daemon(e.writeConfig(source{name: "acme", tr: tr}))
-		e.waitConverged(tr, "acme", 20*time.Second, nothingLost)
+		e.waitConverged(tr, "acme", 90*time.Second, nothingLost)
 		start := time.Now()
 		d.signal(syscall.SIGTERM)
 		code, exited := d.wait(30 * time.Second)
@@ -1042,7 +1042,7 @@ func TestE2ERunSignals(t *testing.T) {
 		// The page in hand rolled back; a new daemon applies it.
 		unlock()
 		e.daemon(cfg)
-		e.waitConverged(tr, "acme", 20*time.Second, nothingLost)
+		e.waitConverged(tr, "acme", 90*time.Second, nothingLost)
 	})
 	t.Run("second signal", func(t *testing.T) {
 		t.Parallel()
@@ -1078,7 +1078,7 @@ func TestE2EOutageAnd401(t *testing.T) {
 		source{name: "bad", tr: other, tokenVar: "BAD_TOKEN"},
 	)
 	d := e.daemon(cfg)
-	e.waitConverged(good, "good", 20*time.Second, nothingLost)
+	e.waitConverged(good, "good", 90*time.Second, nothingLost)
 	stop := churn(good, 100*time.Millisecond, 5)
 	defer stop()
 	time.Sleep(2 * time.Second)
