@@ -27,6 +27,7 @@ import (
 // red for them.
 func TestDemoChecksCountLateWritesAsPending(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	u := pgtest.URL(t)
 	cfg, err := config.Parse("late.yaml", []byte(`
 database_url: ${DATABASE_URL}
@@ -112,6 +113,7 @@ sources:
 // output so far.
 func demoProc(t *testing.T, tmp string) (*exec.Cmd, string, chan error, func() string) {
 	t.Helper()
+	skipShort(t)
 	c := exec.Command(binary, "demo", "--every", "1h")
 	var env []string
 	for _, kv := range os.Environ() {

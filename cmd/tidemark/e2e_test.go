@@ -34,6 +34,16 @@ import (
 	"github.com/tidemarkhq/tidemark/schema"
 )
 
+// skipShort skips an end-to-end test (the binary, a database, fakes,
+// seconds of real time) under -short, for a quick local loop. The README's
+// command and CI run them all.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: skipped under -short")
+	}
+}
+
 // binary is the tidemark binary built once by TestMain.
 var binary string
 
@@ -85,6 +95,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	skipShort(t)
 	e := &env{t: t, dir: t.TempDir(), dbURL: pgtest.URL(t)}
 	pool, err := pgxpool.New(context.Background(), e.dbURL)
 	if err != nil {
