@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -199,8 +200,9 @@ type fakeSource struct {
 	kind, src string
 	cfg       string // config path
 	// churn starts the fake's mutation stream (about 50 changes a second);
-	// stop waits for the last one.
+	// stop waits for the last one. steps counts its steps (5 changes each).
 	churn func() (stop func())
+	steps atomic.Int64
 	// settle waits, after the churn stopped, until every write is visible.
 	settle func(t *testing.T)
 	// truths are the live ids with their versions, per compared resource.
@@ -251,6 +253,28 @@ func (e *env) settleConverged(fs *fakeSource, stop func()) {
 	e.t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
 }
 
+// countedChurn returns a churn that calls step(5) every 100 ms until
+// stopped, counting in steps the calls for which step reports a change.
+func countedChurn(steps *atomic.Int64, step func(n int) bool) func() (stop func()) {
+	return func() func() {
+		return runChurn(func(ctx context.Context, every time.Duration, n int) error {
+			return fakeapi.Run(ctx, every, n, func(n int) {
+				if step(n) {
+					steps.Add(1)
+				}
+			})
+		})
+	}
+}
+
+// churnSteps waits until the churn took n steps (n/10 s on a quiet
+// machine): how much a test churns does not depend on how fast the
+// machine runs its daemon, whose first pass a paced churn waits for.
+func (fs *fakeSource) churnSteps(t *testing.T, n int64) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("%d steps of the churn", n), func() bool { return fs.steps.Load() >= n })
+}
+
 // runChurn runs step(perTick) every interval until stop is called.
 func runChurn(run func(context.Context, time.Duration, int) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -295,7 +319,6 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	})
 	fs := &fakeSource{
 		kind: "toggl", src: "tg", cfg: cfg,
-		churn: func() func() { return runChurn(ch.Run) },
 		settle: func(t *testing.T) {
 			deadline := time.Now().Add(slowdown.Scale(opts.VisibilityDelay + 5*time.Second))
 			for tg.Pending() > 0 {
@@ -306,6 +329,7 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 			}
 		},
 	}
+	fs.churn = countedChurn(&fs.steps, func(n int) bool { ch.Step(n); return true })
 	togglViews(fs, tg)
 	return fs
 }
@@ -397,22 +421,8 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 			t.Logf("clockify churn: %+v; source clock %s", ch.Counts(), ck.Now().Format(time.RFC3339))
 		}
 	})
-	return &fakeSource{
+	fs := &fakeSource{
 		kind: "clockify", src: "ck", cfg: cfg,
-		// The churn steps only on a new instant of the clock: it waits
-		// with the clock for the mirror, rather than pile creations and
-		// deletions onto one stopped second.
-		churn: func() func() {
-			return runChurn(func(ctx context.Context, every time.Duration, n int) error {
-				var last time.Time
-				return fakeapi.Run(ctx, every, n, func(n int) {
-					if now := clock.Now(); now.After(last) {
-						last = now
-						ch.Step(n)
-					}
-				})
-			})
-		},
 		settle: func(*testing.T) {}, // the running clock brings every change into the feed's windows
 		truths: map[clients.Resource]func() map[string]time.Time{
 			clients.TimeEntries: func() map[string]time.Time { return ck.Versions(clients.TimeEntries) },
@@ -428,6 +438,20 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 		today:          func() clients.Date { return clients.DateOf(ck.Now().UTC()) },
 		listedVersions: o.feedStatus != 0,
 	}
+	// The churn steps only on a new instant of the clock: it waits with
+	// the clock for the mirror, rather than pile creations and deletions
+	// onto one stopped second.
+	var last time.Time
+	fs.churn = countedChurn(&fs.steps, func(n int) bool {
+		now := clock.Now()
+		if !now.After(last) {
+			return false
+		}
+		last = now
+		ch.Step(n)
+		return true
+	})
+	return fs
 }
 
 func deref(s *string) string {
@@ -538,7 +562,7 @@ func TestE2EProvidersChurnConverges(t *testing.T) {
 	eachProvider(t, fakeOpts{seed: 21}, func(t *testing.T, e *env, fs *fakeSource) {
 		d := e.daemon(fs.cfg)
 		stop := fs.churn()
-		time.Sleep(5 * time.Second)
+		fs.churnSteps(t, 50)
 		e.settleConverged(fs, stop)
 		d.requireRunning(t)
 		noDuplicates(t, e.pool)
@@ -580,7 +604,7 @@ func TestE2EProvidersLateVisibleWrites(t *testing.T) {
 	eachProvider(t, fakeOpts{seed: 41, late: true}, func(t *testing.T, e *env, fs *fakeSource) {
 		e.daemon(fs.cfg)
 		stop := fs.churn()
-		time.Sleep(5 * time.Second)
+		fs.churnSteps(t, 50)
 		e.settleConverged(fs, stop)
 	})
 }
@@ -714,8 +738,9 @@ func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
 	// before: a daemon slow to start (a busy machine) would otherwise list
 	// the source after them, and leave no tombstone to check.
 	e.waitFirstPass("tg")
-	stop := runChurn(ch.Run)
-	time.Sleep(5 * time.Second)
+	fs.churn = countedChurn(&fs.steps, func(n int) bool { ch.Step(n); return true })
+	stop := fs.churn()
+	fs.churnSteps(t, 50)
 	e.settleConverged(fs, stop)
 	d.requireRunning(t)
 	counts := ch.Counts()
@@ -796,7 +821,7 @@ func TestE2EClockifyLiveFeedChurnConverges(t *testing.T) {
 	fs := startClockify(t, e, fakeOpts{seed: 1101, liveFeed: true, zones: ckZones})
 	d := e.daemon(fs.cfg)
 	stop := fs.churn()
-	time.Sleep(5 * time.Second)
+	fs.churnSteps(t, 50)
 	e.settleConverged(fs, stop)
 	log := ckMirrorChecks(t, e, d)
 	if strings.Contains(log, feedUnusable) {
@@ -826,7 +851,7 @@ func TestE2EClockifyFeedUnavailableChurnConverges(t *testing.T) {
 	fs := startClockify(t, e, fakeOpts{seed: 1201, feedStatus: 404, reconcile: "@every 5s", zones: ckZones})
 	d := e.daemon(fs.cfg)
 	stop := fs.churn()
-	time.Sleep(5 * time.Second)
+	fs.churnSteps(t, 50)
 	e.settleConverged(fs, stop)
 	log := ckMirrorChecks(t, e, d)
 	warns, infos := 0, 0
