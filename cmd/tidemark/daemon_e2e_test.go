@@ -357,24 +357,15 @@ const clockifyMaxLag = 30 * time.Minute
 // daemon slow to start would otherwise first list a source whose
 // deletions it never saw as records (no tombstone to check).
 func clockifyPace(ctx context.Context, e *env, clock *fakeapi.Clock) {
-	t := time.NewTicker(clockifyTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, clockifyTick, func() {
 		var hw time.Time
 		err := e.pool.QueryRow(ctx, `SELECT high_water FROM cursors
 			WHERE source = 'ck' AND resource = 'time_entries' AND high_water IS NOT NULL`).Scan(&hw)
-		if err != nil {
-			continue // no pass yet (or the pool closing at the end of the test)
-		}
-		if clock.Now().Sub(hw) < clockifyMaxLag {
+		if err == nil && clock.Now().Sub(hw) < clockifyMaxLag {
 			clock.Advance(clockifyStep)
 		}
-	}
+		// Else no pass yet (or the pool closing at the end of the test).
+	})
 }
 
 func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {

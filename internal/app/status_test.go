@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 	"github.com/tidemarkhq/tidemark/internal/slowdown"
 	"github.com/tidemarkhq/tidemark/upsert"
@@ -92,25 +91,6 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// lockedBuffer collects the browser's output, written from chromedp's
-// goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // browser starts a headless Chromium with this machine's flags and a fresh
 // profile. When it cannot start (say, while apt is installing or upgrading
 // it), the test fails saying so, with Chromium's own output and what
@@ -118,7 +98,7 @@ func (l *lockedBuffer) String() string {
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	path := chromium(t)
-	var out lockedBuffer
+	var out logtest.Buffer // Chromium's output, written from chromedp's goroutine
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.CombinedOutput(&out),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
