@@ -15,6 +15,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/logtest"
+	"github.com/tidemarkhq/tidemark/internal/slowdown"
 	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/schema"
 )
@@ -45,9 +46,11 @@ func startDaemon(t *testing.T, p *poller.Poller, s poller.Schedule) *poller.Daem
 	return d
 }
 
+// waitFor polls ok until it holds; d (scaled by TIDEMARK_TEST_SLOWDOWN) is
+// a safety net.
 func waitFor(t *testing.T, d time.Duration, ok func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(slowdown.Scale(d))
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -59,7 +62,7 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool, what string) {
 // waitForLog waits until logs hold text, and shows them if they never do.
 func waitForLog(t *testing.T, logs *logtest.Buffer, d time.Duration, text string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(slowdown.Scale(d))
 	for !strings.Contains(logs.String(), text) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q logged:\n%s", text, logs.String())

@@ -21,6 +21,7 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
 	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/internal/slowdown"
 	"github.com/tidemarkhq/tidemark/webhooks"
 )
 
@@ -143,7 +144,9 @@ func (d *daemon) register() {
 
 func (d *daemon) waitFor(what string, ok func() bool) {
 	d.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	// A safety net: a burst of 1,000 signed deliveries took over 20 s on
+	// a busy 2-core machine.
+	deadline := time.Now().Add(slowdown.Scale(90 * time.Second))
 	for !ok() {
 		if time.Now().After(deadline) {
 			d.t.Fatalf("timed out waiting for %s", what)

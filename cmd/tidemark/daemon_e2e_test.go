@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/events"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
+	"github.com/tidemarkhq/tidemark/internal/slowdown"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 	"github.com/tidemarkhq/tidemark/schema"
 	"github.com/tidemarkhq/tidemark/webhooks"
@@ -137,7 +139,7 @@ sources:
     resources: [clients, projects, tasks, time_entries]
 `, tg.URL(), tg.WorkspaceID()))
 	d := e.daemon(path)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(slowdown.Scale(20 * time.Second))
 	for {
 		out, _, code := e.cli("cursors", "--config", path, "--json")
 		rows := decodeJSON[[]map[string]any](t, out)
@@ -198,8 +200,9 @@ type fakeSource struct {
 	kind, src string
 	cfg       string // config path
 	// churn starts the fake's mutation stream (about 50 changes a second);
-	// stop waits for the last one.
+	// stop waits for the last one. steps counts its steps (5 changes each).
 	churn func() (stop func())
+	steps atomic.Int64
 	// settle waits, after the churn stopped, until every write is visible.
 	settle func(t *testing.T)
 	// truths are the live ids with their versions, per compared resource.
@@ -246,8 +249,30 @@ func (e *env) settleConverged(fs *fakeSource, stop func()) {
 	e.t.Helper()
 	stop()
 	fs.settle(e.t)
-	took := e.waitProvider(fs, 30*time.Second, fs.listedVersions)
+	took := e.waitProvider(fs, 90*time.Second, fs.listedVersions)
 	e.t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
+}
+
+// countedChurn returns a churn that calls step(5) every 100 ms until
+// stopped, counting in steps the calls for which step reports a change.
+func countedChurn(steps *atomic.Int64, step func(n int) bool) func() (stop func()) {
+	return func() func() {
+		return runChurn(func(ctx context.Context, every time.Duration, n int) error {
+			return fakeapi.Run(ctx, every, n, func(n int) {
+				if step(n) {
+					steps.Add(1)
+				}
+			})
+		})
+	}
+}
+
+// churnSteps waits until the churn took n steps (n/10 s on a quiet
+// machine): how much a test churns does not depend on how fast the
+// machine runs its daemon, whose first pass a paced churn waits for.
+func (fs *fakeSource) churnSteps(t *testing.T, n int64) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("%d steps of the churn", n), func() bool { return fs.steps.Load() >= n })
 }
 
 // runChurn runs step(perTick) every interval until stop is called.
@@ -294,9 +319,8 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	})
 	fs := &fakeSource{
 		kind: "toggl", src: "tg", cfg: cfg,
-		churn: func() func() { return runChurn(ch.Run) },
 		settle: func(t *testing.T) {
-			deadline := time.Now().Add(opts.VisibilityDelay + 5*time.Second)
+			deadline := time.Now().Add(slowdown.Scale(opts.VisibilityDelay + 5*time.Second))
 			for tg.Pending() > 0 {
 				if time.Now().After(deadline) {
 					t.Fatalf("%d writes still invisible %s after the churn", tg.Pending(), opts.VisibilityDelay+5*time.Second)
@@ -305,6 +329,7 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 			}
 		},
 	}
+	fs.churn = countedChurn(&fs.steps, func(n int) bool { ch.Step(n); return true })
 	togglViews(fs, tg)
 	return fs
 }
@@ -312,7 +337,46 @@ func startToggl(t *testing.T, e *env, o fakeOpts) *fakeSource {
 // clockifySpeed is how fast the Clockify fake's clock runs: its change feed
 // only shows changes older than 2 minutes (the client's safety lag), so
 // the clock runs about 3.6 minutes per real second, in whole seconds.
+//
+// The clock waits for the mirror: it moves only while the cursor of ck's
+// time entries is within clockifyMaxLag of it (and the churn with it). Running on its own, 3.6
+// minutes a second, a daemon slowed by a busy machine (or busy with a
+// backfill) fell over an hour of source time behind; a pass catching up
+// over more than the client's DeletionSpan (1 h) reads /deleted in whole
+// windows, which leave out an entry created and deleted inside one, by
+// design missed until a reconcile: the test then failed with entries
+// "deleted at source but live here" because the machine was slow.
 const clockifyStep, clockifyTick = 9 * time.Second, 50 * time.Millisecond
+
+// clockifyMaxLag stays well under DeletionSpan less the 10 min overlap.
+const clockifyMaxLag = 30 * time.Minute
+
+// clockifyPace advances clock every clockifyTick while ck's time-entry
+// cursor is within clockifyMaxLag of it, until ctx ends. Before the first
+// pass wrote the cursor the clock stands still, and so does the churn: a
+// daemon slow to start would otherwise first list a source whose
+// deletions it never saw as records (no tombstone to check).
+func clockifyPace(ctx context.Context, e *env, clock *fakeapi.Clock) {
+	// The cursor is read apart from the ticks: on a busy machine one query
+	// took longer than many ticks, and the clock (with the churn) crawled.
+	var hw atomic.Pointer[time.Time]
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		every(ctx, clockifyTick, func() {
+			var t time.Time
+			if e.pool.QueryRow(ctx, `SELECT high_water FROM cursors
+				WHERE source = 'ck' AND resource = 'time_entries' AND high_water IS NOT NULL`).Scan(&t) == nil {
+				hw.Store(&t)
+			} // else no pass yet (or the pool closing at the end of the test)
+		})
+	})
+	every(ctx, clockifyTick, func() {
+		if h := hw.Load(); h != nil && clock.Now().Sub(*h) < clockifyMaxLag {
+			clock.Advance(clockifyStep)
+		}
+	})
+	wg.Wait()
+}
 
 func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	clock := fakeapi.NewClock(time.Now().UTC().Truncate(time.Second))
@@ -337,7 +401,7 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 	ticking := make(chan struct{})
 	go func() {
 		defer close(ticking)
-		every(ctx, clockifyTick, func() { clock.Advance(clockifyStep) })
+		clockifyPace(ctx, e, clock)
 	}()
 	t.Cleanup(func() { cancel(); <-ticking })
 	e.vars = append(e.vars, "CK_TOKEN="+ck.Token())
@@ -358,9 +422,8 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 			t.Logf("clockify churn: %+v; source clock %s", ch.Counts(), ck.Now().Format(time.RFC3339))
 		}
 	})
-	return &fakeSource{
+	fs := &fakeSource{
 		kind: "clockify", src: "ck", cfg: cfg,
-		churn:  func() func() { return runChurn(ch.Run) },
 		settle: func(*testing.T) {}, // the running clock brings every change into the feed's windows
 		truths: map[clients.Resource]func() map[string]time.Time{
 			clients.TimeEntries: func() map[string]time.Time { return ck.Versions(clients.TimeEntries) },
@@ -376,6 +439,20 @@ func startClockify(t *testing.T, e *env, o fakeOpts) *fakeSource {
 		today:          func() clients.Date { return clients.DateOf(ck.Now().UTC()) },
 		listedVersions: o.feedStatus != 0,
 	}
+	// The churn steps only on a new instant of the clock: it waits with
+	// the clock for the mirror, rather than pile creations and deletions
+	// onto one stopped second.
+	var last time.Time
+	fs.churn = countedChurn(&fs.steps, func(n int) bool {
+		now := clock.Now()
+		if !now.After(last) {
+			return false
+		}
+		last = now
+		ch.Step(n)
+		return true
+	})
+	return fs
 }
 
 func deref(s *string) string {
@@ -458,6 +535,7 @@ func providerConverged(ctx context.Context, e *env, fs *fakeSource, listedVersio
 func (e *env) waitProvider(fs *fakeSource, within time.Duration, listedVersions bool) time.Duration {
 	e.t.Helper()
 	start := time.Now()
+	within = slowdown.Scale(within)
 	for {
 		ok, why, err := providerConverged(context.Background(), e, fs, listedVersions)
 		if err != nil {
@@ -485,7 +563,7 @@ func TestE2EProvidersChurnConverges(t *testing.T) {
 	eachProvider(t, fakeOpts{seed: 21}, func(t *testing.T, e *env, fs *fakeSource) {
 		d := e.daemon(fs.cfg)
 		stop := fs.churn()
-		time.Sleep(5 * time.Second)
+		fs.churnSteps(t, 50)
 		e.settleConverged(fs, stop)
 		d.requireRunning(t)
 		noDuplicates(t, e.pool)
@@ -527,7 +605,7 @@ func TestE2EProvidersLateVisibleWrites(t *testing.T) {
 	eachProvider(t, fakeOpts{seed: 41, late: true}, func(t *testing.T, e *env, fs *fakeSource) {
 		e.daemon(fs.cfg)
 		stop := fs.churn()
-		time.Sleep(5 * time.Second)
+		fs.churnSteps(t, 50)
 		e.settleConverged(fs, stop)
 	})
 }
@@ -569,7 +647,7 @@ func TestE2EProvidersBackfillBesideDaemon(t *testing.T) {
 		}
 		stop()
 		fs.settle(t)
-		took := e.waitProvider(fs, 30*time.Second, fs.kind == "clockify")
+		took := e.waitProvider(fs, 90*time.Second, fs.kind == "clockify")
 		t.Logf("converged %s after the churn stopped", took.Round(time.Millisecond))
 		s.check(t)
 		noDuplicates(t, e.pool)
@@ -640,7 +718,7 @@ func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
 			if err := e.pool.QueryRow(ctx, "SELECT now()").Scan(&stopped); err != nil {
 				t.Fatal(err)
 			}
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			for deadline := time.Now().Add(slowdown.Scale(90 * time.Second)); ; time.Sleep(200 * time.Millisecond) {
 				var n int
 				if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM sync_runs WHERE source = 'tg' AND resource = 'time_entries'
 					AND kind = 'reconcile' AND status = 'ok' AND started_at > $1`, stopped).Scan(&n); err != nil {
@@ -650,15 +728,20 @@ func TestE2ETogglWorkspaceScopeConvergesUnderChurn(t *testing.T) {
 					return
 				}
 				if time.Now().After(deadline) {
-					t.Fatal("no reconcile of time entries ran within 30s of the churn's end")
+					t.Fatal("no reconcile of time entries ran within 90 s (a safety net) of the churn's end")
 				}
 			}
 		},
 	}
 	togglViews(fs, tg)
 	d := e.daemon(cfg)
-	stop := runChurn(ch.Run)
-	time.Sleep(5 * time.Second)
+	// The churn's deletions become tombstones only of entries mirrored
+	// before: a daemon slow to start (a busy machine) would otherwise list
+	// the source after them, and leave no tombstone to check.
+	e.waitFirstPass("tg")
+	fs.churn = countedChurn(&fs.steps, func(n int) bool { ch.Step(n); return true })
+	stop := fs.churn()
+	fs.churnSteps(t, 50)
 	e.settleConverged(fs, stop)
 	d.requireRunning(t)
 	counts := ch.Counts()
@@ -739,7 +822,7 @@ func TestE2EClockifyLiveFeedChurnConverges(t *testing.T) {
 	fs := startClockify(t, e, fakeOpts{seed: 1101, liveFeed: true, zones: ckZones})
 	d := e.daemon(fs.cfg)
 	stop := fs.churn()
-	time.Sleep(5 * time.Second)
+	fs.churnSteps(t, 50)
 	e.settleConverged(fs, stop)
 	log := ckMirrorChecks(t, e, d)
 	if strings.Contains(log, feedUnusable) {
@@ -769,7 +852,7 @@ func TestE2EClockifyFeedUnavailableChurnConverges(t *testing.T) {
 	fs := startClockify(t, e, fakeOpts{seed: 1201, feedStatus: 404, reconcile: "@every 5s", zones: ckZones})
 	d := e.daemon(fs.cfg)
 	stop := fs.churn()
-	time.Sleep(5 * time.Second)
+	fs.churnSteps(t, 50)
 	e.settleConverged(fs, stop)
 	log := ckMirrorChecks(t, e, d)
 	warns, infos := 0, 0
@@ -820,7 +903,7 @@ func TestE2EEventsKill9(t *testing.T) {
 	d := e.daemon(cfg)
 	time.Sleep(2 * time.Second)
 	stop()
-	e.waitConverged(tr, "acme", 30*time.Second, inSync)
+	e.waitConverged(tr, "acme", 90*time.Second, inSync)
 	time.Sleep(3 * time.Second) // a reconcile after convergence: nothing to change
 	before := countEvents(t, e)
 
@@ -987,8 +1070,8 @@ change_feed:
 `, listen, srv.URL, secret))
 	tail := e.start("tail", "events", "tail", "--consumer", "follower", "--follow", "--json")
 	d := e.daemon(cfg)
-	e.waitConverged(tr, "acme", 60*time.Second, inSync)
-	deadline := time.Now().Add(60 * time.Second)
+	e.waitConverged(tr, "acme", 90*time.Second, inSync)
+	deadline := time.Now().Add(slowdown.Scale(2 * time.Minute)) // a safety net
 	var n int
 	for {
 		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
@@ -1012,7 +1095,7 @@ change_feed:
 		}
 	}
 	mu.Unlock()
-	waitLines := time.Now().Add(30 * time.Second)
+	waitLines := time.Now().Add(slowdown.Scale(30 * time.Second))
 	for {
 		out, _ := os.ReadFile(tail.log)
 		lines := 0
@@ -1074,7 +1157,7 @@ func TestE2EFleetSharesAndCursorsShowOwners(t *testing.T) {
 	}
 	settle := func(what string, members int, within time.Duration) map[string]string {
 		t.Helper()
-		deadline := time.Now().Add(within)
+		deadline := time.Now().Add(slowdown.Scale(within))
 		for {
 			m := owners()
 			n := shares(m)
@@ -1095,7 +1178,9 @@ func TestE2EFleetSharesAndCursorsShowOwners(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
-	settle("two replicas", 2, 30*time.Second)
+	// A source changes hands between two of its passes: on a busy machine
+	// the first ones (each source's whole history) take long.
+	settle("two replicas", 2, 2*time.Minute)
 	b.signal(syscall.SIGKILL)
 	b.wait(10 * time.Second)
 	settle("one killed", 1, 2*5*time.Second+5*time.Second)
@@ -1227,9 +1312,20 @@ sources:
 	}
 }
 
+// waitFirstPass waits until a pass of src wrote its time entries' cursor.
+func (e *env) waitFirstPass(src string) {
+	e.t.Helper()
+	waitUntil(e.t, "the first pass of "+src+"/time_entries", func() bool {
+		var n int
+		err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM cursors
+			WHERE source = $1 AND resource = 'time_entries' AND high_water IS NOT NULL`, src).Scan(&n)
+		return err == nil && n > 0
+	})
+}
+
 func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(slowdown.Scale(time.Minute)) // a safety net
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -3,20 +3,24 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/tidemarkhq/tidemark/clients"
 	tmapp "github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/internal/slowdown"
 )
 
 // With late visibility on (writes appear 2 s after their stamp), passes
@@ -25,6 +29,7 @@ import (
 // red for them.
 func TestDemoChecksCountLateWritesAsPending(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	u := pgtest.URL(t)
 	cfg, err := config.Parse("late.yaml", []byte(`
 database_url: ${DATABASE_URL}
@@ -53,7 +58,12 @@ sources:
 	inOverlap := 0
 	for i := range 16 {
 		if i%2 == 0 { // checks right after a pass, and a moment later
-			if _, err := p.Incremental(ctx, "late"); err != nil {
+			// On a busy machine a walk can be slower than the tracker's
+			// churn (every 100 ms) and never settle: the pass then fails
+			// as unstable, as designed, and a daemon's next tick retries.
+			if _, err := p.Incremental(ctx, "late"); errors.Is(err, clients.ErrCapped) {
+				t.Logf("pass %d: %v", i, err)
+			} else if err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -108,9 +118,11 @@ sources:
 
 // demoProc starts `tidemark demo` with its own throwaway PostgreSQL under
 // tmp (no DATABASE_URL) and waits until it says where the server is; it
-// returns the cluster's directory.
-func demoProc(t *testing.T, tmp string) (*exec.Cmd, string, chan error) {
+// returns the cluster's directory, a channel that gets its exit, and its
+// output so far.
+func demoProc(t *testing.T, tmp string) (*exec.Cmd, string, chan error, func() string) {
 	t.Helper()
+	skipShort(t)
 	c := exec.Command(binary, "demo", "--every", "1h")
 	var env []string
 	for _, kv := range os.Environ() {
@@ -129,13 +141,21 @@ func demoProc(t *testing.T, tmp string) (*exec.Cmd, string, chan error) {
 	}
 	done := make(chan error, 1)
 	found := make(chan string, 1)
+	var mu sync.Mutex
 	var text strings.Builder
+	output := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return text.String()
+	}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			mu.Lock()
 			text.WriteString(sc.Text() + "\n")
+			mu.Unlock()
 			if strings.HasPrefix(sc.Text(), "Running the daemon") {
-				found <- text.String()
+				found <- output()
 			}
 		}
 		done <- c.Wait()
@@ -147,13 +167,13 @@ func demoProc(t *testing.T, tmp string) (*exec.Cmd, string, chan error) {
 		if len(dirs) == 0 {
 			t.Fatalf("no cluster directory under %s:\n%s", tmp, s)
 		}
-		return c, dirs[len(dirs)-1], done
+		return c, dirs[len(dirs)-1], done, output
 	case err := <-done:
-		t.Fatalf("demo exited early: %v\n%s", err, text.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("demo did not start within 60 s")
+		t.Fatalf("demo exited early: %v\n%s", err, output())
+	case <-time.After(slowdown.Scale(2 * time.Minute)):
+		t.Fatalf("demo did not start within %s:\n%s", slowdown.Scale(2*time.Minute), output())
 	}
-	return nil, "", nil
+	return nil, "", nil, nil
 }
 
 func clusterTmp(t *testing.T) string {
@@ -177,17 +197,24 @@ func clusterTmp(t *testing.T) string {
 func TestDemoSIGHUPRemovesItsPostgres(t *testing.T) {
 	t.Parallel()
 	tmp := clusterTmp(t)
-	c, dir, done := demoProc(t, tmp)
+	c, dir, done, output := demoProc(t, tmp)
+	start := time.Now()
 	if err := c.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
+	// The signal lands in the first pass (thousands of entries): the demo
+	// stops once the page in hand is done, within its grace (25 s), then
+	// stops PostgreSQL. On a busy machine that took over 40 s; the
+	// deadline is a safety net, not the expected time.
+	limit := slowdown.Scale(tmapp.ShutdownGrace + time.Minute)
 	select {
 	case err := <-done:
 		if code := exitCodeOf(err); code != 0 {
-			t.Fatalf("demo exited %d after SIGHUP", code)
+			t.Fatalf("demo exited %d after SIGHUP:\n%s", code, output())
 		}
-	case <-time.After(40 * time.Second):
-		t.Fatal("demo still running 40 s after SIGHUP")
+		t.Logf("demo exited %s after SIGHUP", time.Since(start).Round(time.Millisecond))
+	case <-time.After(limit):
+		t.Fatalf("demo still running %s after SIGHUP:\n%s", limit, output())
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the cluster directory %s is still there after SIGHUP (%v)", dir, err)
@@ -199,14 +226,14 @@ func TestDemoSIGHUPRemovesItsPostgres(t *testing.T) {
 func TestDemoReapsTheClusterOfAKilledDemo(t *testing.T) {
 	t.Parallel()
 	tmp := clusterTmp(t)
-	c, dir, done := demoProc(t, tmp)
+	c, dir, done, _ := demoProc(t, tmp)
 	c.Process.Kill()
 	<-done
 	pidFile := filepath.Join(dir, "data", "postmaster.pid")
 	if _, err := os.Stat(pidFile); err != nil {
 		t.Fatalf("after SIGKILL the server should still run (that is the bug being fixed): %v", err)
 	}
-	c2, dir2, done2 := demoProc(t, tmp)
+	c2, dir2, done2, _ := demoProc(t, tmp)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the killed demo's cluster %s is still there (%v)", dir, err)
 	}

@@ -20,7 +20,9 @@ import (
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/internal/slowdown"
 	"github.com/tidemarkhq/tidemark/upsert"
 
 	_ "github.com/tidemarkhq/tidemark/clients/provider/all"
@@ -91,11 +93,15 @@ func chromium(t *testing.T) string {
 }
 
 // browser starts a headless Chromium with this machine's flags and a fresh
-// profile.
+// profile. When it cannot start (say, while apt is installing or upgrading
+// it), the test fails saying so, with Chromium's own output and what
+// `chromium --version` answers, not with the first page action's error.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	path := chromium(t)
+	var out logtest.Buffer // Chromium's output, written from chromedp's goroutine
 	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium(t)),
+		chromedp.ExecPath(path), chromedp.CombinedOutput(&out),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
@@ -105,8 +111,18 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
 	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancel3 := context.WithTimeout(ctx, slowdown.Scale(90*time.Second))
 	t.Cleanup(cancel3)
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		vctx, vcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer vcancel()
+		ver, verr := exec.CommandContext(vctx, path, "--version").CombinedOutput()
+		if verr != nil {
+			ver = append(ver, " ("+verr.Error()+")"...)
+		}
+		t.Fatalf("Chromium could not start (%s): %v\n`%s --version`: %s\nits output:\n%s",
+			path, err, path, strings.TrimSpace(string(ver)), out.String())
+	}
 	return ctx
 }
 

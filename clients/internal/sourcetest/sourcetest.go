@@ -23,6 +23,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/internal/slowdown"
 	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/schema"
 )
@@ -40,8 +41,11 @@ type Kind[P, C any] struct {
 }
 
 // Build builds a client from p: opts adjust p, then the HTTP configuration
-// built from it, after fast waits (1 ms back-off, 2 s per request) so that
-// retries cost no test time. It fails t when New refuses the Params.
+// built from it, after fast waits (1 ms back-off) so that retries cost no
+// test time, and 20 s per request (scaled by TIDEMARK_TEST_SLOWDOWN): a
+// safety net, not the expected time; 2 s timed out pages of 1,200 entries
+// on a busy 2-core machine. A test of timeouts sets its own. It fails t
+// when New refuses the Params.
 func (k Kind[P, C]) Build(t testing.TB, p P, opts ...Opt[P]) C {
 	t.Helper()
 	for _, o := range opts {
@@ -49,7 +53,7 @@ func (k Kind[P, C]) Build(t testing.TB, p P, opts ...Opt[P]) C {
 	}
 	cfg := k.HTTPConfig(p)
 	cfg.BackoffBase, cfg.BackoffMax = time.Millisecond, 2*time.Millisecond
-	cfg.Timeout = 2 * time.Second
+	cfg.Timeout = slowdown.Scale(20 * time.Second)
 	for _, o := range opts {
 		var zero P
 		o(&zero, &cfg)
