@@ -3,6 +3,7 @@ package toggl
 import (
 	"cmp"
 	"fmt"
+	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/provider"
@@ -49,11 +50,14 @@ func PassCost(r clients.Resource, p provider.PassShape, s provider.Settings) pro
 	switch r {
 	case clients.TimeEntries:
 		if s.Scope == ScopeWorkspace && p.Reconcile {
-			return provider.Cost{Requests: 1, Churn: 1, Note: fmt.Sprintf("Reports API search over %d days: one request per %d entries; +1 search by id when an entry left its day", p.Days, ReportPageSize)}
+			n := lookups(p.Days, 0)
+			return provider.Cost{Requests: 1, Churn: n, Note: fmt.Sprintf("Reports API search over %d days: one request per %d entries; +%d searches by id when an entry left its day (a deleted one is looked for a year either side)", p.Days, ReportPageSize, n)}
 		}
 		if s.Scope == ScopeWorkspace {
-			return provider.Cost{Requests: 1, Churn: 1, Daily: 1, Note: fmt.Sprintf("Reports API search over %d trailing days: one request per %d entries; +1 search by id when an entry left its day (deleted, moved); and GET /me (time zone) once a day",
-				cmp.Or(s.TrailingDays, DefaultTrailingDays), ReportPageSize)}
+			days := cmp.Or(s.TrailingDays, DefaultTrailingDays)
+			n := lookups(days, 1)
+			return provider.Cost{Requests: 1, Churn: n, Daily: 1, Note: fmt.Sprintf("Reports API search over %d trailing days: one request per %d entries; +%d searches by id when an entry left its day (a deleted one is looked for a year either side); and GET /me (time zone) once a day",
+				days, ReportPageSize, n)}
 		}
 		if p.Reconcile {
 			return provider.Cost{Requests: 1, Cap: CapMe, Note: fmt.Sprintf("GET /me/time_entries over %d days (split while a range holds %d)", p.Days, EntryCap)}
@@ -64,4 +68,12 @@ func PassCost(r clients.Resource, p provider.PassShape, s provider.Settings) pro
 	default:
 		return provider.Cost{Requests: 1, Note: "listed whole in one response"}
 	}
+}
+
+// lookups is how many searches by id an entry absent from a listing of the
+// days before today (to ahead days after it) costs when it is gone: every
+// range of confirmRanges.
+func lookups(days, ahead int) int {
+	today := clients.DateOf(time.Now().UTC())
+	return len(confirmRanges(today.AddDays(-days), today.AddDays(ahead), today))
 }
