@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -196,6 +197,9 @@ func clusterTmp(t *testing.T) string {
 // PostgreSQL and data directory are gone.
 func TestDemoSIGHUPRemovesItsPostgres(t *testing.T) {
 	t.Parallel()
+	// Under nohup the demo would inherit SIGHUP ignored and keep it so (on
+	// purpose): catching it here makes the demo start with the default.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	tmp := clusterTmp(t)
 	c, dir, done, output := demoProc(t, tmp)
 	start := time.Now()
