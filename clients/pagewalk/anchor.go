@@ -440,13 +440,22 @@ func (a *Anchored) day(ctx context.Context, d clients.Date, get func(context.Con
 	})
 }
 
-// page is p as the Walker sees it.
+// page is p, a read bounded by date (a day, a boundary), as the Walker
+// sees it: a record edited into the dates from others arrives as a
+// creation does and may mask a departure above, whatever its creation
+// stamp says, so the Walker is given arrival stamps (arrivedAt).
 func (p KeyedPage) page() Page {
 	out := Page{IDs: p.IDs, Total: p.Total, TotalPages: p.TotalPages, Size: p.Size, More: p.More, Keyset: p.Keyset,
 		Clock: p.Clock, Versions: p.Versions}
 	if len(p.Created) == len(p.IDs) {
-		out.CreatedKnown, out.Creations = true, p.Created
-		for _, c := range p.Created {
+		arrived := make([]time.Time, len(p.IDs))
+		for i := range arrived {
+			if arrived[i] = arrivedAt(p, i, true); arrived[i].IsZero() {
+				arrived[i] = p.Created[i] // no version: creations at least
+			}
+		}
+		out.CreatedKnown, out.Creations = true, arrived
+		for _, c := range arrived {
 			if c.IsZero() {
 				out.CreatedKnown, out.Creations = false, nil
 				break
