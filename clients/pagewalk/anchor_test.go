@@ -275,3 +275,27 @@ func TestAnchoredDayCatchesAMoveInMaskingADeletion(t *testing.T) {
 		})
 	}
 }
+
+// An edit in place of a record already served at that date, during a day
+// read, moves nothing: the day costs its pages, not a walk again.
+func TestAnchoredDayEditInPlaceCostsNothing(t *testing.T) {
+	d := today.AddDays(-3)
+	l := &datedList{recs: map[int]dated{}, touched: map[int]bool{}, size: 3, clock: today.Time().Add(12 * time.Hour)}
+	old := l.clock.Add(-48 * time.Hour)
+	a := &Anchored{What: "entries", served: map[string]served{}, changed: map[string]time.Time{}}
+	for id := 10; id <= 17; id++ {
+		l.recs[id] = dated{id: id, day: d, version: old, created: old}
+		a.served[strconv.Itoa(id)] = served{key: d, clock: l.clock}
+	}
+	err := a.day(t.Context(), d, func(_ context.Context, q Query) (KeyedPage, error) {
+		if l.reqs == 1 {
+			r := l.recs[11] // on page 2, not read yet
+			r.version = l.clock.Add(time.Second)
+			l.recs[11] = r
+		}
+		return l.query(q), nil
+	})
+	if err != nil || l.reqs != 3 {
+		t.Errorf("%d requests (err %v); want 3", l.reqs, err)
+	}
+}
