@@ -81,11 +81,12 @@ type mark struct {
 	trust       bool
 }
 
-// served is where a record was last served: the page (index into hist)
-// and its key then.
+// served is where a record was last served: the page (index into hist),
+// its key then, and the clock of the response that served it.
 type served struct {
-	at  int
-	key clients.Date
+	at    int
+	key   clients.Date
+	clock time.Time
 }
 
 // maxUps bounds the re-anchors of a span above the walk's position: each
@@ -227,7 +228,7 @@ func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(
 		}
 		patch = a.suspects(p, m, !from.IsZero())
 		for i, id := range p.IDs {
-			a.served[id] = served{at: cur, key: p.Keys[i]}
+			a.served[id] = served{at: cur, key: p.Keys[i], clock: p.Clock}
 			if _, ok := here[id]; !ok {
 				here[id] = cur
 			}
@@ -375,22 +376,27 @@ func (a *Anchored) patch(ctx context.Context, js []int, get func(context.Context
 	return nil
 }
 
-// watched wraps get for reads outside a walk's pages (a day, a boundary):
-// what they serve is checked for changes (suspects) and counted as served.
-func (a *Anchored) watched(get func(context.Context, Query) (KeyedPage, error)) func(context.Context, Query) (KeyedPage, error) {
-	return func(ctx context.Context, q Query) (KeyedPage, error) {
+// watched wraps get for reads outside a walk's pages (a day, a boundary),
+// and describes their pages for the Walker (page): what they serve is
+// checked for changes (suspects) and counted as served.
+func (a *Anchored) watched(get func(context.Context, Query) (KeyedPage, error)) func(context.Context, Query) (Page, error) {
+	return func(ctx context.Context, q Query) (Page, error) {
 		p, err := get(ctx, q)
-		if err != nil || len(a.hist) == 0 {
-			return p, err
+		if err != nil {
+			return Page{}, err
+		}
+		out := a.page(p)
+		if len(a.hist) == 0 {
+			return out, nil
 		}
 		js := a.suspects(p, 0, false)
 		at := len(a.hist) - 1
 		for i, id := range p.IDs {
 			if i < len(p.Keys) {
-				a.served[id] = served{at: at, key: p.Keys[i]}
+				a.served[id] = served{at: at, key: p.Keys[i], clock: p.Clock}
 			}
 		}
-		return p, a.patch(ctx, js, get)
+		return out, a.patch(ctx, js, get)
 	}
 }
 
@@ -409,13 +415,9 @@ func (a *Anchored) boundary(ctx context.Context, j int, get func(context.Context
 		Msg("listing shifted while walking; reading the dates at a page boundary again")
 	w := New(fmt.Sprintf("%s from %s to %s", a.What, from, to))
 	w.MaxRewinds = 8
-	get = a.watched(get)
+	read := a.watched(get)
 	err := w.Numbered(ctx, 1, func(ctx context.Context, n int) (Page, error) {
-		p, err := get(ctx, Query{From: from, To: to, Page: n})
-		if err != nil {
-			return Page{}, err
-		}
-		return p.page(), nil
+		return read(ctx, Query{From: from, To: to, Page: n})
 	})
 	if errors.Is(err, clients.ErrCapped) {
 		a.capped = errors.Join(a.capped, err)
@@ -430,23 +432,33 @@ func (a *Anchored) day(ctx context.Context, d clients.Date, get func(context.Con
 	// A day is small: a few rewinds, not one per page of a day that grows
 	// faster than it is read.
 	w.MaxRewinds = 8
-	get = a.watched(get)
+	read := a.watched(get)
 	return w.Numbered(ctx, 1, func(ctx context.Context, n int) (Page, error) {
-		p, err := get(ctx, Query{From: d, To: d, Page: n})
-		if err != nil {
-			return Page{}, err
-		}
-		return p.page(), nil
+		return read(ctx, Query{From: d, To: d, Page: n})
 	})
 }
 
-// page is p as the Walker sees it.
-func (p KeyedPage) page() Page {
+// page is p, a read bounded by date (a day, a boundary), as the Walker
+// sees it: a record edited into the dates from others arrives as a
+// creation does and may mask a departure above, whatever its creation
+// stamp says, so the Walker is given arrival stamps (arrivedAt). A record
+// served at the same date before its change was edited in place (one
+// change a walk: the gap the package doc names), and without a version
+// the creation stamp is all there is.
+func (a *Anchored) page(p KeyedPage) Page {
 	out := Page{IDs: p.IDs, Total: p.Total, TotalPages: p.TotalPages, Size: p.Size, More: p.More, Keyset: p.Keyset,
 		Clock: p.Clock, Versions: p.Versions}
 	if len(p.Created) == len(p.IDs) {
-		out.CreatedKnown, out.Creations = true, p.Created
-		for _, c := range p.Created {
+		arrived := make([]time.Time, len(p.IDs))
+		for i, id := range p.IDs {
+			arrived[i] = arrivedAt(p, i, true)
+			f, ok := a.served[id]
+			if arrived[i].IsZero() || ok && !f.clock.IsZero() && i < len(p.Keys) && f.key == p.Keys[i] && !f.clock.Add(time.Second).After(arrived[i]) {
+				arrived[i] = p.Created[i]
+			}
+		}
+		out.CreatedKnown, out.Creations = true, arrived
+		for _, c := range arrived {
 			if c.IsZero() {
 				out.CreatedKnown, out.Creations = false, nil
 				break
