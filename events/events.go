@@ -57,6 +57,12 @@ type Change struct {
 	Kind     Kind
 	Version  time.Time // the row's updated_at after the change
 	Hash     [32]byte  // the row's content hash after the change
+	// Newer says the row had an older version before the change, so no
+	// earlier event of the record has this version and Append skips the
+	// look-up of its deleted occurrences (the common change costs no read).
+	// Leave it false when unsure: an insert (the mirror may have been
+	// emptied by hand), a tombstone, a change at the stored version.
+	Newer bool
 }
 
 // ID is the change's stable event id: a UUID (version 8, RFC 9562) built
@@ -179,39 +185,55 @@ func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
 // returned holds, per change, how many times its record reached the same
 // (version, content) in events retention deleted. Only the latest version
 // Prune saw of a record is kept there: versions of a record never go back,
-// so an older one is never reached again.
+// so an older one is never reached again. A change marked Newer is not
+// looked up: its record never had an event at its version.
 func pruned(b *pgx.Batch, changes []Change) []int {
 	nth := make([]int, len(changes))
-	sources, resources := make([]string, len(changes)), make([]string, len(changes))
-	ids, versions := make([]string, len(changes)), make([]time.Time, len(changes))
+	type group struct{ source, resource string }
+	look := map[group]map[string][]int{} // record id → indexes in changes
 	for i := range changes {
 		c := &changes[i]
-		sources[i], resources[i], ids[i], versions[i] = c.Source, string(c.Resource), c.RecordID, c.Version
+		if c.Newer {
+			continue
+		}
+		g := group{c.Source, string(c.Resource)}
+		if look[g] == nil {
+			look[g] = map[string][]int{}
+		}
+		look[g][c.RecordID] = append(look[g][c.RecordID], i)
 	}
-	b.Queue(prunedSQL, sources, resources, ids, versions).Query(func(rows pgx.Rows) error {
-		var i int
-		var hashes [][]byte
-		_, err := pgx.ForEachRow(rows, []any{&i, &hashes}, func() error {
-			if i < 1 || i > len(changes) {
-				return fmt.Errorf("event_states: row for change %d of %d", i, len(changes))
-			}
-			for _, h := range hashes {
-				if string(h) == string(changes[i-1].Hash[:]) {
-					nth[i-1]++
+	for g, byID := range look {
+		ids := make([]string, 0, len(byID))
+		for id := range byID {
+			ids = append(ids, id)
+		}
+		b.Queue(prunedSQL, g.source, g.resource, ids).Query(func(rows pgx.Rows) error {
+			var id string
+			var version time.Time
+			var hashes [][]byte
+			_, err := pgx.ForEachRow(rows, []any{&id, &version, &hashes}, func() error {
+				for _, i := range byID[id] {
+					if !version.Equal(changes[i].Version) {
+						continue
+					}
+					for _, h := range hashes {
+						if string(h) == string(changes[i].Hash[:]) {
+							nth[i]++
+						}
+					}
 				}
-			}
-			return nil
+				return nil
+			})
+			return err
 		})
-		return err
-	})
+	}
 	return nth
 }
 
-// prunedSQL reads the hashes retention deleted at each change's version
-// (1-based change index, hashes). It writes nothing.
-const prunedSQL = `SELECT c.i, s.hashes
-FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS c(source, resource, record_id, version, i)
-JOIN event_states s ON s.source = c.source AND s.resource = c.resource AND s.record_id = c.record_id AND s.version = c.version`
+// prunedSQL reads what retention kept of records' deleted events. It writes
+// nothing.
+const prunedSQL = `SELECT record_id, version, hashes FROM event_states
+WHERE source = $1 AND resource = $2 AND record_id = ANY($3::text[])`
 
 var appendColumns = []string{"event_id", "source", "resource", "record_id", "kind", "version", "content_hash"}
 

@@ -531,6 +531,36 @@ func TestEventsCreatedAgainAfterTheMirrorWasEmptied(t *testing.T) {
 	}
 }
 
+// TestEventsCreatedAgainAfterRetentionAndAnEmptiedMirror: a record created,
+// wrongly tombstoned, its events deleted by retention, then its table
+// emptied by hand: created again at the same version and content, it gets
+// its next occurrence's id, not its creation's (which a consumer that last
+// saw it deleted would drop).
+func TestEventsCreatedAgainAfterRetentionAndAnEmptiedMirror(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	rec := entry(1, t0, t0.Add(time.Minute), "a")
+	if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, []clients.Record{rec}, WithEvents(true)); err != nil {
+		t.Fatal(err)
+	}
+	tombstoneAll(t, pool)
+	if n := pruneOldest(t, pool, 2); n != 2 {
+		t.Fatalf("pruned %d events, want 2", n)
+	}
+	if _, err := pool.Exec(ctx, `TRUNCATE time_entries`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, []clients.Record{rec}, WithEvents(true)); err != nil {
+		t.Fatal(err)
+	}
+	ch := events.Change{Source: testSource, Resource: clients.TimeEntries, RecordID: "1", Version: t0}
+	copy(ch.Hash[:], hashOf(t, rec))
+	if feed := readFeed(t, pool); len(feed) != 1 || feed[0].Kind != "created" || feed[0].ID != ch.NthID(1) {
+		t.Fatalf("feed %v: want record 1 created again under its next id %s", feed, events.FormatID(ch.NthID(1)))
+	}
+}
+
 // TestEventsAppendsWriteNoState: the changes of every kind (created, newer,
 // a wrong tombstone and the return at the same version) write nothing but
 // their events; event_states is written by retention only, one row per
