@@ -260,10 +260,59 @@ func TestPruneInBatches(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM events), pruned_through FROM event_horizon`).Scan(&left, &through); err != nil {
 		t.Fatal(err)
 	}
+	if states := count(t, pool, `SELECT count(*) FROM event_states`); states != 25000 {
+		t.Fatalf("%d event_states rows, want one per record pruned (25000)", states)
+	}
 	if left != 0 || through != head {
 		t.Fatalf("%d events left, horizon %d, want 0 and %d", left, through, head)
 	}
 	if _, err := events.Drain(ctx, pool, "seen-all", nop, 0); err != nil {
 		t.Fatalf("a consumer at the head after pruning: %v", err)
+	}
+}
+
+// TestPruneWaitsForAnOpenAppend: retention takes the append lock, so that an
+// append counts a record's earlier occurrences either all in the feed or
+// with those retention moved to event_states, never while they move (an
+// occurrence counted in neither would give its id again).
+func TestPruneWaitsForAnOpenAppend(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	eventstest.Clients(t, pool, "acme", 1, 1)
+	if _, err := pool.Exec(ctx, `UPDATE events SET recorded_at = recorded_at - interval '1 day'`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	change := events.Change{Source: "acme", Resource: clients.Clients, RecordID: "2", Kind: events.Created, Version: eventstest.T0}
+	if _, err := events.Append(ctx, tx, []events.Change{change}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := events.Prune(ctx, pool, time.Hour)
+		done <- result{n, err}
+	}()
+	waitFor(t, func() bool {
+		select {
+		case r := <-done:
+			t.Fatalf("prune finished (%d, %v) while an append was open", r.n, r.err)
+		default:
+		}
+		return count(t, pool, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE d.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted`) > 0
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.n != 1 {
+		t.Fatalf("prune after the append: %d, %v", r.n, r.err)
 	}
 }

@@ -57,6 +57,12 @@ type Change struct {
 	Kind     Kind
 	Version  time.Time // the row's updated_at after the change
 	Hash     [32]byte  // the row's content hash after the change
+	// Newer says the row had an older version before the change, so no
+	// earlier event of the record has this version and Append skips the
+	// look-up of its deleted occurrences (the common change costs no read).
+	// Leave it false when unsure: an insert (the mirror may have been
+	// emptied by hand), a tombstone, a change at the stored version.
+	Newer bool
 }
 
 // ID is the change's stable event id: a UUID (version 8, RFC 9562) built
@@ -69,8 +75,8 @@ func (c Change) ID() [16]byte { return c.id(0) }
 // brought back from a wrong tombstone (a tombstone keeps the version), or an
 // edit undone within the same second. That is a change of its own and gets
 // the next id, not the first one again: the same in every interleaving,
-// since each must pass through the earlier state first. n is counted in
-// event_states, not in the feed, which retention empties.
+// since each must pass through the earlier state first. n counts the
+// occurrences still in the feed and those retention moved to event_states.
 func (c Change) id(n int) [16]byte {
 	h := sha256.New()
 	for _, s := range []string{c.Source, string(c.Resource), c.RecordID} {
@@ -129,24 +135,26 @@ type Event struct {
 // Append writes changes to the feed in tx, the transaction of the changes
 // themselves, and notifies Channel at commit. Every change is appended:
 // upsert only reports real changes. A record that returns to a (version,
-// content) it had before gets the next occurrence's id, counted in
-// event_states, which retention leaves alone: an id names one change for
+// content) it had before gets the next occurrence's id: the occurrences
+// still in the feed are found by its unique index, those retention deleted
+// are counted in event_states (see Prune), so an id names one change for
 // ever. Call it after the transaction's last mirror write: the append lock it
 // takes is held until commit. It returns how many events it appended.
 func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
 	if len(changes) == 0 {
 		return 0, nil
 	}
-	// One round trip: the lock, the occurrences, the savepoint of the fast
-	// path. Fast path: COPY under the savepoint. An id already in the feed
-	// (only for history older than event_states) fails it with a unique
-	// violation; then the slow path gives such changes the next free ids.
+	// One round trip: the lock, the occurrences retention deleted, the
+	// savepoint of the fast path. Fast path: COPY under the savepoint. An id
+	// still in the feed (a record back at a state it had, rare) fails it
+	// with a unique violation; then the slow path gives such changes the
+	// next free ids. The common change writes nothing but its event.
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock($1)`, appendLock)
-	nth := occurrences(b, changes)
+	nth := pruned(b, changes)
 	b.Queue(`SAVEPOINT tidemark_events`)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("append events: lock and count occurrences: %w", err)
+		return 0, fmt.Errorf("append events: lock and count pruned occurrences: %w", err)
 	}
 	ids := make([]pgtype.UUID, len(changes))
 	for i := range changes {
@@ -173,35 +181,47 @@ func Append(ctx context.Context, tx pgx.Tx, changes []Change) (int64, error) {
 	return n, nil
 }
 
-// occurrences queues in b the statements that record each change in
-// event_states; once b has run, the slice returned holds how many times
-// before each change's record reached the same (version, content). Versions
-// of a record never go back, so the hashes at its latest version are all it
-// takes. A record named twice in changes is recorded in order, one
-// statement per repeat.
-func occurrences(b *pgx.Batch, changes []Change) []int {
+// pruned queues in b the read of event_states; once b has run, the slice
+// returned holds, per change, how many times its record reached the same
+// (version, content) in events retention deleted. Only the latest version
+// Prune saw of a record is kept there: versions of a record never go back,
+// so an older one is never reached again. A change marked Newer is not
+// looked up: its record never had an event at its version.
+func pruned(b *pgx.Batch, changes []Change) []int {
 	nth := make([]int, len(changes))
-	type key struct{ source, resource, id string }
-	for off := 0; off < len(changes); {
-		seen := map[key]int{} // key → index in changes
-		var sources, resources, ids []string
-		var versions []time.Time
-		var hashes [][]byte
-		for ; off < len(changes); off++ {
-			c := &changes[off]
-			k := key{c.Source, string(c.Resource), c.RecordID}
-			if _, dup := seen[k]; dup {
-				break // the next statement records it after this one
-			}
-			seen[k] = off
-			sources, resources, ids = append(sources, k.source), append(resources, k.resource), append(ids, k.id)
-			versions, hashes = append(versions, c.Version), append(hashes, c.Hash[:])
+	type group struct{ source, resource string }
+	look := map[group]map[string][]int{} // record id → indexes in changes
+	for i := range changes {
+		c := &changes[i]
+		if c.Newer {
+			continue
 		}
-		b.Queue(occurrencesSQL, sources, resources, ids, versions, hashes).Query(func(rows pgx.Rows) error {
-			var k key
-			var n int
-			_, err := pgx.ForEachRow(rows, []any{&k.source, &k.resource, &k.id, &n}, func() error {
-				nth[seen[k]] = n
+		g := group{c.Source, string(c.Resource)}
+		if look[g] == nil {
+			look[g] = map[string][]int{}
+		}
+		look[g][c.RecordID] = append(look[g][c.RecordID], i)
+	}
+	for g, byID := range look {
+		ids := make([]string, 0, len(byID))
+		for id := range byID {
+			ids = append(ids, id)
+		}
+		b.Queue(prunedSQL, g.source, g.resource, ids).Query(func(rows pgx.Rows) error {
+			var id string
+			var version time.Time
+			var hashes [][]byte
+			_, err := pgx.ForEachRow(rows, []any{&id, &version, &hashes}, func() error {
+				for _, i := range byID[id] {
+					if !version.Equal(changes[i].Version) {
+						continue
+					}
+					for _, h := range hashes {
+						if string(h) == string(changes[i].Hash[:]) {
+							nth[i]++
+						}
+					}
+				}
 				return nil
 			})
 			return err
@@ -210,16 +230,10 @@ func occurrences(b *pgx.Batch, changes []Change) []int {
 	return nth
 }
 
-// occurrencesSQL appends each change's hash to its record's hashes at the
-// change's version (a newer version starts them anew) and returns how many
-// times the hash was there before.
-const occurrencesSQL = `INSERT INTO event_states AS s (source, resource, record_id, version, hashes)
-SELECT c.source, c.resource, c.record_id, c.version, ARRAY[c.hash]
-FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bytea[]) AS c(source, resource, record_id, version, hash)
-ON CONFLICT (source, resource, record_id) DO UPDATE SET
-    version = EXCLUDED.version,
-    hashes = CASE WHEN s.version = EXCLUDED.version THEN s.hashes || EXCLUDED.hashes ELSE EXCLUDED.hashes END
-RETURNING s.source, s.resource, s.record_id, cardinality(array_positions(s.hashes, s.hashes[cardinality(s.hashes)])) - 1`
+// prunedSQL reads what retention kept of records' deleted events. It writes
+// nothing.
+const prunedSQL = `SELECT record_id, version, hashes FROM event_states
+WHERE source = $1 AND resource = $2 AND record_id = ANY($3::text[])`
 
 var appendColumns = []string{"event_id", "source", "resource", "record_id", "kind", "version", "content_hash"}
 

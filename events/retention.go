@@ -42,14 +42,18 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (in
 			if err := tx.QueryRow(ctx, `SELECT pruned_through FROM event_horizon FOR UPDATE`).Scan(&from); err != nil {
 				return err
 			}
-			to := min(from+pruneBatch, *through)
-			done = to >= *through
-			tag, err := tx.Exec(ctx, `DELETE FROM events WHERE seq > $1 AND seq <= $2`, from, to)
-			if err != nil {
+			// Then the append lock: an append counts the occurrences in
+			// event_states and in the feed at one moment, never while its
+			// events move from one to the other.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, appendLock); err != nil {
 				return err
 			}
-			n = tag.RowsAffected()
-			_, err = tx.Exec(ctx, `UPDATE event_horizon SET pruned_through = GREATEST(pruned_through, $1), pruned_at = now()`, to)
+			to := min(from+pruneBatch, *through)
+			done = to >= *through
+			if err := tx.QueryRow(ctx, pruneSQL, from, to).Scan(&n); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE event_horizon SET pruned_through = GREATEST(pruned_through, $1), pruned_at = now()`, to)
 			return err
 		})
 		if err != nil {
@@ -62,6 +66,29 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (in
 	}
 	return total, nil
 }
+
+// pruneSQL deletes the events in (from, to] and keeps in event_states, per
+// record, the content hashes of those at the latest version deleted (added
+// to the ones kept before at that version), so that a record back at a
+// state it had then still gets the next occurrence's id (Append). One
+// small row a record, written here only: appends write none. Older
+// versions are dropped: a record's versions never go back.
+const pruneSQL = `WITH gone AS (
+    DELETE FROM events WHERE seq > $1 AND seq <= $2
+    RETURNING seq, source, resource, record_id, version, content_hash
+), latest AS (
+    SELECT source, resource, record_id, max(version) AS version FROM gone GROUP BY 1, 2, 3
+), kept AS (
+    INSERT INTO event_states AS s (source, resource, record_id, version, hashes)
+    SELECT g.source, g.resource, g.record_id, g.version, array_agg(g.content_hash ORDER BY g.seq)
+    FROM gone g JOIN latest USING (source, resource, record_id, version)
+    GROUP BY g.source, g.resource, g.record_id, g.version
+    ON CONFLICT (source, resource, record_id) DO UPDATE SET
+        version = EXCLUDED.version,
+        hashes = CASE WHEN s.version = EXCLUDED.version THEN s.hashes || EXCLUDED.hashes ELSE EXCLUDED.hashes END
+    WHERE s.version <= EXCLUDED.version
+)
+SELECT count(*) FROM gone`
 
 // pruneBatch bounds one retention transaction.
 const pruneBatch = 10_000

@@ -1,9 +1,9 @@
 -- +goose Up
 -- Issue 23: an event id names one change for ever. A record that returns to
 -- an earlier (version, content) gets the next occurrence's id; the
--- occurrences were counted in the feed, which retention empties, so a
--- record's first id came back for a later change. The count now lives here,
--- written by events.Append with each change and never pruned.
+-- occurrences were counted in the feed only, which retention empties, so a
+-- record's first id came back for a later change. Retention now keeps here
+-- what it deletes of each record's latest version; appends only read it.
 CREATE TABLE event_states (
     source    text        NOT NULL,
     resource  text        NOT NULL,
@@ -12,18 +12,9 @@ CREATE TABLE event_states (
     hashes    bytea[]     NOT NULL,
     PRIMARY KEY (source, resource, record_id)
 );
-COMMENT ON TABLE event_states IS 'Per record with events: the content hashes of the changes it had at its latest version, so that an event id is never reused after retention.';
-COMMENT ON COLUMN event_states.version IS 'The version of the record''s last event.';
-COMMENT ON COLUMN event_states.hashes IS 'The content hashes of the record''s events at that version, in order: a change to a hash already there gets the next occurrence''s id.';
-
--- Seed from the feed as it is, so that the ids still kept count as before.
-INSERT INTO event_states (source, resource, record_id, version, hashes)
-SELECT e.source, e.resource, e.record_id, l.version, array_agg(e.content_hash ORDER BY e.seq)
-FROM events e
-JOIN (SELECT source, resource, record_id, max(version) AS version FROM events GROUP BY 1, 2, 3) l
-  USING (source, resource, record_id)
-WHERE e.version = l.version
-GROUP BY e.source, e.resource, e.record_id, l.version;
+COMMENT ON TABLE event_states IS 'Per record whose events retention deleted: the content hashes of those at its latest version, so that an event id is never reused after retention. Written by retention only.';
+COMMENT ON COLUMN event_states.version IS 'The latest version of the record''s deleted events.';
+COMMENT ON COLUMN event_states.hashes IS 'The content hashes of the record''s deleted events at that version, in order: a change to a hash there (or still in the feed) gets the next occurrence''s id.';
 
 -- +goose Down
 DROP TABLE event_states;

@@ -419,8 +419,8 @@ func tombstoneAll(t testing.TB, pool *pgxpool.Pool) int64 {
 
 // TestEventsIDsUniqueAcrossRetention: records' histories applied in order,
 // mixed with wrong tombstones, returns at the same version and content, and
-// retention deleting everything recorded so far: over everything the feed
-// ever held, no id twice and one event per write.
+// retention deleting the oldest events (some of a version, or all): over
+// everything the feed ever held, no id twice and one event per write.
 func TestEventsIDsUniqueAcrossRetention(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.DB(t)
@@ -468,12 +468,13 @@ func TestEventsIDsUniqueAcrossRetention(t *testing.T) {
 					rt.Fatal(err)
 				}
 				written += c.Inserted + c.Updated
-			case 3: // retention deletes everything recorded so far
-				delivered = append(delivered, readFeed(t, pool)...)
-				if _, err := events.Prune(ctx, pool, time.Microsecond); err != nil {
-					rt.Fatal(err)
+			case 3: // retention deletes the oldest events, up to all of them
+				feed := readFeed(t, pool)
+				k := rapid.IntRange(0, len(feed)).Draw(rt, "pruned")
+				delivered = append(delivered, feed[:k]...)
+				if n := pruneOldest(t, pool, k); n != int64(k) {
+					rt.Fatalf("pruned %d events, want %d", n, k)
 				}
-				delivered = delivered[:len(delivered)-len(readFeed(t, pool))]
 			}
 		}
 		delivered = append(delivered, readFeed(t, pool)...)
@@ -488,6 +489,22 @@ func TestEventsIDsUniqueAcrossRetention(t *testing.T) {
 			seen[e.ID] = true
 		}
 	})
+}
+
+// pruneOldest ages the feed's k oldest events past retention and prunes:
+// what retention does to a prefix of the feed.
+func pruneOldest(t testing.TB, pool *pgxpool.Pool, k int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `UPDATE events SET recorded_at = recorded_at - interval '1 day'
+WHERE seq IN (SELECT seq FROM events ORDER BY seq LIMIT $1)`, k); err != nil {
+		t.Fatal(err)
+	}
+	n, err := events.Prune(ctx, pool, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestEventsCreatedAgainAfterTheMirrorWasEmptied: an operator empties a
@@ -511,5 +528,88 @@ func TestEventsCreatedAgainAfterTheMirrorWasEmptied(t *testing.T) {
 	copy(ch.Hash[:], hashOf(t, rec))
 	if len(feed) != 4 || feed[0].ID != ch.ID() || feed[2].ID != ch.NthID(1) || feed[2].Kind != "created" {
 		t.Fatalf("feed %v: want record 1 created twice, the second time under its next id", feed)
+	}
+}
+
+// TestEventsCreatedAgainAfterRetentionAndAnEmptiedMirror: a record created,
+// wrongly tombstoned, its events deleted by retention, then its table
+// emptied by hand: created again at the same version and content, it gets
+// its next occurrence's id, not its creation's (which a consumer that last
+// saw it deleted would drop).
+func TestEventsCreatedAgainAfterRetentionAndAnEmptiedMirror(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	rec := entry(1, t0, t0.Add(time.Minute), "a")
+	if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, []clients.Record{rec}, WithEvents(true)); err != nil {
+		t.Fatal(err)
+	}
+	tombstoneAll(t, pool)
+	if n := pruneOldest(t, pool, 2); n != 2 {
+		t.Fatalf("pruned %d events, want 2", n)
+	}
+	if _, err := pool.Exec(ctx, `TRUNCATE time_entries`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, []clients.Record{rec}, WithEvents(true)); err != nil {
+		t.Fatal(err)
+	}
+	ch := events.Change{Source: testSource, Resource: clients.TimeEntries, RecordID: "1", Version: t0}
+	copy(ch.Hash[:], hashOf(t, rec))
+	if feed := readFeed(t, pool); len(feed) != 1 || feed[0].Kind != "created" || feed[0].ID != ch.NthID(1) {
+		t.Fatalf("feed %v: want record 1 created again under its next id %s", feed, events.FormatID(ch.NthID(1)))
+	}
+}
+
+// TestEventsAppendsWriteNoState: the changes of every kind (created, newer,
+// a wrong tombstone and the return at the same version) write nothing but
+// their events; event_states is written by retention only, one row per
+// record whose events it deleted, and the next return still gets a new id.
+func TestEventsAppendsWriteNoState(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	states := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM event_states`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a, b := entry(1, t0, t0.Add(time.Minute), "a"), entry(2, t0, t0.Add(time.Minute), "a")
+	a2 := entry(1, t0.Add(time.Second), t0.Add(2*time.Minute), "b")
+	for _, page := range [][]clients.Record{{a, b}, {a2}} {
+		if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, page, WithEvents(true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tombstoneAll(t, pool); n != 2 {
+		t.Fatalf("%d tombstoned, want 2", n)
+	}
+	back := []clients.Record{a2, b}
+	for i := range back {
+		back[i].FetchedAt = time.Now()
+	}
+	if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, back, WithEvents(true)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(readFeed(t, pool)); n != 7 || states() != 0 {
+		t.Fatalf("%d events and %d event_states rows, want 7 and none", n, states())
+	}
+	if n := pruneOldest(t, pool, 7); n != 7 || states() != 2 {
+		t.Fatalf("pruned %d events into %d event_states rows, want 7 into 2", n, states())
+	}
+	tombstoneAll(t, pool)
+	for i := range back {
+		back[i].FetchedAt = time.Now()
+	}
+	if _, err := Apply(ctx, pool, testSource, clients.TimeEntries, back, WithEvents(true)); err != nil {
+		t.Fatal(err)
+	}
+	ch := events.Change{Source: testSource, Resource: clients.TimeEntries, RecordID: "2", Version: t0}
+	copy(ch.Hash[:], hashOf(t, b))
+	feed := readFeed(t, pool)
+	if len(feed) != 4 || feed[3].Record != "2" || feed[3].ID != ch.NthID(2) {
+		t.Fatalf("feed %v: want record 2 back a third time under its third return's id", feed)
 	}
 }

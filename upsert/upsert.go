@@ -287,9 +287,9 @@ type writer struct {
 	written []string // their ids
 }
 
-// change records that it was written (over a stored row unless isNew), when
-// the writer collects changes.
-func (w *writer) change(source string, t *table, it *item, isNew bool) {
+// change records that it was written (over a stored row unless isNew; over
+// an older version of it when newer), when the writer collects changes.
+func (w *writer) change(source string, t *table, it *item, isNew, newer bool) {
 	if w.ids {
 		w.written = append(w.written, it.rec.ID)
 	}
@@ -297,7 +297,7 @@ func (w *writer) change(source string, t *table, it *item, isNew bool) {
 		return
 	}
 	ch := events.Change{Source: source, Resource: t.resource, RecordID: it.rec.ID,
-		Kind: events.Updated, Version: it.version, Hash: it.hash}
+		Kind: events.Updated, Version: it.version, Hash: it.hash, Newer: newer}
 	switch {
 	case it.deletedAt != nil:
 		ch.Kind = events.Deleted
@@ -546,7 +546,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			if it.deletedAt != nil {
 				c.Tombstoned++
 			}
-			w.change(source, t, it, true)
+			w.change(source, t, it, true, false)
 		}
 		fresh = nil
 	}
@@ -612,7 +612,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 			switch as {
 			case asInserted:
 				c.Inserted++
-				w.change(source, t, it, true)
+				w.change(source, t, it, true, false)
 			case asUnchanged:
 				c.Unchanged++
 				continue // no deletion written: the stored state stays
@@ -621,7 +621,11 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 				if ties[it.rec.ID] {
 					c.Ties++
 				}
-				w.change(source, t, it, false)
+				// Not a tie: the row was at an older version when looked
+				// up. A row another applier moved to this version since
+				// has only events too fresh for retention to have deleted,
+				// which Append finds in the feed.
+				w.change(source, t, it, false, !ties[it.rec.ID])
 			}
 			if it.deletedAt != nil {
 				c.Tombstoned++
