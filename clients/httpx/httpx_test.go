@@ -612,14 +612,22 @@ func TestLimiterSlidingWindowUnderConcurrency(t *testing.T) {
 	var mu sync.Mutex
 	var at []time.Time
 	s := newServer(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		at = append(at, time.Now())
-		mu.Unlock()
 		w.Write([]byte(`{}`))
 	})
 	rl := httpx.RateLimit{Requests: 10, Per: 500 * time.Millisecond}
 	cfg := fastConfig(nil)
 	cfg.RateLimit = rl
+	// Stamped when the client sends, not when the server's handler runs:
+	// on a busy machine the handler's lag bunches requests that were sent
+	// apart, which says nothing of the limiter.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	cfg.Transport = sendStamps(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		return tr.RoundTrip(r)
+	})
 	c := httpx.New(cfg)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
@@ -954,3 +962,8 @@ func TestRetryAfterBounded(t *testing.T) {
 		}
 	}
 }
+
+// sendStamps is a RoundTripper of a func (tests that watch sends).
+type sendStamps func(*http.Request) (*http.Response, error)
+
+func (f sendStamps) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
