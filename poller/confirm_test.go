@@ -2,9 +2,12 @@ package poller_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -72,5 +75,99 @@ func TestReconcileConfirmsAbsentIDsWithAFreshClient(t *testing.T) {
 	}
 	if deleted == nil {
 		t.Error("deleted entry 2 is still live after the reconcile")
+	}
+}
+
+// confirmingSource is a fake source that looks ids up wherever they are
+// (clients.Confirmer), or fails with err.
+type confirmingSource struct {
+	*fakeSource
+	pool  *pgxpool.Pool
+	err   error
+	asked []string
+	held  int // sessions idle in a transaction while Confirm ran
+}
+
+func (c *confirmingSource) Confirm(ctx context.Context, r clients.Resource, w clients.Window, ids []string, fn func(context.Context, clients.Page) error) error {
+	c.asked = append(c.asked, ids...)
+	var n int
+	if err := c.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&n); err != nil {
+		return err
+	}
+	c.held = max(c.held, n)
+	if c.err != nil {
+		return c.err
+	}
+	f := c.fakeSource
+	f.mu.Lock()
+	var recs []clients.Record
+	for _, id := range ids {
+		if rec, ok := f.recs[id]; ok {
+			recs = append(recs, f.record(rec, time.Now()))
+		}
+	}
+	now := f.now
+	f.mu.Unlock()
+	return fn(ctx, clients.Page{Resource: r, Number: 1, SourceTime: now, Records: recs})
+}
+
+// The lookup by id decides what a reconcile tombstones: found rows are
+// rewritten (with their new day) and kept, and no transaction is open
+// while the source is asked (guarantee 10); when it
+// fails, the reconcile fails and tombstones nothing (guarantee 9); a source
+// that cannot look the resource up leaves the listing to judge alone.
+func TestReconcileLooksUpAbsentIDsBeforeTombstoning(t *testing.T) {
+	t.Parallel()
+	later := today().AddDays(100)
+	for _, tc := range []struct {
+		name       string
+		err        error
+		wantErr    bool
+		tombstoned []string
+	}{
+		{"found", nil, false, []string{"2"}},
+		{"lookup fails", errInjected, true, nil},
+		{"unsupported", clients.ErrUnsupported, false, []string{"1", "2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.DB(t)
+			src := &confirmingSource{fakeSource: onDay(today(), "moved", "deleted", "kept"), pool: pool, err: tc.err}
+			p := newPoller(t, poller.Params{Pool: pool, Logger: zerolog.New(zerolog.NewTestWriter(t)),
+				Sources: []poller.Source{{Source: src, Overlap: 2 * time.Minute}}})
+			incremental(t, p)
+			src.tick(10 * time.Minute)
+			src.put(1, later, "moved") // out of the reconcile's window
+			src.remove(2)
+			src.tick(10 * time.Minute)
+			_, err := p.Reconcile(context.Background(), "acme", clients.TimeEntries)
+			if (err != nil) != tc.wantErr || (tc.wantErr && !errors.Is(err, errInjected)) {
+				t.Fatalf("reconcile: %v, want an error: %v", err, tc.wantErr)
+			}
+			if !slices.Equal(src.asked, []string{"1", "2"}) {
+				t.Errorf("looked up %v, want the two ids the listing did not return", src.asked)
+			}
+			if src.held != 0 {
+				t.Errorf("%d transactions open while the source was asked", src.held)
+			}
+			var gone []string
+			if err := pool.QueryRow(context.Background(), `SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM time_entries
+				WHERE source = 'acme' AND deleted_at IS NOT NULL`).Scan(&gone); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(gone, tc.tombstoned) && len(gone)+len(tc.tombstoned) > 0 {
+				t.Errorf("tombstoned %v, want %v", gone, tc.tombstoned)
+			}
+			if tc.err == nil {
+				var day time.Time
+				if err := pool.QueryRow(context.Background(), `SELECT spent_date FROM time_entries WHERE source = 'acme' AND id = '1'`).Scan(&day); err != nil {
+					t.Fatal(err)
+				}
+				if clients.DateOf(day) != later {
+					t.Errorf("found entry 1 spent %s, want its new day %s", clients.DateOf(day), later)
+				}
+			}
+		})
 	}
 }
