@@ -139,6 +139,21 @@ func ScopeOf(src Source, r Resource, w Window) Scope {
 	return Scope{}
 }
 
+// Confirmer is implemented by a source that can look records up by id
+// wherever they are, beyond a window (Toggl's workspace scope: an entry
+// moved to another day). A reconcile asks it for the stored ids its
+// listing did not return before it tombstones them: "not found" must mean
+// looked for everywhere the record can be.
+type Confirmer interface {
+	// Confirm looks up ids of r, absent from a complete listing of w, and
+	// streams those it finds (live, wherever they are now) to fn as pages,
+	// like List. An id not handed over was not found. It returns an error
+	// wrapping ErrUnsupported when it cannot look up r (the reconcile then
+	// judges by the listing alone); any other error means nothing may be
+	// taken as deleted.
+	Confirm(ctx context.Context, r Resource, w Window, ids []string, fn func(context.Context, Page) error) error
+}
+
 // ErrCapped is returned (wrapped) by List when the provider stopped serving
 // before the listing was complete (a hard cap on results, or a page walk that
 // could not be made stable). Pages already delivered are valid records, but

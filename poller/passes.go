@@ -561,7 +561,23 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 		ev = ev.Strs("scope_user_ids", scope.UserIDs)
 	}
 	ev.Msg("reconcile started")
-	l, err := p.applyListing(ctx, log, s, r, w, res.Kind, res.RunID, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
+	tombstones := func(l *listing) upsert.TombstoneParams {
+		return upsert.TombstoneParams{
+			Source: s.Name(), Resource: r, From: w.From, To: w.To, Seen: l.seen,
+			AsOf: l.sourceTime.Add(-s.Overlap), Max: s.MaxTombstones,
+			// Only what was listed: a listing of some users' entries proves
+			// nothing about the others'.
+			Scope:  scope,
+			Events: s.Events,
+		}
+	}
+	confirm := func(ctx context.Context, l *listing, page func(context.Context, clients.Page) error) error {
+		if l.sourceTime.IsZero() {
+			return nil // finalize refuses to tombstone
+		}
+		return p.confirmAbsent(ctx, log, s, r, w, tombstones(l), l, page)
+	}
+	l, err := p.applyListingThen(ctx, log, s, r, w, res.Kind, res.RunID, confirm, func(ctx context.Context, tx pgx.Tx, l *listing) (err error) {
 		if l.sourceTime.IsZero() {
 			return errors.New("the source sent no Date header: cannot tell which rows are older than the listing, so nothing is tombstoned")
 		}
@@ -580,14 +596,7 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 		if err := held.Check(ctx, tx); err != nil {
 			return err
 		}
-		n, err := upsert.TombstoneMissing(ctx, tx, upsert.TombstoneParams{
-			Source: s.Name(), Resource: r, From: w.From, To: w.To, Seen: l.seen,
-			AsOf: l.sourceTime.Add(-s.Overlap), Max: s.MaxTombstones,
-			// Only what was listed: a listing of some users' entries proves
-			// nothing about the others'.
-			Scope:  scope,
-			Events: s.Events,
-		})
+		n, err := upsert.TombstoneMissing(ctx, tx, tombstones(l))
 		if err != nil {
 			return err
 		}
@@ -615,6 +624,44 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 	p.metrics.Pass(s.Name(), string(r), res.Kind, "ok", res.Took)
 	logCounts(log.Info(), res).Msg("reconcile done")
 	return res, nil
+}
+
+// confirmAbsent asks a source that can look records up by id
+// (clients.Confirmer) for the stored rows tp would tombstone, before any
+// is: one may have moved out of the window rather than been deleted (a
+// Toggl entry moved to another day), and a process that did not list the
+// window before cannot tell. What it finds is applied through page (a
+// versioned write, with its new day) and joins the listing's seen ids. It
+// runs outside any transaction (guarantee 10). Its failure fails the
+// reconcile, which then tombstones nothing (guarantee 9); a source that
+// cannot look r up (ErrUnsupported) leaves the listing to judge alone.
+func (p *Poller) confirmAbsent(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
+	tp upsert.TombstoneParams, l *listing, page func(context.Context, clients.Page) error) (err error) {
+	cf, ok := s.Source.(clients.Confirmer)
+	if !ok {
+		return nil
+	}
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
+	ids, err := upsert.MissingIDs(c, p.pool, tp)
+	cancel()
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	defer func() {
+		if perr := clients.Recovered("confirm "+string(r), recover()); perr != nil {
+			err = perr
+		}
+	}()
+	seen := len(l.seen)
+	err = cf.Confirm(ctx, r, w, ids, page)
+	if errors.Is(err, clients.ErrUnsupported) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("looking up by id the %d stored rows the listing did not return (nothing is tombstoned): %w", len(ids), err)
+	}
+	log.Info().Int("absent", len(ids)).Int("found", len(l.seen)-seen).Msg("rows absent from the listing looked up by id; those found are kept")
+	return nil
 }
 
 // fence checks, outside any transaction, that a lease is still held: a

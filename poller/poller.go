@@ -280,6 +280,16 @@ type listing struct {
 // the pool, or opens the transaction it needs: an idle pass costs none.
 func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
 	kind, runID string, finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
+	return p.applyListingThen(ctx, log, s, r, w, kind, runID, nil, finalize)
+}
+
+// applyListingThen is applyListing with then, when not nil, run after a
+// complete listing and before finalize, outside any transaction: it may
+// ask the source for more (a reconcile's lookup of absent ids) and hands
+// what it gets to page, which applies it as one more page of the listing.
+func (p *Poller) applyListingThen(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
+	kind, runID string, then func(context.Context, *listing, func(context.Context, clients.Page) error) error,
+	finalize func(context.Context, pgx.Tx, *listing) error) (*listing, error) {
 	l := &listing{runID: runID}
 	collect := kind == cursor.KindReconcile
 	// Pages are remembered only while this process owns the source, which
@@ -295,7 +305,7 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 	hook := pageHook(ctx)
 	dbctx := context.WithoutCancel(ctx)
 	began := time.Now()
-	err := safeList(ctx, s, r, w, func(ctx context.Context, pg clients.Page) error {
+	page := func(ctx context.Context, pg clients.Page) error {
 		if l.pages == 0 {
 			l.sourceTime = pg.SourceTime
 		}
@@ -362,7 +372,11 @@ func (p *Poller) applyListing(ctx context.Context, log zerolog.Logger, s *Source
 			Int64("inserted", uc.Inserted).Int64("updated", uc.Updated).
 			Int64("unchanged", uc.Unchanged).Int64("stale", uc.Stale).Msg("page applied")
 		return nil
-	})
+	}
+	err := safeList(ctx, s, r, w, page)
+	if err == nil && then != nil {
+		err = then(ctx, l, page)
+	}
 	l.took = time.Since(began)
 	if err != nil {
 		return l, err

@@ -36,7 +36,7 @@ type table struct {
 	children []childSQL
 
 	// SQL, built once from the fields above.
-	createStage, lookup, insertNew, upsertExisting, updateTypeless, moveForward, clearStage, tombstoneMissing string
+	createStage, lookup, insertNew, upsertExisting, updateTypeless, moveForward, clearStage, tombstoneMissing, missing string
 }
 
 type column struct {
@@ -301,6 +301,7 @@ func (t *table) build() {
 		userFilter = fmt.Sprintf(tombstoneUserFilterSQL, t.byUser)
 	}
 	t.tombstoneMissing = fmt.Sprintf(tombstoneMissingSQL, t.name, dateFilter, userFilter)
+	t.missing = fmt.Sprintf(missingSQL, t.name, dateFilter, userFilter)
 }
 
 // The statements, with %s for identifiers from the fixed table above.
@@ -393,6 +394,13 @@ SELECT (SELECT n FROM n), (SELECT count(*) FROM upd),
     CASE WHEN $8::boolean THEN (SELECT array_agg(id ORDER BY id COLLATE "C") FROM upd) END,
     CASE WHEN $8::boolean THEN (SELECT array_agg(updated_at ORDER BY id COLLATE "C") FROM upd) END,
     CASE WHEN $8::boolean THEN (SELECT array_agg(content_hash ORDER BY id COLLATE "C") FROM upd) END`
+
+	// missingSQL reads the ids tombstoneMissingSQL would mark, with the
+	// same parameters ($6 a LIMIT, NULL for none; $8 and $9 unused).
+	missingSQL = `SELECT t.id FROM %[1]s t
+    WHERE t.source = $1 AND t.deleted_at IS NULL AND t.updated_at <= $2 %[2]s %[3]s
+      AND NOT EXISTS (SELECT 1 FROM unnest($5::text[]) AS seen(id) WHERE seen.id = t.id)
+    ORDER BY t.id COLLATE "C" LIMIT $6::bigint`
 
 	tombstoneNoDateSQL = `AND $3::date IS NULL AND $4::date IS NULL`
 

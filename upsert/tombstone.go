@@ -56,41 +56,15 @@ type TombstoneParams struct {
 // fetched after the mark; the same version fetched before it is stale. It
 // returns how many rows it marked.
 func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64, error) {
-	t, ok := tableFor(p.Resource)
-	if !ok {
-		return 0, fmt.Errorf("tombstone: unknown resource %q", p.Resource)
-	}
-	where := fmt.Sprintf("tombstone %s/%s", p.Source, p.Resource)
-	if p.Source == "" || checkText(p.Source) != "" {
-		return 0, fmt.Errorf("%s: invalid source name", where)
-	}
-	if t.byDate == "" && (!p.From.IsZero() || !p.To.IsZero()) {
-		return 0, fmt.Errorf("%s: a date range applies only to a resource listed by date (%s is listed whole)", where, p.Resource)
-	}
-	if p.Scope.UserIDs != nil && t.byUser == "" {
-		return 0, fmt.Errorf("%s: a user scope applies only to a resource with a user column (%s has none)", where, p.Resource)
-	}
-	for i, id := range p.Scope.UserIDs {
-		if r := checkText(id); r != "" {
-			return 0, fmt.Errorf("%s: scope user id %d (%q): %s", where, i, id, r)
-		}
-	}
-	if r := checkTime(p.AsOf); r != "" {
-		return 0, fmt.Errorf("%s: AsOf: %s", where, r)
-	}
-	for i, id := range p.Seen {
-		if r := checkText(id); r != "" {
-			return 0, fmt.Errorf("%s: seen id %d (%q): %s", where, i, id, r)
-		}
-	}
-	if p.Seen == nil {
-		p.Seen = []string{}
+	t, where, err := p.check("tombstone")
+	if err != nil {
+		return 0, err
 	}
 	var n, marked int64
 	var ids []string
 	var versions []time.Time
 	var hashes [][]byte
-	err := tx.QueryRow(ctx, t.tombstoneMissing, p.Source, p.AsOf.Truncate(time.Microsecond),
+	err = tx.QueryRow(ctx, t.tombstoneMissing, p.Source, p.AsOf.Truncate(time.Microsecond),
 		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max), p.Scope.UserIDs, p.Events, time.Now().Truncate(time.Microsecond)).
 		Scan(&n, &marked, &ids, &versions, &hashes)
 	if err != nil {
@@ -116,6 +90,62 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 		}
 	}
 	return marked, nil
+}
+
+// check validates p for what (its errors' prefix, with the source and
+// resource) and returns the table and that prefix.
+func (p *TombstoneParams) check(what string) (*table, string, error) {
+	t, ok := tableFor(p.Resource)
+	if !ok {
+		return nil, "", fmt.Errorf("%s: unknown resource %q", what, p.Resource)
+	}
+	where := fmt.Sprintf("%s %s/%s", what, p.Source, p.Resource)
+	if p.Source == "" || checkText(p.Source) != "" {
+		return nil, "", fmt.Errorf("%s: invalid source name", where)
+	}
+	if t.byDate == "" && (!p.From.IsZero() || !p.To.IsZero()) {
+		return nil, "", fmt.Errorf("%s: a date range applies only to a resource listed by date (%s is listed whole)", where, p.Resource)
+	}
+	if p.Scope.UserIDs != nil && t.byUser == "" {
+		return nil, "", fmt.Errorf("%s: a user scope applies only to a resource with a user column (%s has none)", where, p.Resource)
+	}
+	for i, id := range p.Scope.UserIDs {
+		if r := checkText(id); r != "" {
+			return nil, "", fmt.Errorf("%s: scope user id %d (%q): %s", where, i, id, r)
+		}
+	}
+	if r := checkTime(p.AsOf); r != "" {
+		return nil, "", fmt.Errorf("%s: AsOf: %s", where, r)
+	}
+	for i, id := range p.Seen {
+		if r := checkText(id); r != "" {
+			return nil, "", fmt.Errorf("%s: seen id %d (%q): %s", where, i, id, r)
+		}
+	}
+	if p.Seen == nil {
+		p.Seen = []string{}
+	}
+	return t, where, nil
+}
+
+// MissingIDs returns, in id order, the ids TombstoneMissing would mark
+// with p (Max aside), read outside any transaction: a reconcile asks the
+// source for them (clients.Confirmer) before it marks any.
+func MissingIDs(ctx context.Context, db DB, p TombstoneParams) ([]string, error) {
+	t, where, err := p.check("missing ids")
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, t.missing, p.Source, p.AsOf.Truncate(time.Microsecond),
+		dateArg(p.From), dateArg(p.To), p.Seen, nil, p.Scope.UserIDs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return ids, nil
 }
 
 func dateArg(d clients.Date) pgtype.Date {

@@ -3,6 +3,7 @@ package upsert
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,14 @@ func runTombstoneCases(t *testing.T, seed []clients.Record, cases []tombstoneCas
 			t.Parallel()
 			pool := pgtest.DB(t)
 			applyTx(t, pool, seed)
+			missing, err := MissingIDs(context.Background(), pool, tc.params)
+			if err != nil {
+				t.Fatal(err)
+			}
 			n, err := tombstone(t, pool, tc.params)
+			if tc.refused == nil && strings.Join(missing, ",") != tc.deleted {
+				t.Errorf("MissingIDs = %v, want what TombstoneMissing marks: %s", missing, tc.deleted)
+			}
 			if tc.refused != nil {
 				if !errors.Is(err, ErrTooManyTombstones) || n != 0 {
 					t.Fatalf("TombstoneMissing = %d, %v; want ErrTooManyTombstones", n, err)
@@ -123,6 +131,10 @@ func TestTombstoneMissing(t *testing.T) {
 		t.Parallel()
 		pool := pgtest.DB(t)
 		applyTx(t, pool, seed)
+		missing, err := MissingIDs(context.Background(), pool, TombstoneParams{Source: testSource, Resource: clients.TimeEntries, From: from, To: to, Seen: []string{"2"}, AsOf: asOf})
+		if err != nil || !slices.Equal(missing, []string{"3", "4"}) {
+			t.Fatalf("MissingIDs = %v, %v; want the ids TombstoneMissing marks, 3 and 4", missing, err)
+		}
 		n, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.TimeEntries, From: from, To: to, Seen: []string{"2"}, AsOf: asOf, Max: 2})
 		if err != nil || n != 2 {
 			t.Fatalf("TombstoneMissing = %d, %v; want 2", n, err)
@@ -175,6 +187,9 @@ func TestTombstoneMissing(t *testing.T) {
 		}
 		if _, err := tombstone(t, pool, TombstoneParams{Source: testSource, Resource: clients.Projects, Seen: []string{"1"}, AsOf: asOf}); err != nil {
 			t.Fatalf("projects without range: %v", err)
+		}
+		if _, err := MissingIDs(context.Background(), pool, TombstoneParams{Source: testSource, Resource: clients.Projects, Seen: []string{"1"}, AsOf: asOf}); err != nil {
+			t.Fatalf("missing projects: %v", err)
 		}
 	})
 }

@@ -443,27 +443,8 @@ func (l *reportLister) finish(ctx context.Context, from, to clients.Date) error 
 		}
 	}
 	c.wsMu.Unlock()
-	// An absent entry may have been moved to another day rather than
-	// deleted: ask for the absent ids by id wherever it can have been moved
-	// (confirmRanges), and hand over as live whatever comes back. "Not
-	// found" must mean looked for everywhere: a moved entry tombstoned would
-	// read deleted until its new day is listed again.
-	slices.Sort(absent)
-	ranges := confirmRanges(from, to, clients.DateOf(c.SourceNow().UTC()))
-	for len(absent) > 0 {
-		batch := absent[:min(len(absent), ConfirmBatch)]
-		absent = absent[len(batch):]
-		for _, rg := range ranges {
-			body := searchBody{StartDate: rg[0].String(), EndDate: rg[1].String(), PageSize: ReportPageSize, TimeEntryIDs: batch}
-			if err := l.walk(ctx, body, func(clients.Date) bool { return true }); err != nil {
-				return err
-			}
-			// Found ids are not asked for again.
-			batch = slices.DeleteFunc(batch, func(id int64) bool { _, ok := l.listed[strconv.FormatInt(id, 10)]; return ok })
-			if len(batch) == 0 {
-				break
-			}
-		}
+	if err := l.confirm(ctx, from, to, absent); err != nil {
+		return err
 	}
 	c.wsMu.Lock()
 	defer c.wsMu.Unlock()
@@ -507,6 +488,58 @@ func (l *reportLister) finish(ctx context.Context, from, to clients.Date) error 
 		c.seen[id] = s
 	}
 	return nil
+}
+
+// confirm looks up by id the entries absent from a complete listing of
+// from..to: one may have been moved to another day rather than deleted.
+// It asks for them wherever they can have been moved (confirmRanges) and
+// hands over as live, noted as listed, whatever comes back. "Not found"
+// must mean looked for everywhere: a moved entry tombstoned would read
+// deleted until its new day is listed again.
+func (l *reportLister) confirm(ctx context.Context, from, to clients.Date, absent []int64) error {
+	slices.Sort(absent)
+	ranges := confirmRanges(from, to, clients.DateOf(l.c.SourceNow().UTC()))
+	for len(absent) > 0 {
+		batch := absent[:min(len(absent), ConfirmBatch)]
+		absent = absent[len(batch):]
+		for _, rg := range ranges {
+			body := searchBody{StartDate: rg[0].String(), EndDate: rg[1].String(), PageSize: ReportPageSize, TimeEntryIDs: batch}
+			if err := l.walk(ctx, body, func(clients.Date) bool { return true }); err != nil {
+				return err
+			}
+			// Found ids are not asked for again.
+			batch = slices.DeleteFunc(batch, func(id int64) bool { _, ok := l.listed[strconv.FormatInt(id, 10)]; return ok })
+			if len(batch) == 0 {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+var _ clients.Confirmer = (*Client)(nil)
+
+// Confirm implements clients.Confirmer in workspace scope: the stored
+// entries a reconcile's listing of w did not return are looked up by id
+// as finish looks up those this process listed before (after a restart or
+// a hand-over, it remembers none). The me scope cannot look an entry up
+// outside its listing's dates: ErrUnsupported.
+func (c *Client) Confirm(ctx context.Context, r clients.Resource, w clients.Window, ids []string, fn func(context.Context, clients.Page) error) error {
+	if c.scope != ScopeWorkspace || r != clients.TimeEntries {
+		return fmt.Errorf("%s %s: looking up by id: %w", c.name, r, clients.ErrUnsupported)
+	}
+	from, to, err := c.reportWindow(w)
+	if err != nil {
+		return err
+	}
+	absent := make([]int64, len(ids))
+	for i, id := range ids {
+		if absent[i], err = strconv.ParseInt(id, 10, 64); err != nil {
+			return fmt.Errorf("%s time_entries: cannot look up id %q: want Toggl's integer id", c.name, id)
+		}
+	}
+	l := &reportLister{c: c, fn: fn, listed: map[string]seenEntry{}}
+	return l.confirm(ctx, from, to, absent)
 }
 
 // confirmRanges are the date ranges (inclusive, each at most the search's
