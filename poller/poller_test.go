@@ -537,8 +537,9 @@ func TestBackfillStopsWhenItsLeaseIsLost(t *testing.T) {
 			windows++
 			if windows == 1 {
 				// Cut the session holding the advisory locks, as a
-				// Postgres restart or a network cut would.
-				_, _ = pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+				// Postgres restart or a network cut would (and wait until
+				// they are gone: termination is asynchronous).
+				cutLeaseSessions(t, pool)
 			}
 		}
 	}
