@@ -999,7 +999,7 @@ func TestConformance(t *testing.T) {
 		Source: func(f *clockifytest.Server, o conformance.Options, log zerolog.Logger) (clients.Source, error) {
 			return clockify.New(clockify.Params{
 				Base: provider.Base{Name: "clockify-conf", BaseURL: f.URL(), Token: f.Token(),
-					RateLimit: o.RateLimit, Resources: clockify.Resources, Env: provider.Env{Logger: log}},
+					RateLimit: o.RateLimit, Resources: clockify.Resources, Env: provider.Env{Logger: log, OnResponse: o.OnResponse}},
 				WorkspaceID: f.WorkspaceID(), SafetyLag: time.Second,
 				FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
 			})

@@ -786,7 +786,7 @@ func TestConformance(t *testing.T) {
 		Source: func(f *harvestfake.Server, o conformance.Options, log zerolog.Logger) (clients.Source, error) {
 			return harvest.New(harvest.Params{
 				Base: provider.Base{Name: "harvest-conf", BaseURL: f.URL(), Token: f.Token(), RateLimit: o.RateLimit,
-					Resources: conformanceResources, Env: provider.Env{Contact: "ops@example.com", Logger: log}},
+					Resources: conformanceResources, Env: provider.Env{Contact: "ops@example.com", Logger: log, OnResponse: o.OnResponse}},
 				AccountID: f.AccountID(),
 			})
 		},

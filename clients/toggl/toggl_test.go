@@ -471,7 +471,7 @@ func TestConformance(t *testing.T) {
 		Source: func(f *toggltest.Server, o conformance.Options, log zerolog.Logger) (clients.Source, error) {
 			return toggl.New(toggl.Params{
 				Base: provider.Base{Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(),
-					RateLimit: o.RateLimit, Resources: toggl.Resources, Env: provider.Env{Logger: log}},
+					RateLimit: o.RateLimit, Resources: toggl.Resources, Env: provider.Env{Logger: log, OnResponse: o.OnResponse}},
 				WorkspaceID: f.WorkspaceID(),
 			})
 		},
