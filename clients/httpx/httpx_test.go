@@ -201,8 +201,10 @@ func Test429RetryAfterIsWaitedWithoutSpendingFailureBudget(t *testing.T) {
 			var reasons []string
 			cfg.OnWait = func(r string, d time.Duration) { reasons = append(reasons, r+":"+d.String()) }
 			s.getOK(t, httpx.New(cfg), 2)
-			if second < time.Second || second > 3*time.Second {
-				t.Fatalf("second request after %v, want about 1s", second)
+			// At least the second asked for; how much later is the
+			// machine's (OnWait below says the wait was 1s).
+			if second < time.Second {
+				t.Fatalf("second request after %v, want at least 1s", second)
 			}
 			if len(reasons) == 0 || reasons[0] != "retry_after:1s" {
 				t.Fatalf("OnWait = %v", reasons)
@@ -268,12 +270,18 @@ func Test429PausesConcurrentCallers(t *testing.T) {
 	if len(arrivals) != 13 {
 		t.Fatalf("requests = %d, want 13 (12 + one 429)", len(arrivals))
 	}
-	// Requests already on the wire when the 429 came back may land just
-	// after it; nothing may be sent during the rest of the pause.
+	// Each of the three other callers may have had one request past the
+	// limiter when the 429 came back: those may land during the pause (on
+	// a busy machine, late in it); nothing else may. Counted, not timed:
+	// without the pause the other nine requests land in it.
+	var during []time.Duration
 	for _, a := range arrivals {
-		if d := a.Sub(limitedAt); d > 100*time.Millisecond && d < 950*time.Millisecond {
-			t.Errorf("request %v after the 429, during the pause", d)
+		if d := a.Sub(limitedAt); d > 0 && d < 950*time.Millisecond {
+			during = append(during, d)
 		}
+	}
+	if len(during) > 3 {
+		t.Errorf("%d requests landed during the pause, at %v after the 429; at most 3 were already sent", len(during), during)
 	}
 }
 
@@ -383,11 +391,15 @@ func TestBudgetsEndTheCall(t *testing.T) {
 
 func TestPerRequestTimeoutIsRetried(t *testing.T) {
 	t.Parallel()
+	// The first request hangs until the client gives up on it: what is
+	// checked is that the client did (the server saw it go), not how fast.
+	gaveUp := make(chan struct{})
 	s := newServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
 			select {
 			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
+				close(gaveUp)
+			case <-time.After(time.Minute):
 			}
 			return
 		}
@@ -395,12 +407,16 @@ func TestPerRequestTimeoutIsRetried(t *testing.T) {
 	})
 	cfg := fastConfig(nil)
 	cfg.Timeout = 100 * time.Millisecond
-	start := time.Now()
 	if _, err := get(t, httpx.New(cfg), s.URL); err != nil {
 		t.Fatal(err)
 	}
-	if s.n.Load() != 2 || time.Since(start) > 2*time.Second {
-		t.Fatalf("requests = %d in %v", s.n.Load(), time.Since(start))
+	select {
+	case <-gaveUp:
+	default:
+		t.Fatal("the first request was answered by another, not given up on")
+	}
+	if s.n.Load() != 2 {
+		t.Fatalf("requests = %d, want 2", s.n.Load())
 	}
 }
 
@@ -414,10 +430,11 @@ func TestMaxRetryTimeBoundsFailures(t *testing.T) {
 	cfg.BackoffBase = 50 * time.Millisecond
 	cfg.BackoffMax = 50 * time.Millisecond
 	cfg.MaxRetryTime = 200 * time.Millisecond
-	start := time.Now()
+	// Bounded by the retry time, not by MaxAttempts: well under 100
+	// attempts, whatever the machine's speed (a slow one makes fewer).
 	_, err := get(t, httpx.New(cfg), s.URL)
-	if !errors.Is(err, httpx.ErrStatus) || time.Since(start) > time.Second || s.n.Load() >= 100 {
-		t.Fatalf("err = %v after %d requests in %v", err, s.n.Load(), time.Since(start))
+	if !errors.Is(err, httpx.ErrStatus) || s.n.Load() >= 100 {
+		t.Fatalf("err = %v after %d requests", err, s.n.Load())
 	}
 }
 

@@ -707,13 +707,9 @@ func quotaWaits(t *testing.T, f *toggltest.Server, window time.Duration, pause t
 func TestQuota402WaitsTheStatedResetsIn(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, toggltest.Options{Quota: 2, QuotaWindow: 2 * time.Second})
-	start := time.Now()
 	waits := quotaWaits(t, f, time.Hour, 0)
 	if len(waits) != 1 || waits[0] > 2*time.Second || waits[0] < time.Second {
 		t.Fatalf("quota waits %v, want one of about 2s (the stated Resets-In)", waits)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("took %v", took)
 	}
 }
 
@@ -1281,12 +1277,12 @@ func TestPlanGated402AfterAQuotaWaitIsSkippedAndRemembered(t *testing.T) {
 	if n := countPath(f, "/workspaces/4242/tasks"); n != 2 || waits.Load() != 1 {
 		t.Fatalf("tasks asked %d times, %d quota waits; want 2 and 1", n, waits.Load())
 	}
-	start := time.Now()
 	if _, err := sourcetest.Collect(t, c, clients.Tasks, clients.Window{}); !errors.Is(err, clients.ErrUnsupported) || !strings.Contains(err.Error(), "plan does not include tasks") {
 		t.Fatalf("second listing: %v", err)
 	}
-	if n := countPath(f, "/workspaces/4242/tasks"); n != 3 || waits.Load() != 1 || time.Since(start) > 500*time.Millisecond {
-		t.Errorf("tasks asked %d times, %d quota waits, took %v: want a third request refused at once", n, waits.Load(), time.Since(start))
+	// Refused at once: no second quota wait (counted, not timed).
+	if n := countPath(f, "/workspaces/4242/tasks"); n != 3 || waits.Load() != 1 {
+		t.Errorf("tasks asked %d times, %d quota waits: want a third request refused at once", n, waits.Load())
 	}
 }
 
