@@ -36,8 +36,10 @@ func (c *Client) walkDated(ctx context.Context, w clients.Window, last bool, sen
 	ep := EndpointOf(r)
 	a := &pagewalk.Anchored{What: string(r), Head: entryHead(clients.DateOf(c.now().UTC()))}
 	n := 0
-	// The page served last waits for the next: only then is it known
-	// whether it ends the listing.
+	// The page served last waits until the walk asks for another (then it
+	// does not end the listing) or ends. It is handed over before that
+	// request is sent, so that the walk reads one page ahead of fn, never
+	// two.
 	var pending *listing.Fetched
 	flush := func() bool {
 		if pending == nil {
@@ -50,6 +52,9 @@ func (c *Client) walkDated(ctx context.Context, w clients.Window, last bool, sen
 	var asked pagewalk.Query
 	var next string
 	err := a.Walk(ctx, []pagewalk.Span{{From: w.From, To: w.To}}, func(ctx context.Context, q pagewalk.Query) (pagewalk.KeyedPage, error) {
+		if !flush() {
+			return pagewalk.KeyedPage{}, context.Canceled
+		}
 		n++
 		u := next
 		if next == "" || q.From != asked.From || q.To != asked.To || q.Page != asked.Page+1 {
@@ -83,9 +88,6 @@ func (c *Client) walkDated(ctx context.Context, w clients.Window, last bool, sen
 			}
 		}
 		c.log.Debug().Str("resource", string(r)).Int("page", page).Int("records", len(recs)).Msg("page fetched")
-		if !flush() {
-			return pagewalk.KeyedPage{}, context.Canceled
-		}
 		pending = &listing.Fetched{Page: clients.Page{Resource: r, Number: page, SourceTime: resp.Date, Records: recs}}
 		return keyedPage(recs, env, c.perPage, resp.Date), nil
 	})

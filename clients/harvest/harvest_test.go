@@ -525,6 +525,12 @@ func TestStopsAtFnError(t *testing.T) {
 	calls := 0
 	err := newClient(t, f).List(t.Context(), clients.TimeEntries, clients.Window{}, func(context.Context, clients.Page) error {
 		calls++
+		// A slow write: the page read ahead is served meanwhile, and a
+		// fetcher that reads further ahead has time to ask for a third.
+		for deadline := time.Now().Add(10 * time.Second); f.RequestCount() < 2 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
 		return boom
 	})
 	// The page read ahead may have been requested, never more.
