@@ -35,6 +35,10 @@ type table struct {
 	// in line with this table's rows.
 	children []childSQL
 
+	// hist is the history's SQL (history.go), built on first use.
+	histOnce sync.Once
+	hist     *historySQL
+
 	// SQL, built once from the fields above.
 	createStage, lookup, insertNew, upsertExisting, updateTypeless, moveForward, clearStage, tombstoneMissing, missing string
 }

@@ -44,6 +44,10 @@ type TombstoneParams struct {
 	// Events appends a deleted event per marked row to the change feed, in
 	// tx (a source with `events: on`).
 	Events bool
+	// History adds a deleted version per marked row to the resource's
+	// history, in tx (a resource with history on); RunID names the run.
+	History bool
+	RunID   string
 }
 
 // TombstoneMissing marks deleted the stored live rows of (Source, Resource) —
@@ -65,7 +69,7 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 	var versions []time.Time
 	var hashes [][]byte
 	err = tx.QueryRow(ctx, t.tombstoneMissing, p.Source, p.AsOf.Truncate(time.Microsecond),
-		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max), p.Scope.UserIDs, p.Events, time.Now().Truncate(time.Microsecond)).
+		dateArg(p.From), dateArg(p.To), p.Seen, int64(p.Max), p.Scope.UserIDs, p.Events || p.History, time.Now().Truncate(time.Microsecond)).
 		Scan(&n, &marked, &ids, &versions, &hashes)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", where, err)
@@ -81,6 +85,11 @@ func TombstoneMissing(ctx context.Context, tx pgx.Tx, p TombstoneParams) (int64,
 			copy(changes[i].Hash[:], hashes[i])
 		}
 		if _, err := events.Append(ctx, tx, changes); err != nil {
+			return 0, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	if p.History && len(ids) > 0 {
+		if err := writeHistory(ctx, tx, t, p.Source, p.RunID, ids, make([]bool, len(ids))); err != nil {
 			return 0, fmt.Errorf("%s: %w", where, err)
 		}
 	}

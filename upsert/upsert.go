@@ -169,7 +169,7 @@ func Apply(ctx context.Context, db DB, source string, r clients.Resource, recs [
 	items, c.Stale = dedupe(items)
 	copyNew := true
 	for attempt := 1; ; attempt++ {
-		wc, err := write(ctx, db, t, source, items, have, copyNew, o.events)
+		wc, err := write(ctx, db, t, source, items, have, copyNew, o)
 		if err == nil {
 			c.Add(wc)
 			return c, nil
@@ -217,9 +217,9 @@ func hasCode(err error, code string) bool {
 // transaction), opened at the first write: on an error (such as a deadlock
 // between concurrent appliers) they are undone and their row locks
 // released, and the caller's transaction stays usable.
-func write(ctx context.Context, db DB, t *table, source string, items []item, have map[string]stored, copyNew, withEvents bool) (Counts, error) {
+func write(ctx context.Context, db DB, t *table, source string, items []item, have map[string]stored, copyNew bool, o options) (Counts, error) {
 	var c Counts
-	w := &writer{conn: db, copyNew: copyNew, events: withEvents, ids: len(t.children) > 0}
+	w := &writer{conn: db, copyNew: copyNew, events: o.events, history: o.history, ids: len(t.children) > 0 || o.history}
 	for round := 0; len(items) > 0; round++ {
 		var err error
 		if round == maxRounds {
@@ -241,6 +241,13 @@ func write(ctx context.Context, db DB, t *table, source string, items []item, ha
 	// costs no statement), before the feed's append lock.
 	if err := syncChildren(ctx, w.sp, t, source, w.written); err != nil {
 		return Counts{}, w.undo(ctx, err)
+	}
+	// The history of the rows written: the same decision as the feed's,
+	// read once (writer.change), in the same savepoint.
+	if w.history && len(w.written) > 0 {
+		if err := writeHistory(ctx, w.sp, t, source, o.runID, w.written, w.isNew); err != nil {
+			return Counts{}, w.undo(ctx, err)
+		}
 	}
 	if len(w.changes) > 0 {
 		if _, err := events.Append(ctx, w.sp, w.changes); err != nil {
@@ -283,8 +290,10 @@ type writer struct {
 	copyNew bool // new rows go in by COPY (else by INSERT … ON CONFLICT)
 	events  bool // collect the changes written, for the change feed
 	changes []events.Change
-	ids     bool     // collect the ids written, for the child tables
+	ids     bool     // collect the ids written, for the child tables and the history
 	written []string // their ids
+	isNew   []bool   // per written id: inserted (not over a stored row)
+	history bool     // write the history of the rows written
 }
 
 // change records that it was written (over a stored row unless isNew; over
@@ -292,6 +301,7 @@ type writer struct {
 func (w *writer) change(source string, t *table, it *item, isNew, newer bool) {
 	if w.ids {
 		w.written = append(w.written, it.rec.ID)
+		w.isNew = append(w.isNew, isNew)
 	}
 	if !w.events {
 		return
@@ -310,11 +320,21 @@ func (w *writer) change(source string, t *table, it *item, isNew, newer bool) {
 // Option changes how Apply writes.
 type Option func(*options)
 
-type options struct{ events bool }
+type options struct {
+	events, history bool
+	runID           string
+}
 
 // WithEvents makes Apply append an event per real change to the change feed
 // (a source with `events: on`).
 func WithEvents(on bool) Option { return func(o *options) { o.events = on } }
+
+// WithHistory makes Apply add a version to the resource's history table per
+// real change (a resource with history on; EnsureHistory declares it).
+func WithHistory(on bool) Option { return func(o *options) { o.history = on } }
+
+// WithRun names the run whose writes these are, for the history.
+func WithRun(id string) Option { return func(o *options) { o.runID = id } }
 
 func (w *writer) db(ctx context.Context) (pgx.Tx, error) {
 	if w.sp == nil {

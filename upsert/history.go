@@ -1,0 +1,288 @@
+package upsert
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
+)
+
+// History (issue 31): every real change of a resource with history on adds
+// one version to <resource>_history, written in the transaction of the
+// change by the statement below, right after the mirror's own write. The
+// version guard has already judged what is a change; a re-delivery, a stale
+// record or a version moved forward without new content never reaches it.
+//
+// A version's valid time starts at the record's version (the provider's
+// updated_at; for a tombstone the later of it and deleted_at, which a
+// reconcile dates when it finds the record gone) and ends where the next
+// version's starts; its recorded time is the database clock when this
+// mirror learned it, until it learned the next. Open ends are 'infinity'.
+// A start is never earlier than the previous version's (GREATEST below), so
+// intervals follow each other; the exclusion constraint makes an overlap
+// impossible in the database itself. Two versions under one updated_at keep
+// both: the first gets the empty interval [t, t), ordered by seq.
+
+// HistoryChanges are the values of a history row's change column.
+const (
+	ChangeFirstSeen = "first_seen" // recorded when history was turned on, not a change
+	ChangeCreated   = "created"
+	ChangeUpdated   = "updated"
+	ChangeDeleted   = "deleted"
+	ChangeRestored  = "restored"
+)
+
+// HistoryTable names the history table of resource r.
+func HistoryTable(r clients.Resource) string { return string(r) + "_history" }
+
+// historySQL are the statements of one resource's history, built once.
+type historySQL struct {
+	table      string
+	write      string // $1 source, $2 ids, $3 new flags, $4 run id
+	firstSeen  string // $1 source
+	prune      string // $1 source, $2 horizon
+	ddl        []string
+	dated      string // the date column of the table; "" none
+	typedNames []string
+}
+
+func newHistorySQL(t *table) *historySQL {
+	h := &historySQL{table: HistoryTable(t.resource), dated: t.byDate}
+	for _, c := range t.typed {
+		h.typedNames = append(h.typedNames, c.name)
+	}
+	h.write = fmt.Sprintf(historyWriteSQL, t.name, h.table, h.cols("m."), h.cols(""))
+	h.firstSeen = fmt.Sprintf(historyFirstSeenSQL, t.name, h.table, h.cols("m."), h.cols(""))
+	h.prune = fmt.Sprintf(historyPruneSQL, h.table)
+	h.ddl = h.buildDDL(t)
+	return h
+}
+
+// cols lists the typed columns, with a prefix, and a trailing comma.
+func (h *historySQL) cols(prefix string) string {
+	var b strings.Builder
+	for _, n := range h.typedNames {
+		b.WriteString(prefix + n + ", ")
+	}
+	return b.String()
+}
+
+// buildDDL declares the history table and its functions from the mirror
+// table's declaration: the typed columns (nullable: a column added later
+// is NULL in older versions), the common ones, and the history's own.
+func (h *historySQL) buildDDL(t *table) []string {
+	var cols []string
+	for _, c := range t.typed {
+		cols = append(cols, fmt.Sprintf("%s %s", c.name, c.typ))
+	}
+	ddl := []string{fmt.Sprintf(historyTableSQL, h.table, strings.Join(cols, ",\n  "))}
+	for _, c := range t.typed {
+		// A column declared after the table was created.
+		ddl = append(ddl, fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s`, h.table, c.name, c.typ))
+	}
+	if h.dated != "" {
+		// The as-of query of a date range (a month of one account) reads
+		// only the entries valid at the instant: both ends are keys, so
+		// the scan filters them in the index before it visits a row.
+		ddl = append(ddl, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[1]s_by_date ON %[1]s (source, %[2]s, valid_from, valid_to)`, h.table, h.dated))
+	}
+	ddl = append(ddl, fmt.Sprintf(historyFunctionsSQL, t.name, h.table))
+	return ddl
+}
+
+// The statements, with %s for identifiers from the declaration.
+const (
+	historyTableSQL = `CREATE TABLE IF NOT EXISTS %[1]s (
+  source text NOT NULL,
+  id text NOT NULL,
+  seq bigint GENERATED ALWAYS AS IDENTITY,
+  %[2]s,
+  updated_at timestamptz NOT NULL,
+  fetched_at timestamptz NOT NULL,
+  content_hash bytea NOT NULL,
+  raw jsonb NOT NULL,
+  deleted_at timestamptz,
+  deleted boolean GENERATED ALWAYS AS (deleted_at IS NOT NULL) STORED,
+  change text NOT NULL CHECK (change IN ('first_seen', 'created', 'updated', 'deleted', 'restored')),
+  valid_from timestamptz NOT NULL,
+  valid_to timestamptz NOT NULL DEFAULT 'infinity',
+  recorded_from timestamptz NOT NULL,
+  recorded_to timestamptz NOT NULL DEFAULT 'infinity',
+  run_id text,
+  PRIMARY KEY (source, id, seq),
+  CONSTRAINT %[1]s_valid_order CHECK (valid_from <= valid_to),
+  CONSTRAINT %[1]s_recorded_order CHECK (recorded_from <= recorded_to),
+  CONSTRAINT %[1]s_no_overlap EXCLUDE USING gist (source WITH =, id WITH =, tstzrange(valid_from, valid_to) WITH &&)
+    DEFERRABLE INITIALLY IMMEDIATE
+)`
+
+	// historyFunctionsSQL: the as-of queries. Plain SQL functions, STABLE:
+	// Postgres inlines them into the caller's query, so a filter on a
+	// column (spent_date) reaches the index.
+	historyFunctionsSQL = `
+CREATE OR REPLACE FUNCTION %[1]s_as_of(p_source text, p_at timestamptz) RETURNS SETOF %[2]s
+LANGUAGE sql STABLE AS $f$
+  SELECT * FROM %[2]s h
+  WHERE h.source = p_source AND h.valid_from <= p_at AND h.valid_to > p_at AND NOT h.deleted
+$f$;
+COMMENT ON FUNCTION %[1]s_as_of(text, timestamptz) IS
+  'The live %[1]s of a source as the provider held them at an instant of valid time.';
+CREATE OR REPLACE FUNCTION %[1]s_known_at(p_source text, p_at timestamptz) RETURNS SETOF %[2]s
+LANGUAGE sql STABLE AS $f$
+  SELECT * FROM %[2]s h
+  WHERE h.source = p_source AND h.recorded_from <= p_at AND h.recorded_to > p_at AND NOT h.deleted
+$f$;
+COMMENT ON FUNCTION %[1]s_known_at(text, timestamptz) IS
+  'The live %[1]s of a source as this mirror knew them at an instant of recorded time.';
+CREATE OR REPLACE FUNCTION %[1]s_versions(p_source text, p_id text) RETURNS SETOF %[2]s
+LANGUAGE sql STABLE AS $f$
+  SELECT * FROM %[2]s h WHERE h.source = p_source AND h.id = p_id ORDER BY h.seq
+$f$;
+COMMENT ON FUNCTION %[1]s_versions(text, text) IS
+  'Every version of one record, in the order this mirror applied them.';`
+
+	// historyWriteSQL closes the current version of each id written and
+	// adds its new one, copied from the mirror row as just written. One
+	// clock reading serves both ends, so recorded intervals follow each
+	// other exactly. A version before history was on is first_seen.
+	historyWriteSQL = `WITH clock AS (SELECT clock_timestamp() AS ts),
+w AS (SELECT * FROM unnest($2::text[], $3::boolean[]) AS w(id, is_new)),
+cur AS (
+  SELECT m.*, w.is_new,
+    CASE WHEN m.deleted_at IS NULL THEN m.updated_at ELSE GREATEST(m.updated_at, m.deleted_at) END AS stamp
+  FROM %[1]s m JOIN w ON m.id = w.id WHERE m.source = $1
+),
+prev AS (
+  UPDATE %[2]s h SET valid_to = GREATEST(cur.stamp, h.valid_from), recorded_to = (SELECT ts FROM clock)
+  FROM cur WHERE h.source = $1 AND h.id = cur.id AND h.valid_to = 'infinity'
+  RETURNING h.id, h.valid_from, h.deleted
+)
+INSERT INTO %[2]s (source, id, %[4]s updated_at, fetched_at, content_hash, raw, deleted_at,
+  change, valid_from, recorded_from, run_id)
+SELECT $1, m.id, %[3]s m.updated_at, m.fetched_at, m.content_hash, m.raw, m.deleted_at,
+  CASE WHEN prev.id IS NULL AND NOT m.is_new THEN 'first_seen'
+       WHEN prev.id IS NULL OR (prev.deleted AND m.is_new) THEN 'created'
+       WHEN m.deleted_at IS NOT NULL THEN 'deleted'
+       WHEN prev.deleted THEN 'restored'
+       ELSE 'updated' END,
+  GREATEST(m.stamp, prev.valid_from), (SELECT ts FROM clock), $4
+FROM cur m LEFT JOIN prev ON prev.id = m.id`
+
+	// historyFirstSeenSQL records, when history is turned on, the stored
+	// version of every row whose current history version is not it: all of
+	// them the first time, those changed while history was off later on.
+	historyFirstSeenSQL = `WITH clock AS (SELECT clock_timestamp() AS ts),
+cur AS (
+  SELECT m.*,
+    CASE WHEN m.deleted_at IS NULL THEN m.updated_at ELSE GREATEST(m.updated_at, m.deleted_at) END AS stamp
+  FROM %[1]s m WHERE m.source = $1 AND NOT EXISTS (
+    SELECT 1 FROM %[2]s h WHERE h.source = $1 AND h.id = m.id AND h.valid_to = 'infinity'
+      AND h.content_hash = m.content_hash)
+),
+prev AS (
+  UPDATE %[2]s h SET valid_to = GREATEST(cur.stamp, h.valid_from), recorded_to = (SELECT ts FROM clock)
+  FROM cur WHERE h.source = $1 AND h.id = cur.id AND h.valid_to = 'infinity'
+  RETURNING h.id, h.valid_from
+)
+INSERT INTO %[2]s (source, id, %[4]s updated_at, fetched_at, content_hash, raw, deleted_at,
+  change, valid_from, recorded_from, run_id)
+SELECT $1, m.id, %[3]s m.updated_at, m.fetched_at, m.content_hash, m.raw, m.deleted_at,
+  'first_seen', GREATEST(m.stamp, prev.valid_from), (SELECT ts FROM clock), NULL
+FROM cur m LEFT JOIN prev ON prev.id = m.id`
+
+	// historyPruneSQL deletes versions whose valid time ended before the
+	// horizon; the current version (valid_to infinity) always stays.
+	historyPruneSQL = `DELETE FROM %s WHERE source = $1 AND valid_to < $2 AND valid_to <> 'infinity'`
+)
+
+// historyOf returns the history statements of t.
+func (t *table) historyOf() *historySQL {
+	t.histOnce.Do(func() { t.hist = newHistorySQL(t) })
+	return t.hist
+}
+
+// writeHistory adds the versions of the ids just written (isNew: inserted
+// by this write) in tx.
+func writeHistory(ctx context.Context, tx pgx.Tx, t *table, source, runID string, ids []string, isNew []bool) error {
+	var run any
+	if runID != "" {
+		run = runID
+	}
+	if _, err := tx.Exec(ctx, t.historyOf().write, source, ids, isNew, run); err != nil {
+		return fmt.Errorf("write history: %w", err)
+	}
+	return nil
+}
+
+// historyLockKey serializes EnsureHistory's DDL across processes.
+const historyLockKey = 0x7469646d_68697374 // "tidmhist"
+
+// EnsureHistory makes sure the history tables and functions of resources
+// exist (declared from their resources), and records, for source, the
+// stored version of every row whose current history version is not it
+// (all rows when history is first turned on: "first_seen", not changes).
+// It is idempotent and cheap when nothing is missing.
+func EnsureHistory(ctx context.Context, db DB, source string, resources []clients.Resource) error {
+	if len(resources) == 0 {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(historyLockKey)); err != nil {
+			return fmt.Errorf("history: lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS btree_gist`); err != nil {
+			return fmt.Errorf("history: the btree_gist extension (PostgreSQL contrib), which the history's exclusion constraint needs: %w", err)
+		}
+		for _, r := range resources {
+			t, ok := tableFor(r)
+			if !ok {
+				return fmt.Errorf("history: unknown resource %q", r)
+			}
+			h := t.historyOf()
+			for _, stmt := range h.ddl {
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return fmt.Errorf("history: declare %s: %w", h.table, err)
+				}
+			}
+			if _, err := tx.Exec(ctx, h.firstSeen, source); err != nil {
+				return fmt.Errorf("history: first versions of %s/%s: %w", source, r, err)
+			}
+		}
+		return nil
+	})
+}
+
+// PruneHistory deletes the versions of source's resource whose valid time
+// ended before horizon, never a current one. It returns how many it
+// deleted.
+func PruneHistory(ctx context.Context, db DB, source string, r clients.Resource, horizon time.Time) (int64, error) {
+	t, ok := tableFor(r)
+	if !ok {
+		return 0, fmt.Errorf("prune history: unknown resource %q", r)
+	}
+	var n int64
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, t.historyOf().prune, source, horizon)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune history %s/%s: %w", source, r, err)
+	}
+	return n, nil
+}
+
+// HistoryResources are the resources that may have a history: every
+// registered resource table (child tables follow their parent's raw).
+func HistoryResources() []clients.Resource {
+	var out []clients.Resource
+	for _, def := range schema.All() {
+		out = append(out, def.Name)
+	}
+	return out
+}
