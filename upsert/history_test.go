@@ -14,6 +14,14 @@ import (
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
 
+// tb is what the history checks need of a *testing.T or a *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(...any)
+	Fatalf(string, ...any)
+	Errorf(string, ...any)
+}
+
 // hv is one history row as the tests compare them.
 type hv struct {
 	ID                       string
@@ -53,7 +61,7 @@ func applyH(t testing.TB, pool *pgxpool.Pool, run string, recs ...clients.Record
 	return c
 }
 
-func readHistory(t testing.TB, pool *pgxpool.Pool, source, id string) []hv {
+func readHistory(t tb, pool *pgxpool.Pool, source, id string) []hv {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT id, updated_at, deleted, change, valid_from,
 		CASE WHEN valid_to = 'infinity' THEN $3 ELSE valid_to END, recorded_from,
@@ -83,7 +91,7 @@ func changes(vs []hv) []string {
 
 // checkChain holds the intervals of one record's versions: each starts
 // where the previous ended, in valid and recorded time, the last is open.
-func checkChain(t testing.TB, vs []hv) {
+func checkChain(t tb, vs []hv) {
 	t.Helper()
 	for i, v := range vs {
 		if v.ValidTo.Before(v.ValidFrom) || v.RecordedTo.Before(v.RecordedFrom) {
@@ -109,8 +117,8 @@ func TestHistoryRecordsEveryRealChangeOnly(t *testing.T) {
 	f := func(d int) time.Time { return t0.Add(time.Duration(d) * time.Minute) }
 
 	applyH(t, pool, "r1", entry(1, v1, f(1), "a"))
-	applyH(t, pool, "r2", entry(1, v1, f(2), "a"))             // re-delivery
-	applyH(t, pool, "r3", entry(1, v2, f(3), "b"))             // newer
+	applyH(t, pool, "r2", entry(1, v1, f(2), "a"))                         // re-delivery
+	applyH(t, pool, "r3", entry(1, v2, f(3), "b"))                         // newer
 	if c := applyH(t, pool, "r4", entry(1, v1, f(4), "c")); c.Stale != 1 { // older, other content
 		t.Fatalf("stale counts = %+v", c)
 	}
