@@ -567,8 +567,10 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 			AsOf: l.sourceTime.Add(-s.Overlap), Max: s.MaxTombstones,
 			// Only what was listed: a listing of some users' entries proves
 			// nothing about the others'.
-			Scope:  scope,
-			Events: s.Events,
+			Scope:   scope,
+			Events:  s.Events,
+			History: s.HistoryOn(r),
+			RunID:   res.RunID,
 		}
 	}
 	confirm := func(ctx context.Context, l *listing, page func(context.Context, clients.Page) error) error {

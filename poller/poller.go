@@ -93,8 +93,21 @@ type Source struct {
 	WindowDays    int
 	// Events appends every real change to the change feed (`events: on`).
 	Events bool
+	// History keeps every version of these resources (`history:`); the
+	// daemon prunes versions whose valid time ended HistoryKeep ago (0:
+	// never).
+	History     []clients.Resource
+	HistoryKeep time.Duration
 
 	memo *pageMemo // the incremental pages that wrote nothing (memo.go)
+}
+
+// HistoryOn reports whether the source keeps the history of r.
+func (s *Source) HistoryOn(r clients.Resource) bool { return slices.Contains(s.History, r) }
+
+// writeOptions are how the source's pages of r are written by run.
+func (s *Source) writeOptions(r clients.Resource, runID string) []upsert.Option {
+	return []upsert.Option{upsert.WithEvents(s.Events), upsert.WithHistory(s.HistoryOn(r)), upsert.WithRun(runID)}
 }
 
 // Params configure a Poller.
@@ -430,7 +443,7 @@ func logPanic(log zerolog.Logger, err error) {
 func (p *Poller) applyPage(ctx context.Context, s *Source, r clients.Resource, pg clients.Page, l *listing) (upsert.Counts, error) {
 	c, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	uc, err := upsert.Apply(c, p.pool, s.Name(), r, pg.Records, upsert.WithEvents(s.Events))
+	uc, err := upsert.Apply(c, p.pool, s.Name(), r, pg.Records, s.writeOptions(r, l.runID)...)
 	if err != nil && failsAlone(err) {
 		// The slow path: a record that cannot be stored fails alone.
 		uc, err = p.applyEach(c, s, r, pg, l)
@@ -470,7 +483,7 @@ func (p *Poller) applyEach(ctx context.Context, s *Source, r clients.Resource, p
 			if err != nil {
 				return err
 			}
-			c, err := upsert.Apply(ctx, sp, s.Name(), r, pg.Records[i:i+1], upsert.WithEvents(s.Events))
+			c, err := upsert.Apply(ctx, sp, s.Name(), r, pg.Records[i:i+1], s.writeOptions(r, l.runID)...)
 			if err != nil {
 				if rbErr := sp.Rollback(ctx); rbErr != nil {
 					return rbErr

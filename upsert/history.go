@@ -3,6 +3,7 @@ package upsert
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -219,14 +220,40 @@ func writeHistory(ctx context.Context, tx pgx.Tx, t *table, source, runID string
 	return nil
 }
 
-// historyLockKey serializes EnsureHistory's DDL across processes.
+// historyLockKey serializes PrepareHistory's DDL across processes.
 const historyLockKey = 0x7469646d_68697374 // "tidmhist"
 
-// EnsureHistory makes sure the history tables and functions of resources
-// exist (declared from their resources), and records, for source, the
-// stored version of every row whose current history version is not it
-// (all rows when history is first turned on: "first_seen", not changes).
-// It is idempotent and cheap when nothing is missing.
+// PrepareHistory brings the history of source in line with its config: for
+// each resource of on, the history table and functions exist (declared from
+// the resource), and when its history was off until now (history_sources),
+// the stored version of every row whose current history version is not it
+// is recorded as first seen, not as a change. For each resource of off,
+// history is marked off: what was recorded stays. Cheap when nothing
+// changed: a few catalog reads.
+func PrepareHistory(ctx context.Context, db DB, source string, on, off []clients.Resource) error {
+	if len(on) > 0 {
+		if err := EnsureHistory(ctx, db, source, on); err != nil {
+			return err
+		}
+	}
+	if len(off) == 0 {
+		return nil
+	}
+	names := make([]string, len(off))
+	for i, r := range off {
+		names[i] = string(r)
+	}
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM history_sources WHERE source = $1 AND resource = ANY($2)`, source, names); err != nil {
+			return fmt.Errorf("history: mark %s off: %w", source, err)
+		}
+		return nil
+	})
+}
+
+// EnsureHistory declares the history of resources (table, indexes,
+// functions) where it is missing, and records the first versions of
+// source's rows for each resource whose history was off.
 func EnsureHistory(ctx context.Context, db DB, source string, resources []clients.Resource) error {
 	if len(resources) == 0 {
 		return nil
@@ -235,26 +262,68 @@ func EnsureHistory(ctx context.Context, db DB, source string, resources []client
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(historyLockKey)); err != nil {
 			return fmt.Errorf("history: lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS btree_gist`); err != nil {
-			return fmt.Errorf("history: the btree_gist extension (PostgreSQL contrib), which the history's exclusion constraint needs: %w", err)
-		}
 		for _, r := range resources {
-			t, ok := tableFor(r)
-			if !ok {
-				return fmt.Errorf("history: unknown resource %q", r)
-			}
-			h := t.historyOf()
-			for _, stmt := range h.ddl {
-				if _, err := tx.Exec(ctx, stmt); err != nil {
-					return fmt.Errorf("history: declare %s: %w", h.table, err)
-				}
-			}
-			if _, err := tx.Exec(ctx, h.firstSeen, source); err != nil {
-				return fmt.Errorf("history: first versions of %s/%s: %w", source, r, err)
+			if err := ensureOne(ctx, tx, source, r); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
+}
+
+func ensureOne(ctx context.Context, tx pgx.Tx, source string, r clients.Resource) error {
+	t, ok := tableFor(r)
+	if !ok {
+		return fmt.Errorf("history: unknown resource %q", r)
+	}
+	h := t.historyOf()
+	if err := declareHistory(ctx, tx, t, h); err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO history_sources (source, resource) VALUES ($1, $2) ON CONFLICT DO NOTHING`, source, string(r))
+	if err != nil {
+		return fmt.Errorf("history: mark %s/%s on: %w", source, r, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil // on without a break: every change has its version
+	}
+	if _, err := tx.Exec(ctx, h.firstSeen, source); err != nil {
+		return fmt.Errorf("history: first versions of %s/%s: %w", source, r, err)
+	}
+	return nil
+}
+
+// declareHistory creates what is missing of t's history: the table, a
+// column declared since, the functions. Nothing is locked when nothing is
+// missing.
+func declareHistory(ctx context.Context, tx pgx.Tx, t *table, h *historySQL) error {
+	var have []string
+	err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(attname::text), '{}') FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, h.table).Scan(&have)
+	if err != nil {
+		return fmt.Errorf("history: read %s: %w", h.table, err)
+	}
+	if len(have) > 0 && !missingColumns(t, have) {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS btree_gist`); err != nil {
+		return fmt.Errorf("history: the btree_gist extension (PostgreSQL contrib), which the history's exclusion constraint needs: %w", err)
+	}
+	for _, stmt := range h.ddl {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("history: declare %s: %w", h.table, err)
+		}
+	}
+	return nil
+}
+
+func missingColumns(t *table, have []string) bool {
+	for _, c := range t.typed {
+		if !slices.Contains(have, c.name) {
+			return true
+		}
+	}
+	return false
 }
 
 // PruneHistory deletes the versions of source's resource whose valid time

@@ -237,6 +237,9 @@ func TestHistoryFirstSeen(t *testing.T) {
 	}
 	applyH(t, pool, "r1", entry(1, t0.Add(time.Hour), t0.Add(time.Hour), "b"))
 	// Off: a change without history; on again.
+	if err := PrepareHistory(context.Background(), pool, testSource, nil, []clients.Resource{clients.TimeEntries}); err != nil {
+		t.Fatal(err)
+	}
 	applyTx(t, pool, []clients.Record{entry(1, t0.Add(2*time.Hour), t0.Add(2*time.Hour), "c")})
 	ensure()
 	vs := readHistory(t, pool, testSource, "1")

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,7 +41,8 @@ func (in *Intake) apply(log zerolog.Logger, source string, src Source, r clients
 	var c upsert.Counts
 	err = pgx.BeginFunc(ctx, in.Store.Pool, func(tx pgx.Tx) error {
 		var err error
-		c, err = upsert.Apply(ctx, tx, source, r, recs, upsert.WithEvents(src.Events))
+		c, err = upsert.Apply(ctx, tx, source, r, recs, upsert.WithEvents(src.Events),
+			upsert.WithHistory(slices.Contains(src.History, r)), upsert.WithRun("webhook"))
 		return err
 	})
 	if err != nil {

@@ -36,6 +36,9 @@ type Source struct {
 	// its change to the feed, as the pass would have (the pass then finds
 	// the row unchanged and appends nothing).
 	Events bool
+	// History is the source's resources with `history:` on: a record
+	// applied here adds its version, as the pass would have.
+	History []clients.Resource
 }
 
 // Intake serves POST /webhooks/{source}: it reads the body once (at most

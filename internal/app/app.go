@@ -160,7 +160,17 @@ func (a *App) pollerSource(ctx context.Context, sc *config.Source) (poller.Sourc
 		Source: src, Resources: rs, Overlap: sc.Overlap.D(),
 		LookbackDays: sc.Reconcile.LookbackDays, MaxTombstones: sc.Reconcile.MaxTombstones,
 		WindowDays: sc.Backfill.WindowDays, Events: bool(sc.Events),
+		History: historyResources(sc), HistoryKeep: sc.History.Keep.D(),
 	}, nil
+}
+
+// historyResources are the resources of sc with history on.
+func historyResources(sc *config.Source) []clients.Resource {
+	var out []clients.Resource
+	for _, r := range sc.History.Resources {
+		out = append(out, clients.Resource(r))
+	}
+	return out
 }
 
 // buildSource builds one source through its kind's registration
@@ -283,6 +293,11 @@ func (a *App) Poller(ctx context.Context, only string) (*poller.Poller, error) {
 	srcs, err := a.Sources(ctx, only)
 	if err != nil {
 		return nil, err
+	}
+	for _, ps := range srcs {
+		if err := a.prepareHistory(ctx, ps); err != nil {
+			return nil, err
+		}
 	}
 	p, err := poller.New(poller.Params{Pool: a.Pool, Sources: srcs, Logger: a.Log, Observer: a.Metrics})
 	if err != nil {

@@ -68,7 +68,8 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 		return err
 	}
 	defer feed.Stop(context.WithoutCancel(ctx))
-	defer a.StartRunsRetention(ctx)() // runs.go
+	defer a.StartRunsRetention(ctx)()    // runs.go
+	defer a.StartHistoryRetention(ctx)() // history.go
 	d.Start(ctx, true)
 	a.startWebhooks(d)
 	a.Log.Info().Int("sources", len(scheds)).Str("version", a.Version).Msg("daemon started")

@@ -76,6 +76,9 @@ func (a *App) applyReload(ctx context.Context, d *poller.Daemon) error {
 		if err != nil {
 			return err
 		}
+		if err := a.prepareHistory(ctx, ps); err != nil {
+			return err
+		}
 		built[name] = ps
 	}
 	wait, cancel := context.WithTimeout(ctx, reloadWait)

@@ -57,7 +57,7 @@ func (a *App) webhookParts() *webhookState {
 				rs = append(rs, clients.Resource(r))
 			}
 			dec, _ := a.wh.built[s.Name].(webhooks.Decoder)
-			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs, Decoder: dec, Events: bool(s.Events)}
+			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs, Decoder: dec, Events: bool(s.Events), History: historyResources(&s)}
 		}
 		// Only a source whose kind sends webhooks (Toggl, Clockify) needs
 		// the key: a Harvest-only config hears nothing of it.

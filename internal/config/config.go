@@ -94,6 +94,9 @@ type Source struct {
 	// Events appends every real change of this source's rows to the change
 	// feed (`events: on`; default off).
 	Events Switch `yaml:"events"`
+	// History keeps every version of the listed resources (history.go;
+	// default off).
+	History History `yaml:"history"`
 }
 
 // RateLimit is a request budget: at most Requests in any window of Per.
@@ -286,6 +289,9 @@ func checkValues(n *yaml.Node, t reflect.Type, path string) error {
 		if t == switchType {
 			return checkSwitch(n, path)
 		}
+		if t == historyType || t == daysType {
+			return checkHistory(n, t, path)
+		}
 		if _, err := time.ParseDuration(n.Value); t == durationType && (err != nil || n.Kind != yaml.ScalarNode) {
 			return &Error{Line: n.Line, Key: path, Msg: fmt.Sprintf("invalid duration %q (want e.g. 30s, 10m, 1h)", n.Value)}
 		}
@@ -457,6 +463,9 @@ func (c *Config) validate(root *yaml.Node) error {
 			if !kind.Serves(clients.Resource(r)) {
 				return fail(fmt.Sprintf("sources[%d].resources[%d]", i, j), "kind %s does not serve %s", s.Kind, r)
 			}
+		}
+		if err := s.validateHistory(fail, key); err != nil {
+			return err
 		}
 		// What the kind itself says: its keys, required keys, validation.
 		if fe := kind.Check(ptr(s.Settings()), s.isSet); fe != nil {
