@@ -3,6 +3,7 @@ package upsert
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -196,25 +197,34 @@ func TestHistoryAsOfEdges(t *testing.T) {
 }
 
 // TestHistoryOverlapRefusedByDatabase: whatever the code does, Postgres
-// refuses two versions of one record valid at the same instant.
+// refuses two versions of one record valid at the same instant: a second
+// first version, a second successor, a version that does not start where
+// its predecessor ends, a closed version moved, an interval backwards.
 func TestHistoryOverlapRefusedByDatabase(t *testing.T) {
 	t.Parallel()
 	pool := historyDB(t)
 	applyH(t, pool, "r1", entry(1, t0, t0, "a"))
-	_, err := pool.Exec(context.Background(), `INSERT INTO time_entries_history
-		(source, id, spent_date, hours, user_id, billable, is_locked, is_closed, is_billed, is_running,
-		 updated_at, fetched_at, content_hash, raw, change, valid_from, recorded_from)
-		SELECT source, id, spent_date, hours, user_id, billable, is_locked, is_closed, is_billed, is_running,
-		 updated_at, fetched_at, content_hash, raw, 'updated', valid_from + interval '1 second', now()
-		FROM time_entries_history`)
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "23P01" {
-		t.Fatalf("overlapping version: err = %v, want an exclusion violation (23P01)", err)
+	applyH(t, pool, "r2", entry(1, t0.Add(time.Hour), t0.Add(time.Hour), "b"))
+	const copyRow = `INSERT INTO time_entries_history
+		(source, id, prev_seq, spent_date, hours, user_id, billable, is_locked, is_closed, is_billed, is_running,
+		 updated_at, fetched_at, content_hash, change, valid_from, valid_to, recorded_from)
+		SELECT source, id, %s, spent_date, hours, user_id, billable, is_locked, is_closed, is_billed, is_running,
+		 updated_at, fetched_at, content_hash, 'updated', %s, %s, now()
+		FROM time_entries_history WHERE seq = (SELECT min(seq) FROM time_entries_history)`
+	for _, c := range []struct{ name, sql, code string }{
+		{"a second first version", fmt.Sprintf(copyRow, "NULL", "valid_from + interval '1 second'", "'infinity'"), "23505"},
+		{"a second successor", fmt.Sprintf(copyRow, "seq", "valid_to", "'infinity'"), "23505"},
+		{"a successor that does not start where its predecessor ends", fmt.Sprintf(copyRow, "(SELECT max(seq) FROM time_entries_history)", "valid_from", "'infinity'"), "23503"},
+		{"a closed version moved", `UPDATE time_entries_history SET valid_to = valid_to + interval '1 second' WHERE valid_to <> 'infinity'`, "23503"},
+		{"an interval backwards", `UPDATE time_entries_history SET valid_to = valid_from - interval '1 second' WHERE valid_to = 'infinity'`, "23514"},
+	} {
+		_, err := pool.Exec(context.Background(), c.sql)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != c.code {
+			t.Errorf("%s: err = %v, want SQLSTATE %s", c.name, err, c.code)
+		}
 	}
-	_, err = pool.Exec(context.Background(), `UPDATE time_entries_history SET valid_to = valid_from - interval '1 second'`)
-	if !errors.As(err, &pe) || pe.Code != "23514" {
-		t.Fatalf("valid_to before valid_from: err = %v, want a check violation", err)
-	}
+	checkChain(t, readHistory(t, pool, testSource, "1"))
 }
 
 // TestHistoryFirstSeen: turning history on records the stored versions as
@@ -302,4 +312,37 @@ func TestHistoryOffWritesNothing(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM time_entries_history`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("history rows = %d (%v), want 1", n, err)
 	}
+}
+
+// TestHistoryPrune: versions whose valid time ended before the horizon go,
+// the current one always stays, and what is left is one chain again.
+func TestHistoryPrune(t *testing.T) {
+	t.Parallel()
+	pool := historyDB(t)
+	for i := range 4 {
+		v := t0.Add(time.Duration(i) * 24 * time.Hour)
+		applyH(t, pool, "r", entry(1, v, v, fmt.Sprint(i)), entry(2, t0, t0, "a"))
+	}
+	n, err := PruneHistory(context.Background(), pool, testSource, clients.TimeEntries, t0.Add(36*time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want 1 (the version that ended at day 1)", n, err)
+	}
+	vs := readHistory(t, pool, testSource, "1")
+	if len(vs) != 3 || !vs[0].ValidFrom.Equal(t0.Add(24*time.Hour)) {
+		t.Fatalf("left %+v", vs)
+	}
+	checkChain(t, vs)
+	// Everything but the current versions.
+	if n, err = PruneHistory(context.Background(), pool, testSource, clients.TimeEntries, time.Now()); err != nil || n != 2 {
+		t.Fatalf("pruned %d (%v), want 2", n, err)
+	}
+	if vs := readHistory(t, pool, testSource, "1"); len(vs) != 1 || *vs[0].Notes != "Worked on the thing, rev 3" {
+		t.Fatalf("left %+v", vs)
+	}
+	if vs := readHistory(t, pool, testSource, "2"); len(vs) != 1 {
+		t.Fatalf("record 2: %+v", vs)
+	}
+	// The chain goes on from the version left.
+	applyH(t, pool, "r", entry(1, t0.Add(10*24*time.Hour), time.Now(), "4"))
+	checkChain(t, readHistory(t, pool, testSource, "1"))
 }

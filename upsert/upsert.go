@@ -219,7 +219,7 @@ func hasCode(err error, code string) bool {
 // released, and the caller's transaction stays usable.
 func write(ctx context.Context, db DB, t *table, source string, items []item, have map[string]stored, copyNew bool, o options) (Counts, error) {
 	var c Counts
-	w := &writer{conn: db, copyNew: copyNew, events: o.events, history: o.history, ids: len(t.children) > 0 || o.history}
+	w := &writer{conn: db, copyNew: copyNew, events: o.events, history: o.history, ids: len(t.children) > 0}
 	for round := 0; len(items) > 0; round++ {
 		var err error
 		if round == maxRounds {
@@ -244,10 +244,8 @@ func write(ctx context.Context, db DB, t *table, source string, items []item, ha
 	}
 	// The history of the rows written: the same decision as the feed's,
 	// read once (writer.change), in the same savepoint.
-	if w.history && len(w.written) > 0 {
-		if err := writeHistory(ctx, w.sp, t, source, o.runID, w.written, w.isNew); err != nil {
-			return Counts{}, w.undo(ctx, err)
-		}
+	if err := w.writeHistory(ctx, t, source, o.runID); err != nil {
+		return Counts{}, w.undo(ctx, err)
 	}
 	if len(w.changes) > 0 {
 		if _, err := events.Append(ctx, w.sp, w.changes); err != nil {
@@ -258,6 +256,23 @@ func write(ctx context.Context, db DB, t *table, source string, items []item, ha
 		return Counts{}, fmt.Errorf("release savepoint: %w", err)
 	}
 	return c, nil
+}
+
+// writeHistory adds the versions of the rows written: copied from Go for
+// rows inserted by COPY, read back from the mirror for the others.
+func (w *writer) writeHistory(ctx context.Context, t *table, source, runID string) error {
+	if !w.history {
+		return nil
+	}
+	if len(w.histNew) > 0 {
+		if err := copyHistory(ctx, w.sp, t, source, runID, w.histNew); err != nil {
+			return err
+		}
+	}
+	if len(w.histIDs) == 0 {
+		return nil
+	}
+	return writeHistory(ctx, w.sp, t, source, runID, w.histIDs, w.histIsNew)
 }
 
 // undo rolls the writes back after err.
@@ -290,10 +305,15 @@ type writer struct {
 	copyNew bool // new rows go in by COPY (else by INSERT … ON CONFLICT)
 	events  bool // collect the changes written, for the change feed
 	changes []events.Change
-	ids     bool     // collect the ids written, for the child tables and the history
+	ids     bool     // collect the ids written, for the child tables
 	written []string // their ids
-	isNew   []bool   // per written id: inserted (not over a stored row)
-	history bool     // write the history of the rows written
+	// history: write the history of the rows written (history.go): of
+	// histNew, rows inserted by COPY, from Go; of histIDs (histIsNew: the
+	// row was inserted) from the mirror.
+	history   bool
+	histNew   []*item
+	histIDs   []string
+	histIsNew []bool
 }
 
 // change records that it was written (over a stored row unless isNew; over
@@ -301,7 +321,13 @@ type writer struct {
 func (w *writer) change(source string, t *table, it *item, isNew, newer bool) {
 	if w.ids {
 		w.written = append(w.written, it.rec.ID)
-		w.isNew = append(w.isNew, isNew)
+	}
+	switch {
+	case !w.history:
+	case isNew && w.copyNew:
+		w.histNew = append(w.histNew, it) // copied (copyHistory)
+	default:
+		w.histIDs, w.histIsNew = append(w.histIDs, it.rec.ID), append(w.histIsNew, isNew)
 	}
 	if !w.events {
 		return

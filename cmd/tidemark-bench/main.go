@@ -56,7 +56,7 @@ func main() {
 	}
 }
 
-var allScenarios = []string{"backfill-lifted", "backfill-ceiling", "first-sync", "idle", "fleet", "redelivery", "events", "freshness"}
+var allScenarios = []string{"backfill-lifted", "backfill-ceiling", "first-sync", "idle", "fleet", "redelivery", "events", "history", "history-asof", "freshness"}
 
 type options struct {
 	quick                        bool
@@ -295,6 +295,10 @@ func (b *bench) run(ctx context.Context, name string, rep int) (line, error) {
 		return l, nil
 	case "events":
 		return b.runEvents(ctx, prof(""))
+	case "history":
+		return b.runHistory(ctx, prof("")) // history.go
+	case "history-asof":
+		return b.runHistoryAsOf(ctx) // history_asof.go
 	case "freshness":
 		return b.freshness(ctx)
 	}

@@ -113,6 +113,8 @@ func runScenario(args []string) error {
 		res, err = scenarioRedelivery(ctx, pool, a)
 	case "events":
 		res, err = scenarioEvents(ctx, pool, a)
+	case "history":
+		res, err = scenarioHistory(ctx, pool, a)
 	default:
 		err = fmt.Errorf("unknown scenario kind %q", a.kind)
 	}
