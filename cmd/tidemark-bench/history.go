@@ -110,4 +110,3 @@ func historyRound(ctx context.Context, pool *pgxpool.Pool, pages [][]clients.Rec
 	}
 	return wall, nil
 }
-
