@@ -179,6 +179,10 @@ type Table struct {
 	Children []*Child
 	// Deletions says how deletions are found.
 	Deletions Deletions
+	// HistoryBy names declared columns that the history's index by
+	// ListBy also carries (upsert, history.go): an as-of query of one
+	// project's or one person's month then reads only its rows.
+	HistoryBy []string
 
 	index map[string]int // column name → position, built by Register
 }

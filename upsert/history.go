@@ -104,7 +104,15 @@ func (h *historySQL) buildDDL(t *table) []string {
 		// The as-of query of a date range (a month of one account) reads
 		// only the entries valid at the instant: both ends are keys, so
 		// the scan filters them in the index before it visits a row.
-		ddl = append(ddl, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[1]s_by_date ON %[1]s (source, %[2]s, valid_from, valid_to)`, h.table, h.dated))
+		// The declared HistoryBy columns (project_id, user_id) follow as
+		// keys: a project's month is filtered in the index too.
+		keys := []string{"source", h.dated, "valid_from", "valid_to"}
+		for _, c := range t.historyBy {
+			if slices.Contains(h.typedNames, c) {
+				keys = append(keys, c)
+			}
+		}
+		ddl = append(ddl, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s_by_date ON %s (%s)`, h.table, h.table, strings.Join(keys, ", ")))
 	}
 	ddl = append(ddl, fmt.Sprintf(historyFunctionsSQL, t.name, h.table))
 	return ddl

@@ -26,10 +26,12 @@ type table struct {
 	// neutral holds what a tombstone without content stores in each typed
 	// column when its id was never stored (see schema.Fill); nil for the
 	// columns that take the tombstone's version day.
-	neutral  []any
-	byDate   string // the date column a range selects (TombstoneMissing From/To); "" none
-	byUser   string // the user column a scope selects; "" none
-	resource clients.Resource
+	neutral []any
+	byDate  string // the date column a range selects (TombstoneMissing From/To); "" none
+	byUser  string // the user column a scope selects; "" none
+	// historyBy are the declared columns the history's date index carries.
+	historyBy []string
+	resource  clients.Resource
 
 	// children are the statements that keep the child tables (line items)
 	// in line with this table's rows.
@@ -82,7 +84,7 @@ func tableFor(r clients.Resource) (*table, bool) {
 
 func newTable(def *schema.Table) *table {
 	t := &table{name: string(def.Name), stage: "tidemark_stage_" + string(def.Name), resource: def.Name,
-		byDate: def.ListBy, byUser: def.UserColumn, children: childStatements(def)}
+		byDate: def.ListBy, byUser: def.UserColumn, historyBy: def.HistoryBy, children: childStatements(def)}
 	for _, c := range def.Columns {
 		t.typed = append(t.typed, column{name: c.Name, typ: c.Type, nullable: c.Nullable, emptyNull: c.EmptyIsNull, fill: c.Tombstone})
 		t.neutral = append(t.neutral, neutral(c))

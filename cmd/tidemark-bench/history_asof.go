@@ -18,13 +18,13 @@ import (
 // The history-asof scenario (issue 31): as-of queries over a history of
 // 1 M time entries with 5 versions each (5 M rows), loaded in bulk with the
 // table, indexes and constraint the program declares, warm cache. Entries
-// spread over 400 days (about 76,000 a month) and 50 projects; version k of
+// spread over 400 days (about 76,000 a month) and 53 projects; version k of
 // an entry is valid from its day plus 3k days, the last one open.
 
 const (
 	asofEntries  = 1_000_000
 	asofVersions = 5
-	asofProjects = 50
+	asofProjects = 53
 	asofRuns     = 15
 )
 
@@ -38,6 +38,21 @@ var asofQueries = []struct{ name, sql string }{
 }
 
 func (b *bench) runHistoryAsOf(ctx context.Context) (line, error) {
+	l, err := b.historyAsOf(ctx, false)
+	if err != nil {
+		return l, err
+	}
+	worst, err := b.historyAsOf(ctx, true)
+	if err != nil {
+		return l, err
+	}
+	x := worst.res.Extra
+	l.extra += fmt.Sprintf("; rows shuffled (worst case): project's month %.2f ms, account's month %.1f ms (rows %.1f ms), known-at month %.1f ms, versions %.3f ms",
+		x["project_month_ms"], x["account_month_ms"], x["account_month_rows_ms"], x["known_at_month_ms"], x["record_versions_ms"])
+	return l, nil
+}
+
+func (b *bench) historyAsOf(ctx context.Context, shuffled bool) (line, error) {
 	db, drop, err := b.freshDB(ctx)
 	if err != nil {
 		return line{}, err
@@ -49,7 +64,7 @@ func (b *bench) runHistoryAsOf(ctx context.Context) (line, error) {
 	}
 	defer conn.Close(ctx)
 	start := time.Now()
-	if err := loadAsOf(ctx, conn, db); err != nil {
+	if err := loadAsOf(ctx, conn, db, shuffled); err != nil {
 		return line{}, err
 	}
 	load := time.Since(start)
@@ -64,6 +79,9 @@ func (b *bench) runHistoryAsOf(ctx context.Context) (line, error) {
 		fmt.Fprintf(&plans, "-- %s (median of %d: %.3f ms)\n%s\n%s\n\n", q.name, asofRuns, x[q.name+"_ms"], q.sql, plan)
 	}
 	path := cmpOr(b.o.keep, os.TempDir()) + "/tidemark-history-asof-plans.txt"
+	if shuffled {
+		path = strings.Replace(path, ".txt", "-shuffled.txt", 1)
+	}
 	if err := os.WriteFile(path, []byte(plans.String()), 0o644); err != nil {
 		return line{}, err
 	}
@@ -85,8 +103,11 @@ func cmpOr(a, b string) string {
 }
 
 // loadAsOf declares the history as the program does, loads it in bulk
-// without its indexes, then builds them as declared.
-func loadAsOf(ctx context.Context, conn *pgx.Conn, db string) error {
+// without its indexes, then builds them as declared. The rows go in the
+// order a mirror appends them, by valid_from (a month's versions are
+// written during that month and the next), or shuffled: the worst case,
+// every row of a month on its own page.
+func loadAsOf(ctx context.Context, conn *pgx.Conn, db string, shuffled bool) error {
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {
 		return err
@@ -100,12 +121,16 @@ func loadAsOf(ctx context.Context, conn *pgx.Conn, db string) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range idx {
-		if _, err := conn.Exec(ctx, d.drop); err != nil {
+	for i := range idx { // the foreign key first: it depends on the key
+		if _, err := conn.Exec(ctx, idx[len(idx)-1-i].drop); err != nil {
 			return err
 		}
 	}
-	if _, err := conn.Exec(ctx, fmt.Sprintf(asofLoadSQL, asofEntries, asofVersions, asofProjects)); err != nil {
+	order := "ORDER BY vf" // as a mirror appends versions: in the order they happen
+	if shuffled {
+		order = "ORDER BY random()"
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf(asofLoadSQL, asofEntries, asofVersions, asofProjects, order)); err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
 	for _, d := range idx {
@@ -123,13 +148,18 @@ type indexDef struct{ drop, create string }
 // table, to drop them before the load and build them after.
 func indexDefs(ctx context.Context, conn *pgx.Conn) ([]indexDef, error) {
 	rows, err := conn.Query(ctx, `
-SELECT 'ALTER TABLE time_entries_history DROP CONSTRAINT ' || conname,
-       'ALTER TABLE time_entries_history ADD CONSTRAINT ' || conname || ' ' || pg_get_constraintdef(oid)
+SELECT dr, cr FROM (
+SELECT 1 AS o, 'ALTER TABLE time_entries_history DROP CONSTRAINT ' || conname AS dr,
+       'ALTER TABLE time_entries_history ADD CONSTRAINT ' || conname || ' ' || pg_get_constraintdef(oid) AS cr
 FROM pg_constraint WHERE conrelid = 'time_entries_history'::regclass AND contype IN ('p', 'x')
 UNION ALL
-SELECT 'DROP INDEX ' || indexrelid::regclass::text, pg_get_indexdef(indexrelid)
+SELECT 2, 'DROP INDEX ' || indexrelid::regclass::text, pg_get_indexdef(indexrelid)
 FROM pg_index WHERE indrelid = 'time_entries_history'::regclass
-  AND indexrelid NOT IN (SELECT conindid FROM pg_constraint WHERE conrelid = 'time_entries_history'::regclass)`)
+  AND indexrelid NOT IN (SELECT conindid FROM pg_constraint WHERE conrelid = 'time_entries_history'::regclass)
+UNION ALL
+SELECT 3, 'ALTER TABLE time_entries_history DROP CONSTRAINT ' || conname,
+       'ALTER TABLE time_entries_history ADD CONSTRAINT ' || conname || ' ' || pg_get_constraintdef(oid)
+FROM pg_constraint WHERE conrelid = 'time_entries_history'::regclass AND contype = 'f') d ORDER BY o`)
 	if err != nil {
 		return nil, err
 	}
@@ -140,23 +170,21 @@ FROM pg_index WHERE indrelid = 'time_entries_history'::regclass
 }
 
 const asofLoadSQL = `
-INSERT INTO time_entries_history (source, id, spent_date, hours, notes, user_id, project_id, task_id, client_id,
-  billable, is_locked, is_closed, is_billed, is_running, updated_at, fetched_at, content_hash, raw,
+INSERT INTO time_entries_history (source, id, seq, prev_seq, spent_date, hours, notes, user_id, project_id, task_id, client_id,
+  billable, is_locked, is_closed, is_billed, is_running, updated_at, fetched_at, content_hash,
   change, valid_from, valid_to, recorded_from, recorded_to, run_id)
-SELECT 'bench', e::text, d, (1 + k * 0.25)::numeric, 'Worked on the thing, rev ' || k, 'u' || (e %% 40),
+OVERRIDING SYSTEM VALUE
+SELECT 'bench', e::text, (e - 1) * %[2]d + k, CASE WHEN k > 1 THEN (e - 1) * %[2]d + k - 1 END, d, (1 + k * 0.25)::numeric, 'Worked on the thing, rev ' || k, 'u' || (e %% 40),
   'p' || (e %% %[3]d), 't' || (e %% 12), 'c' || (e %% 17), true, false, false, false, false,
   vf, vf, sha256((e || '/' || k)::bytea),
-  jsonb_build_object('id', e, 'spent_date', d, 'hours', 1 + k * 0.25, 'notes', 'Worked on the thing, rev ' || k,
-    'user', jsonb_build_object('id', e %% 40, 'name', 'Kim Allen'), 'project', jsonb_build_object('id', e %% %[3]d, 'name', 'Marketing Website', 'code', 'MW'),
-    'task', jsonb_build_object('id', e %% 12, 'name', 'Graphic Design'), 'client', jsonb_build_object('id', e %% 17, 'name', '123 Industries', 'currency', 'EUR'),
-    'billable', true, 'billable_rate', 100.0, 'cost_rate', 50.0, 'updated_at', vf),
   CASE WHEN k = 1 THEN 'created' ELSE 'updated' END,
   vf, CASE WHEN k = %[2]d THEN 'infinity' ELSE vf + interval '3 days' END,
   vf, CASE WHEN k = %[2]d THEN 'infinity' ELSE vf + interval '3 days' END, 'bench'
 FROM generate_series(1, %[1]d) AS e,
   LATERAL (SELECT date '2025-11-01' + (e %% 400) AS d) AS day,
   generate_series(1, %[2]d) AS k,
-  LATERAL (SELECT (d + (k - 1) * 3)::timestamptz + interval '18 hours' AS vf) AS v`
+  LATERAL (SELECT (d + (k - 1) * 3)::timestamptz + interval '18 hours' AS vf) AS v
+%[4]s`
 
 // timeQuery runs sql once to warm the cache, then asofRuns times, and
 // returns the median and the plan of one more run.

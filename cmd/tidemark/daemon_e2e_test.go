@@ -886,17 +886,19 @@ func TestE2EClockifyFeedUnavailableChurnConverges(t *testing.T) {
 	}
 }
 
-// TestE2EEventsKill9: daemons with `events: on`, killed with SIGKILL at
+// TestE2EEventsKill9: daemons with `events: on` and `history: all`, killed with SIGKILL at
 // random moments (mid-page included) while the tracker churns, then a
 // backfill over everything: the feed holds, per record, only real changes
 // (no two consecutive events of a record with the same version and content,
 // versions never going back), each with the id derived from its change, and
 // each record's last event is the row as the mirror holds it. `events tail`
-// acknowledges every event once.
+// acknowledges every event once. The history holds, per record, one version
+// per event (the same decision writes both), its current version is the
+// row as the mirror holds it, and the backfill added none.
 func TestE2EEventsKill9(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tr, cfg := e.acme(simulated.Params{Seed: 13}, source{reconcile: true, events: true})
+	tr, cfg := e.acme(simulated.Params{Seed: 13}, source{reconcile: true, events: true, history: true})
 	stop := churn(tr, 100*time.Millisecond, 5)
 	defer stop()
 	e.killDaemons(cfg, 4, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13)), 50*time.Millisecond, 751*time.Millisecond)
@@ -906,6 +908,7 @@ func TestE2EEventsKill9(t *testing.T) {
 	e.waitConverged(tr, "acme", 90*time.Second, inSync)
 	time.Sleep(3 * time.Second) // a reconcile after convergence: nothing to change
 	before := countEvents(t, e)
+	versions := checkHistoryMatchesFeed(t, e)
 
 	today := clients.DateOf(tr.Now().UTC())
 	if out, errs, code := e.cli("backfill", "--config", cfg, "--source", "acme",
@@ -916,6 +919,9 @@ func TestE2EEventsKill9(t *testing.T) {
 		t.Fatalf("a backfill of unchanged records appended %d events", after-before)
 	}
 	checkFeedMatchesMirror(t, e)
+	if after := checkHistoryMatchesFeed(t, e); after != versions {
+		t.Fatalf("a backfill of unchanged records added %d versions", after-versions)
+	}
 
 	out, errs, code := e.cli("events", "tail", "--consumer", "e2e", "--json")
 	if code != 0 {
@@ -937,6 +943,36 @@ func TestE2EEventsKill9(t *testing.T) {
 		t.Fatalf("consumers: %q", out)
 	}
 	d.requireRunning(t)
+}
+
+// checkHistoryMatchesFeed holds the history of every resource against the
+// feed and the mirror: as many versions as events per record, the current
+// one the mirror's row. It returns the number of versions.
+func checkHistoryMatchesFeed(t *testing.T, e *env) int {
+	t.Helper()
+	ctx := context.Background()
+	total := 0
+	for _, r := range []string{"time_entries", "projects", "clients", "users", "tasks"} {
+		var bad string
+		var n int
+		err := e.pool.QueryRow(ctx, fmt.Sprintf(`WITH h AS (SELECT id, count(*) AS n FROM %[1]s_history WHERE source = 'acme' GROUP BY id),
+ev AS (SELECT record_id AS id, count(*) AS n FROM events WHERE source = 'acme' AND resource = '%[1]s' GROUP BY record_id),
+cur AS (SELECT id, content_hash, deleted FROM %[1]s_history WHERE source = 'acme' AND valid_to = 'infinity')
+SELECT (SELECT sum(n) FROM h)::int, coalesce((SELECT string_agg(coalesce(h.id, ev.id), ',') FROM h FULL JOIN ev USING (id) WHERE h.n IS DISTINCT FROM ev.n), '') ||
+  coalesce((SELECT ' current:' || string_agg(m.id, ',') FROM %[1]s m LEFT JOIN cur USING (id)
+    WHERE m.source = 'acme' AND (cur.content_hash IS DISTINCT FROM m.content_hash OR cur.deleted <> (m.deleted_at IS NOT NULL))), '')`, r)).Scan(&n, &bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad != "" {
+			t.Fatalf("%s: history and feed or mirror disagree on %s", r, bad)
+		}
+		total += n
+	}
+	if total == 0 {
+		t.Fatal("no versions")
+	}
+	return total
 }
 
 func countEvents(t *testing.T, e *env) int {

@@ -154,6 +154,7 @@ type source struct {
 	reconcile bool
 	timeout   string
 	events    bool // events: on (issue 13)
+	history   bool // history: all (issue 31)
 }
 
 // acme starts a simulated tracker with p and writes a config whose one
@@ -195,6 +196,9 @@ func (e *env) writeConfig(srcs ...source) string {
 		}
 		if s.timeout != "" {
 			fmt.Fprintf(&b, "    timeout: %s\n", s.timeout)
+		}
+		if s.history {
+			b.WriteString("    history: all\n")
 		}
 		if s.events {
 			b.WriteString("    events: on\n")
