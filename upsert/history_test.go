@@ -346,3 +346,33 @@ func TestHistoryPrune(t *testing.T) {
 	applyH(t, pool, "r", entry(1, t0.Add(10*24*time.Hour), time.Now(), "4"))
 	checkChain(t, readHistory(t, pool, testSource, "1"))
 }
+
+// TestHistoryMonthEndInTheAccountZone: an entry worked on November 30th in
+// New York but changed at 04:30 UTC on December 1st belongs to November's
+// report, and is in it as of November's end in the account's zone, not
+// before its own version.
+func TestHistoryMonthEndInTheAccountZone(t *testing.T) {
+	t.Parallel()
+	pool := historyDB(t)
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip("no tz database")
+	}
+	v := time.Date(2026, 11, 30, 23, 30, 0, 0, ny) // 04:30 UTC on Dec 1st
+	applyH(t, pool, "r", with(entry(9, v, v, "a"), "spent_date", clients.Date{Year: 2026, Month: 11, Day: 30}))
+	count := func(at time.Time) int {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM time_entries_as_of($1, $2)
+			WHERE spent_date >= '2026-11-01' AND spent_date < '2026-12-01'`, testSource, at).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(time.Date(2026, 11, 30, 23, 59, 59, 0, ny)); n != 1 {
+		t.Errorf("as of November's end in New York: %d entries of November, want 1", n)
+	}
+	if n := count(time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)); n != 0 {
+		t.Errorf("as of November's end in UTC (before the version): %d, want 0", n)
+	}
+}
