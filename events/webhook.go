@@ -93,6 +93,10 @@ type payloadData struct {
 	// has the event's content; null once a later change superseded it (that
 	// change has its own event).
 	Row json.RawMessage `json:"row"`
+	// PreviousAttributes are, for an updated event of a resource with
+	// history on, the typed columns the change changed and their values
+	// before it (Event.Previous); absent otherwise.
+	PreviousAttributes map[string]json.RawMessage `json:"previous_attributes,omitempty"`
 }
 
 // WebhookParams configure the webhook deliveries.
@@ -315,8 +319,12 @@ func (w *Webhooks) body(ctx context.Context, a deliveryArgs) ([]byte, string, er
 		if !current {
 			row = json.RawMessage("null")
 		}
+		prev, err := ev.Previous(ctx, tx)
+		if err != nil {
+			return err
+		}
 		out, err = json.Marshal(payload{Type: string(ev.Resource) + "." + string(ev.Kind), Timestamp: ev.RecordedAt.UTC(),
-			Data: payloadData{Event: ev, Row: row}})
+			Data: payloadData{Event: ev, Row: row, PreviousAttributes: prev}})
 		return err
 	})
 	if err != nil {
