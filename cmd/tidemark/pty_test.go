@@ -108,7 +108,11 @@ func (p *onPTY) waitFor(what string, within time.Duration, cond func(out string)
 	}
 }
 
-var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+var (
+	ansiRE    = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+	windowsRE = regexp.MustCompile(` (\d+)/(\d+) windows`)
+	logLineRE = regexp.MustCompile(`^\S+ (DBG|INF|WRN|ERR) `) // zerolog's console format
+)
 
 // visible is s without ANSI sequences.
 func visible(s string) string { return ansiRE.ReplaceAllString(s, "") }
@@ -147,11 +151,27 @@ func TestBackfillOnATerminal(t *testing.T) {
 		}
 		bars := 0
 		for _, l := range strings.Split(strings.ReplaceAll(out, "\r\n", "\n"), "\n") {
-			for _, d := range strings.Split(l, "\r")[1:] { // drawings of the bar
+			drawings := strings.Split(l, "\r")[1:] // drawings of the bar
+			for _, d := range drawings {
 				bars++
 				if n := utf8.RuneCountInString(visible(d)); n >= 80 {
 					t.Errorf("a drawing %d columns wide on an 80-column terminal: %q", n, d)
 				}
+			}
+			// A bar left on screen is a finished backfill's: full, every
+			// window counted (undated resources too: one window).
+			if len(drawings) > 0 {
+				last := visible(drawings[len(drawings)-1])
+				m := windowsRE.FindStringSubmatch(last)
+				if !strings.Contains(last, " 100% ") || m == nil || m[1] != m[2] {
+					t.Errorf("a finished backfill's bar is left at %q", last)
+				}
+			}
+		}
+		// What the command prints itself (not log lines) fits 80 columns.
+		for _, l := range shownLines(out) {
+			if n := utf8.RuneCountInString(l); n >= 80 && !logLineRE.MatchString(l) {
+				t.Errorf("a line %d columns wide on an 80-column terminal: %q", n, l)
 			}
 		}
 		for _, s := range summaries {
