@@ -186,9 +186,15 @@ func TestBackfillOnATerminal(t *testing.T) {
 		if bars == 0 {
 			t.Errorf("no bar drawn:\n%s", out)
 		}
+		// The last thing shown is a summary (its second line, when it
+		// wraps, indented under it), not a bar or a log line.
 		lines := shownLines(strings.TrimRight(out, "\r\n"))
-		if last := lines[len(lines)-1]; !strings.HasPrefix(last, "backfill acme/") {
-			t.Errorf("last line shown: %q", last)
+		last := len(lines) - 1
+		for last > 0 && strings.HasPrefix(lines[last], "  ") {
+			last--
+		}
+		if !strings.HasPrefix(lines[last], "backfill acme/") {
+			t.Errorf("last lines shown: %q", lines[last:])
 		}
 	}
 
