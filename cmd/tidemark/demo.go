@@ -164,6 +164,8 @@ type demoCheck struct {
 	// Diverged is a divergence the design does not explain: missing or
 	// stale records older than what the next pass's overlap fetches again.
 	Diverged bool
+	// Agrees: compared, and in sync or caught up (nothing to look at).
+	Agrees bool
 }
 
 // demoChecks compares each simulated source's mirror with its ground
@@ -199,20 +201,40 @@ func demoChecks(ctx context.Context, a *app, rows []cursorJSON) []demoCheck {
 				continue
 			}
 			c := demoCheck{Key: key, Diverged: rep.Missing+rep.Stale+rep.Ahead > 0, Live: rep.Live}
-			state := "in sync"
-			c.Short = state
-			if c.Diverged {
-				state = "NOT in sync"
-				c.Short = fmt.Sprintf("NOT in sync: %d missing, %d stale", rep.Missing, rep.Stale+rep.Ahead)
-			} else if n := rep.Pending + rep.InOverlap + rep.Undeleted; n > 0 {
-				c.Short = fmt.Sprintf("in sync, %d pending", n)
-			}
-			c.Line = fmt.Sprintf("%s: %d live, %d missing, %d stale; pending for the next pass: %d changed since the cursor, %d late-visible within the overlap; %d deleted at the source awaiting reconcile",
-				state, rep.Live, rep.Missing, rep.Stale+rep.Ahead, rep.Pending, rep.InOverlap, rep.Undeleted)
+			c.Agrees = !c.Diverged
+			c.Short, c.Line = checkWords(rep, c.Diverged)
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// checkWords words a comparison: "in sync" only when nothing is left to
+// fetch; "caught up" when the mirror holds all the last pass saw and the
+// source has changed since (to fetch by the next pass) or deleted records
+// (for the reconcile): "in sync, 734 pending" read as a contradiction.
+func checkWords(rep verify.Report, diverged bool) (short, line string) {
+	fetch, reconcile := rep.Pending+rep.InOverlap, rep.Undeleted
+	head := "in sync"
+	short = head
+	switch {
+	case diverged:
+		head = "NOT in sync"
+		short = fmt.Sprintf("NOT in sync: %d missing, %d stale", rep.Missing, rep.Stale+rep.Ahead)
+	case fetch > 0 || reconcile > 0:
+		head = "caught up to the last pass"
+		var due []string
+		if fetch > 0 {
+			due = append(due, fmt.Sprintf("%d to fetch", fetch))
+		}
+		if reconcile > 0 {
+			due = append(due, fmt.Sprintf("%d to reconcile", reconcile))
+		}
+		short = "caught up; " + strings.Join(due, ", ")
+	}
+	line = fmt.Sprintf("%s: %d live, %d missing, %d stale; to fetch by the next pass: %d changed since the cursor, %d late-visible within the overlap; %d deleted at the source, for the reconcile",
+		head, rep.Live, rep.Missing, rep.Stale+rep.Ahead, rep.Pending, rep.InOverlap, rep.Undeleted)
+	return short, line
 }
 
 // printDemoStatus appends the cursors and the checks, as a log would (off

@@ -301,7 +301,7 @@ func TestDemoScreenFitsAndKeepsWarnings(t *testing.T) {
 	}
 	// The first pass done: every resource has a row count.
 	synced := frameAfter("a frame after the first pass", 0, func(f string) bool {
-		return strings.Contains(f, "in sync") && !strings.Contains(f, "waiting for the first pass")
+		return (strings.Contains(f, "in sync") || strings.Contains(f, "caught up")) && !strings.Contains(f, "waiting for the first pass")
 	})
 	m := regexp.MustCompile(`PostgreSQL is at (\S+)`).FindStringSubmatch(visible(p.output()))
 	if m == nil {
