@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
 	"github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
@@ -305,5 +306,84 @@ func TestTokenNowhereInTheDatabase(t *testing.T) {
 				t.Errorf("%s: %d rows hold a token", tbl, n)
 			}
 		}
+	}
+}
+
+// TestReconcileOnlyInsideItsUserScope (guarantee 9): a Clockify source
+// mirrored every user's entries; configured again with user_ids [A], its
+// reconcile lists only A's entries and tombstones A's deleted one, never
+// B's, which its listing did not cover.
+func TestReconcileOnlyInsideItsUserScope(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := fakeapi.NewClock(time.Now().UTC())
+	f := clockifytest.New(clockifytest.Options{NoRateLimit: true, NoDeletionDelay: true, Clock: clock.Now})
+	t.Cleanup(f.Close)
+	a, b := clockifytest.NewID(), clockifytest.NewID()
+	for _, u := range []string{a, b} {
+		f.PutUser(clockifytest.User{ID: u, Name: u, Email: u + "@example.com", Status: "ACTIVE"})
+	}
+	start := clock.Now().Add(-49 * time.Hour).Truncate(time.Second)
+	var ids []string
+	for i, u := range []string{a, a, b, b} {
+		from := start.Add(time.Duration(i) * 2 * time.Hour)
+		end := from.Add(time.Hour)
+		id := clockifytest.NewID()
+		f.PutTimeEntry(clockifytest.TimeEntry{ID: id, UserID: u, Start: from, End: &end})
+		ids = append(ids, id)
+	}
+	u := pgtest.URL(t)
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	open := func(scope string) *poller.Poller {
+		yaml := fmt.Sprintf(`
+database_url: ${DATABASE_URL}
+sources:
+  - name: ck
+    kind: clockify
+    base_url: %s
+    workspace_id: %s
+    token: %s
+    rate_limit: {requests: 100, per: 1s}
+    resources: [time_entries]
+%s`, f.URL(), f.WorkspaceID(), f.Token(), scope)
+		cfg, err := config.Parse("ck.yaml", []byte(yaml), func(k string) (string, bool) { return u, k == "DATABASE_URL" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ap, err := app.Open(ctx, cfg, u, "v0.0.0-test", zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ap.Close)
+		p, err := ap.Poller(ctx, "ck")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, err := open("").Reconcile(ctx, "ck", clients.TimeEntries); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM time_entries WHERE source = 'ck' AND deleted_at IS NULL`).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("%d live entries after the first reconcile, want 4 (%v)", n, err)
+	}
+	clock.Advance(time.Hour) // past the overlap: the rows are old enough to judge
+	f.Delete(clients.TimeEntries, ids[0]) // one of A's
+	clock.Advance(time.Hour)
+	if _, err := open(fmt.Sprintf("    user_ids: [%s]\n", a)).Reconcile(ctx, "ck", clients.TimeEntries); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := pool.Query(ctx, `SELECT id FROM time_entries WHERE source = 'ck' AND deleted_at IS NOT NULL ORDER BY id`)
+	gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(gone, []string{ids[0]}) {
+		t.Errorf("tombstoned %v, want only A's deleted entry %s (B's %v are outside the scope listed)", gone, ids[0], ids[2:])
 	}
 }
