@@ -387,3 +387,52 @@ sources:
 		t.Errorf("tombstoned %v, want only A's deleted entry %s (B's %v are outside the scope listed)", gone, ids[0], ids[2:])
 	}
 }
+
+// TestUnstorableRecordFailsAloneThroughTheApp (guarantee 12): a time entry
+// whose hours Postgres' numeric refuses (1e-20000) fails alone: the pass
+// succeeds with the rest of its page stored, `cursors` names the record and
+// its error, and once the provider serves it fixed, the next pass stores it
+// and the note goes.
+func TestUnstorableRecordFailsAloneThroughTheApp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newHarvestEnv(t, 6, harvestfake.Options{NoRateLimit: true})
+	te, _ := e.fake.TimeEntry(3)
+	te.Hours, te.UpdatedAt = "1e-20000", time.Time{} // numeric keeps 16,383 digits after the point
+	e.fake.PutTimeEntry(te)
+	a, p := e.open(t, "", "    overlap: 1s\n")
+	res, err := p.Incremental(ctx, "acme", clients.TimeEntries)
+	if err != nil {
+		t.Fatalf("a pass with one unstorable record failed: %v", err)
+	}
+	if c := res[0].Counts; c.Quarantined != 1 || c.Inserted != 5 {
+		t.Fatalf("counts %+v, want 5 stored and 1 quarantined", c)
+	}
+	note := func() string {
+		rows, err := a.CursorRows(ctx, "acme", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Resource == "time_entries" {
+				return r.QuarantineNote
+			}
+		}
+		return ""
+	}
+	if n := note(); !strings.Contains(n, "id 3") {
+		t.Errorf("cursors does not name the record that could not be stored: %q", n)
+	}
+	te.Hours, te.UpdatedAt = "2.25", time.Time{}
+	e.fake.PutTimeEntry(te)
+	if _, err := p.Incremental(ctx, "acme", clients.TimeEntries); err != nil {
+		t.Fatal(err)
+	}
+	var hours string
+	if err := e.pool.QueryRow(ctx, `SELECT hours::text FROM time_entries WHERE source = 'acme' AND id = '3'`).Scan(&hours); err != nil || hours != "2.25" {
+		t.Errorf("entry 3 after the fix: hours %q, %v", hours, err)
+	}
+	if n := note(); n != "" {
+		t.Errorf("the quarantine note stays after the record went in: %q", n)
+	}
+}
