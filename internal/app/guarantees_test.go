@@ -372,7 +372,7 @@ sources:
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM time_entries WHERE source = 'ck' AND deleted_at IS NULL`).Scan(&n); err != nil || n != 4 {
 		t.Fatalf("%d live entries after the first reconcile, want 4 (%v)", n, err)
 	}
-	clock.Advance(time.Hour) // past the overlap: the rows are old enough to judge
+	clock.Advance(time.Hour)              // past the overlap: the rows are old enough to judge
 	f.Delete(clients.TimeEntries, ids[0]) // one of A's
 	clock.Advance(time.Hour)
 	if _, err := open(fmt.Sprintf("    user_ids: [%s]\n", a)).Reconcile(ctx, "ck", clients.TimeEntries); err != nil {
