@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/clockify/clockifytest"
+	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi"
@@ -126,6 +127,34 @@ func idleInTx(pool *pgxpool.Pool) (stop func() []txSample) {
 	}
 }
 
+// noTxWhileWaiting checks that while the program waited between two
+// requests at least gap apart (a Retry-After, a quota window), less a margin
+// for the pages around the wait, no session was idle in a transaction: a
+// pass commits its page before it asks for the next one.
+func noTxWhileWaiting(t *testing.T, reqs []fakeapi.Request, samples []txSample, gap time.Duration) {
+	t.Helper()
+	waits, looked := 0, 0
+	for i := 1; i < len(reqs); i++ {
+		if reqs[i].At.Sub(reqs[i-1].At) < gap {
+			continue
+		}
+		waits++
+		from, to := reqs[i-1].At.Add(200*time.Millisecond), reqs[i].At.Add(-200*time.Millisecond)
+		for _, s := range samples {
+			if s.at.After(from) && s.at.Before(to) {
+				looked++
+				if s.n != 0 {
+					t.Errorf("%d sessions idle in a transaction at %s, while the program waited %v before request %d",
+						s.n, s.at.Format(time.StampMilli), reqs[i].At.Sub(reqs[i-1].At), i+1)
+				}
+			}
+		}
+	}
+	if waits == 0 || looked == 0 {
+		t.Errorf("%d waits of %v or more, %d looks at the sessions during them: nothing proven", waits, gap, looked)
+	}
+}
+
 // TestRateAndWaitsThroughTheApp (guarantees 5 and 10): a sync through
 // app.Open sends at most the configured budget in any window, counted where
 // the fake received each request (with the conformance check's allowance
@@ -165,22 +194,8 @@ func TestRateAndWaitsThroughTheApp(t *testing.T) {
 	if gap := reqs[i429+1].At.Sub(reqs[i429].At); gap < 2*time.Second-100*time.Millisecond {
 		t.Errorf("the request after a 429 with Retry-After: 2 came %v later", gap)
 	}
-	// While the program waits out the Retry-After (from the 429 to the next
-	// request, less a margin for the pages around it), no transaction is
-	// open: a pass commits its page before it asks for the next one.
-	from, to := reqs[i429].At.Add(200*time.Millisecond), reqs[i429+1].At.Add(-200*time.Millisecond)
-	looked := 0
-	for _, s := range samples {
-		if s.at.After(from) && s.at.Before(to) {
-			looked++
-			if s.n != 0 {
-				t.Errorf("%d sessions idle in a transaction at %s, while the program waited out a Retry-After", s.n, s.at.Format(time.StampMilli))
-			}
-		}
-	}
-	if looked == 0 {
-		t.Error("no look at the sessions while the program waited")
-	}
+	// While the program waits out the Retry-After, no transaction is open.
+	noTxWhileWaiting(t, reqs, samples, 2*time.Second-100*time.Millisecond)
 	window := max(lim.per-slowdown.Scale(lim.per/4), lim.per/2)
 	for i := range reqs {
 		k := 0
@@ -435,4 +450,52 @@ func TestUnstorableRecordFailsAloneThroughTheApp(t *testing.T) {
 	if n := note(); n != "" {
 		t.Errorf("the quarantine note stays after the record went in: %q", n)
 	}
+}
+
+// TestQuotaWaitHoldsNoTransaction (guarantee 10, and 5): a Toggl source
+// whose quota (3 requests a 2 s window) runs out mid-sync waits for the
+// next window through app.Open, with no transaction open while it waits,
+// and the sync succeeds.
+func TestQuotaWaitHoldsNoTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := toggltest.New(toggltest.Options{Quota: 3, QuotaWindow: 2 * time.Second})
+	t.Cleanup(f.Close)
+	u := pgtest.URL(t)
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	yaml := fmt.Sprintf(`
+database_url: ${DATABASE_URL}
+sources:
+  - name: tg
+    kind: toggl
+    base_url: %s
+    workspace_id: "%d"
+    token: %s
+    rate_limit: {requests: 100, per: 1s}
+    resources: [clients, projects, tasks, time_entries]
+`, f.URL(), f.WorkspaceID(), f.Token())
+	cfg, err := config.Parse("tg.yaml", []byte(yaml), func(k string) (string, bool) { return u, k == "DATABASE_URL" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.Open(ctx, cfg, u, "v0.0.0-test", zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	p, err := a.Poller(ctx, "tg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := idleInTx(pool)
+	_, err = p.Incremental(ctx, "tg")
+	samples := watch()
+	if err != nil {
+		t.Fatalf("sync: %v (a quota is waited for, not an error)", err)
+	}
+	noTxWhileWaiting(t, f.Requests(), samples, time.Second)
 }
