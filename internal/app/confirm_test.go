@@ -29,47 +29,14 @@ func TestReconcileThroughTheAppLooksUpBeforeTombstoning(t *testing.T) {
 	f := toggltest.New(toggltest.Options{Clock: clock.Now})
 	t.Cleanup(f.Close)
 	u := pgtest.URL(t)
-	yaml := fmt.Sprintf(`
-database_url: ${DATABASE_URL}
-sources:
-  - name: acme
-    kind: toggl
-    base_url: %s
-    token: %s
-    workspace_id: "%d"
-    scope: workspace
-    events: on
-    resources: [time_entries]
-    rate_limit: {requests: 1000, per: 1s}
-    reconcile: {schedule: "0 3 * * *", lookback_days: 14}
-`, f.URL(), f.Token(), f.WorkspaceID())
+	yaml := togglWorkspaceYAML(f)
 	today := clients.DateOf(clock.Now())
 	put := func(id int64, day clients.Date) {
 		start := day.Time().Add(12 * time.Hour)
 		stop := start.Add(30 * time.Minute)
 		f.PutTimeEntry(toggltest.TimeEntry{ID: id, UserID: 11, ProjectID: 77, Start: start, Stop: &stop, Duration: 1800})
 	}
-	// reconcile runs one reconcile in a fresh process: its own App, its
-	// own clients, nothing remembered of earlier listings.
-	reconcile := func() {
-		t.Helper()
-		cfg, err := config.Parse("acme.yaml", []byte(yaml), func(k string) (string, bool) { return u, k == "DATABASE_URL" })
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := app.Open(ctx, cfg, u, "v0.0.0-test", zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close()
-		p, err := a.Poller(ctx, "acme")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Reconcile(ctx, "acme", clients.TimeEntries); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reconcile := func() { reconcileFresh(t, u, yaml, "acme") }
 	put(1, today.AddDays(-2))
 	put(2, today.AddDays(-3))
 	reconcile()
@@ -86,25 +53,67 @@ sources:
 	}
 	defer pool.Close()
 	var day time.Time
-	var deleted *time.Time
-	if err := pool.QueryRow(ctx, `SELECT spent_date, deleted_at FROM time_entries WHERE source = 'acme' AND id = '1'`).Scan(&day, &deleted); err != nil {
-		t.Fatal(err)
-	}
-	if deleted != nil || clients.DateOf(day) != moved {
-		t.Errorf("moved entry 1: spent %s, deleted_at %v: want it live on %s", clients.DateOf(day), deleted, moved)
-	}
+	var deleted1, deleted2 *time.Time
 	var feed1, feed2 int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE record_id = '1'), count(*) FILTER (WHERE record_id = '2')
-		FROM events WHERE source = 'acme' AND kind = 'deleted'`).Scan(&feed1, &feed2); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT
+		(SELECT spent_date FROM time_entries WHERE source = 'acme' AND id = '1'),
+		(SELECT deleted_at FROM time_entries WHERE source = 'acme' AND id = '1'),
+		(SELECT deleted_at FROM time_entries WHERE source = 'acme' AND id = '2'),
+		(SELECT count(*) FROM events WHERE source = 'acme' AND kind = 'deleted' AND record_id = '1'),
+		(SELECT count(*) FROM events WHERE source = 'acme' AND kind = 'deleted' AND record_id = '2')`).
+		Scan(&day, &deleted1, &deleted2, &feed1, &feed2); err != nil {
 		t.Fatal(err)
+	}
+	if deleted1 != nil || clients.DateOf(day) != moved {
+		t.Errorf("moved entry 1: spent %s, deleted_at %v: want it live on %s", clients.DateOf(day), deleted1, moved)
 	}
 	if feed1 != 0 {
 		t.Errorf("the change feed says moved entry 1 was deleted (%d events)", feed1)
 	}
-	if err := pool.QueryRow(ctx, `SELECT deleted_at FROM time_entries WHERE source = 'acme' AND id = '2'`).Scan(&deleted); err != nil {
+	if deleted2 == nil || feed2 != 1 {
+		t.Errorf("deleted entry 2: deleted_at %v, %d deleted events: want a tombstone and one event", deleted2, feed2)
+	}
+}
+
+// reconcileFresh runs one reconcile of source's time entries in a fresh
+// process: its own App on the config yaml, its own clients, nothing
+// remembered of earlier listings.
+func reconcileFresh(t *testing.T, u, yaml, source string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := config.Parse(source+".yaml", []byte(yaml), func(k string) (string, bool) { return u, k == "DATABASE_URL" })
+	if err != nil {
 		t.Fatal(err)
 	}
-	if deleted == nil || feed2 != 1 {
-		t.Errorf("deleted entry 2: deleted_at %v, %d deleted events: want a tombstone and one event", deleted, feed2)
+	a, err := app.Open(ctx, cfg, u, "v0.0.0-test", zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer a.Close()
+	p, err := a.Poller(ctx, source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Reconcile(ctx, source, clients.TimeEntries); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// togglWorkspaceYAML is a config of source acme, Toggl in workspace scope
+// on f, with the change feed on.
+func togglWorkspaceYAML(f *toggltest.Server) string {
+	return fmt.Sprintf(`
+database_url: ${DATABASE_URL}
+sources:
+  - name: acme
+    kind: toggl
+    base_url: %s
+    token: %s
+    workspace_id: "%d"
+    scope: workspace
+    events: on
+    resources: [time_entries]
+    rate_limit: {requests: 1000, per: 1s}
+    reconcile: {schedule: "0 3 * * *", lookback_days: 14}
+`, f.URL(), f.Token(), f.WorkspaceID())
 }

@@ -335,26 +335,15 @@ func TestReconcileOnlyInsideItsUserScope(t *testing.T) {
 	f := clockifytest.New(clockifytest.Options{NoRateLimit: true, NoDeletionDelay: true, Clock: clock.Now})
 	t.Cleanup(f.Close)
 	a, b := clockifytest.NewID(), clockifytest.NewID()
-	for _, u := range []string{a, b} {
-		f.PutUser(clockifytest.User{ID: u, Name: u, Email: u + "@example.com", Status: "ACTIVE"})
-	}
-	start := clock.Now().Add(-49 * time.Hour).Truncate(time.Second)
-	var ids []string
-	for i, u := range []string{a, a, b, b} {
-		from := start.Add(time.Duration(i) * 2 * time.Hour)
-		end := from.Add(time.Hour)
-		id := clockifytest.NewID()
-		f.PutTimeEntry(clockifytest.TimeEntry{ID: id, UserID: u, Start: from, End: &end})
-		ids = append(ids, id)
-	}
+	ids := putClockifyEntries(f, clock.Now().Add(-49*time.Hour).Truncate(time.Second), a, a, b, b)
 	u := pgtest.URL(t)
 	pool, err := pgxpool.New(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	open := func(scope string) *poller.Poller {
-		yaml := fmt.Sprintf(`
+	yaml := func(scope string) string {
+		return fmt.Sprintf(`
 database_url: ${DATABASE_URL}
 sources:
   - name: ck
@@ -365,24 +354,8 @@ sources:
     rate_limit: {requests: 100, per: 1s}
     resources: [time_entries]
 %s`, f.URL(), f.WorkspaceID(), f.Token(), scope)
-		cfg, err := config.Parse("ck.yaml", []byte(yaml), func(k string) (string, bool) { return u, k == "DATABASE_URL" })
-		if err != nil {
-			t.Fatal(err)
-		}
-		ap, err := app.Open(ctx, cfg, u, "v0.0.0-test", zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ap.Close)
-		p, err := ap.Poller(ctx, "ck")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
 	}
-	if _, err := open("").Reconcile(ctx, "ck", clients.TimeEntries); err != nil {
-		t.Fatal(err)
-	}
+	reconcileFresh(t, u, yaml(""), "ck")
 	var n int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM time_entries WHERE source = 'ck' AND deleted_at IS NULL`).Scan(&n); err != nil || n != 4 {
 		t.Fatalf("%d live entries after the first reconcile, want 4 (%v)", n, err)
@@ -390,9 +363,7 @@ sources:
 	clock.Advance(time.Hour)              // past the overlap: the rows are old enough to judge
 	f.Delete(clients.TimeEntries, ids[0]) // one of A's
 	clock.Advance(time.Hour)
-	if _, err := open(fmt.Sprintf("    user_ids: [%s]\n", a)).Reconcile(ctx, "ck", clients.TimeEntries); err != nil {
-		t.Fatal(err)
-	}
+	reconcileFresh(t, u, yaml(fmt.Sprintf("    user_ids: [%s]\n", a)), "ck")
 	rows, _ := pool.Query(ctx, `SELECT id FROM time_entries WHERE source = 'ck' AND deleted_at IS NOT NULL ORDER BY id`)
 	gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
@@ -401,6 +372,21 @@ sources:
 	if !slices.Equal(gone, []string{ids[0]}) {
 		t.Errorf("tombstoned %v, want only A's deleted entry %s (B's %v are outside the scope listed)", gone, ids[0], ids[2:])
 	}
+}
+
+// putClockifyEntries puts the users named and one finished entry of each
+// user given, two hours apart from start; it returns the entries' ids.
+func putClockifyEntries(f *clockifytest.Server, start time.Time, users ...string) []string {
+	var ids []string
+	for i, u := range users {
+		f.PutUser(clockifytest.User{ID: u, Name: u, Email: u + "@example.com", Status: "ACTIVE"})
+		from := start.Add(time.Duration(i) * 2 * time.Hour)
+		end := from.Add(time.Hour)
+		id := clockifytest.NewID()
+		f.PutTimeEntry(clockifytest.TimeEntry{ID: id, UserID: u, Start: from, End: &end})
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // TestUnstorableRecordFailsAloneThroughTheApp (guarantee 12): a time entry
