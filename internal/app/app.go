@@ -214,10 +214,10 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 		}
 		a.slots[sc.Name] = sl
 		a.slotsMu.Unlock()
-		src = wrap(sl, b.Source)
+		src = sl
 	}
-	a.noteSource(sc.Name, src) // webhooks.go
-	if s, ok := b.Source.(*simulated.Source); ok {
+	a.noteSource(sc.Name, src, b.Source) // webhooks.go
+	if s, ok := clients.As[*simulated.Source](b.Source); ok {
 		if a.Simulated == nil {
 			a.Simulated = map[string]*simulated.Tracker{}
 		}
