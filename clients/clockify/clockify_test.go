@@ -991,6 +991,7 @@ func TestConformance(t *testing.T) {
 		caps.Deletions[r] = conformance.Reconciled
 		caps.ListingClock[r], caps.ListedWhole[r] = true, true
 	}
+	caps.Scopes = []string{"workspace", "users"}
 	conformance.Run(t, conformance.Provider[*clockifytest.Server]{
 		Caps: caps,
 		Fake: func(now func() time.Time) *clockifytest.Server {
@@ -1002,6 +1003,7 @@ func TestConformance(t *testing.T) {
 					RateLimit: o.RateLimit, Resources: clockify.Resources, Env: provider.Env{Logger: log, OnResponse: o.OnResponse}},
 				WorkspaceID: f.WorkspaceID(), SafetyLag: time.Second,
 				FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
+				PageSize:      o.PageSize, UserIDs: conformanceUsers[o.Scope],
 			})
 		},
 		Put: conformancePut,
@@ -1010,6 +1012,10 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// conformanceUsers are the UserIDs of each scope the suite builds a
+// source in: every user of the workspace, or the one configured.
+var conformanceUsers = map[string][]string{"users": {userID}}
 
 // Ids the suite's records point at.
 const (

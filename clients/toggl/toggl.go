@@ -275,6 +275,10 @@ type Params struct {
 	// it starts at the first request and, when a 402 carries no
 	// X-Toggl-Quota-Resets-In, the wait runs to its end.
 	QuotaWindow time.Duration
+	// PageSize is the page size asked of the paginated workspace lists
+	// and of the detailed search (default PerPage and ReportPageSize; a
+	// test's small pages).
+	PageSize int
 	// Quota records 402 waits. When HTTP is set, build it from
 	// HTTPConfig(p) with the same Quota so that QuotaWaitUntil sees them;
 	// New creates one when nil.
@@ -354,8 +358,10 @@ type Client struct {
 	offset time.Duration // source clock − our clock, from the last Date header
 	known  bool          // a Date header was seen
 
-	scope    string // ScopeMe or ScopeWorkspace
-	trailing int    // workspace scope: days re-listed by an incremental pass
+	scope string // ScopeMe or ScopeWorkspace
+	// perPage and reportSize are the page sizes asked (Params.PageSize).
+	perPage, reportSize int
+	trailing            int // workspace scope: days re-listed by an incremental pass
 
 	wsMu sync.Mutex
 	seen map[string]seenEntry // workspace scope: the last complete listing's entries
@@ -546,17 +552,19 @@ func New(p Params) (*Client, error) {
 	}
 	base, hc := p.Open(HTTPConfig(p))
 	return &Client{
-		name:      p.Name,
-		base:      base,
-		wid:       p.WorkspaceID,
-		resources: slices.Clone(p.Resources),
-		http:      hc,
-		dec:       newDecoder(p.Name, hc),
-		log:       p.Log(),
-		quota:     p.Quota,
-		scope:     p.Scope,
-		trailing:  p.TrailingDays,
-		memo:      p.Memo,
+		name:       p.Name,
+		base:       base,
+		wid:        p.WorkspaceID,
+		resources:  slices.Clone(p.Resources),
+		http:       hc,
+		dec:        newDecoder(p.Name, hc),
+		log:        p.Log(),
+		quota:      p.Quota,
+		scope:      p.Scope,
+		trailing:   p.TrailingDays,
+		memo:       p.Memo,
+		perPage:    cmp.Or(p.PageSize, PerPage),
+		reportSize: cmp.Or(p.PageSize, ReportPageSize),
 	}, nil
 }
 
@@ -945,7 +953,7 @@ func (c *Client) sinceParam(w clients.Window) int64 {
 // confirmed by a second one and walked again if it shifted.
 func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
 	q := url.Values{}
-	q.Set("per_page", strconv.Itoa(PerPage))
+	q.Set("per_page", strconv.Itoa(c.perPage))
 	// Left out, Toggl lists only active ones: an archived one would read
 	// as deleted to reconcile.
 	q.Set("active", "both")
@@ -979,7 +987,7 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 		if err := fn(ctx, clients.Page{Resource: r, Number: number, SourceTime: resp.Date, Records: recs}); err != nil {
 			return pagewalk.Page{}, err
 		}
-		return walkPage(recs, env, page), nil
+		return walkPage(recs, env, page, c.perPage), nil
 	})
 }
 
@@ -987,8 +995,8 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 // the envelope's total, the listing goes on while the pages before and
 // this one hold fewer than the total (and this one was not empty); without
 // one, while pages are full.
-func walkPage(recs []clients.Record, env envelope, n int) pagewalk.Page {
-	size := cmp.Or(env.perPage, PerPage)
+func walkPage(recs []clients.Record, env envelope, n, asked int) pagewalk.Page {
+	size := cmp.Or(env.perPage, asked)
 	p := pagewalk.Page{IDs: listing.IDs(recs), Total: -1, TotalPages: -1, Size: size, More: len(recs) >= size}
 	if env.total >= 0 {
 		p.Total, p.TotalPages = env.total, (env.total+size-1)/size

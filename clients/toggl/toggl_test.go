@@ -466,13 +466,14 @@ func TestConformance(t *testing.T) {
 			},
 			ListingClock: map[clients.Resource]bool{clients.Users: true},
 			ListedWhole:  map[clients.Resource]bool{clients.Clients: true, clients.Users: true},
+			Scopes:       []string{toggl.ScopeMe, toggl.ScopeWorkspace},
 		},
 		Fake: func(now func() time.Time) *toggltest.Server { return toggltest.New(toggltest.Options{Clock: now}) },
 		Source: func(f *toggltest.Server, o conformance.Options, log zerolog.Logger) (clients.Source, error) {
 			return toggl.New(toggl.Params{
 				Base: provider.Base{Name: "toggl-conf", BaseURL: f.URL(), Token: f.Token(),
 					RateLimit: o.RateLimit, Resources: toggl.Resources, Env: provider.Env{Logger: log, OnResponse: o.OnResponse}},
-				WorkspaceID: f.WorkspaceID(),
+				WorkspaceID: f.WorkspaceID(), PageSize: o.PageSize, Scope: o.Scope,
 			})
 		},
 		Put:    conformancePut,

@@ -298,7 +298,7 @@ type searchBody struct {
 // greater than" start_date) and keeps the entries whose spent_date is in
 // from..to.
 func (l *reportLister) search(ctx context.Context, from, to clients.Date) error {
-	body := searchBody{StartDate: from.AddDays(-1).String(), EndDate: to.AddDays(1).String(), PageSize: ReportPageSize}
+	body := searchBody{StartDate: from.AddDays(-1).String(), EndDate: to.AddDays(1).String(), PageSize: l.c.reportSize}
 	return l.walk(ctx, body, func(d clients.Date) bool { return !d.Before(from) && !d.After(to) })
 }
 
@@ -503,7 +503,7 @@ func (l *reportLister) confirm(ctx context.Context, from, to clients.Date, absen
 		batch := absent[:min(len(absent), ConfirmBatch)]
 		absent = absent[len(batch):]
 		for _, rg := range ranges {
-			body := searchBody{StartDate: rg[0].String(), EndDate: rg[1].String(), PageSize: ReportPageSize, TimeEntryIDs: batch}
+			body := searchBody{StartDate: rg[0].String(), EndDate: rg[1].String(), PageSize: l.c.reportSize, TimeEntryIDs: batch}
 			if err := l.walk(ctx, body, func(clients.Date) bool { return true }); err != nil {
 				return err
 			}

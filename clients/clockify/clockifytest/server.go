@@ -121,7 +121,8 @@ var dialect = fakeapi.Dialect{
 		}
 		return `{"message":"Internal server error","code":` + strconv.Itoa(status) + `}`
 	},
-	HTMLPage: "<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n",
+	HTMLPage:   "<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n",
+	PageParams: []string{"page"},
 }
 
 // New starts a fake on a loopback port. Close it when done.
