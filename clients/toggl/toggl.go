@@ -978,7 +978,7 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 		}
 		c.observe(resp)
 		if page > 1 && len(recs) > 0 && recs[0].ID == prevFirst {
-			return pagewalk.Page{}, c.dec.Errf(string(r), number, "page", "repeats the previous page (is `page` ignored?)", nil)
+			return pagewalk.Page{}, fmt.Errorf("%w (%w)", c.dec.Errf(string(r), number, "page", "repeats the previous page (is `page` ignored?)", nil), clients.ErrCapped)
 		}
 		if len(recs) > 0 {
 			prevFirst = recs[0].ID

@@ -378,7 +378,7 @@ func (l *reportLister) walk(ctx context.Context, body searchBody, keep func(clie
 		}
 		key := fmt.Sprint(deref(id), "/", deref(row), "/", deref(ts))
 		if seenCursor[key] {
-			return c.dec.Errf(string(clients.TimeEntries), l.page, HeaderNextRowNumber, "the next-page headers repeat an earlier page's: the walk would not end", nil)
+			return fmt.Errorf("%w (%w)", c.dec.Errf(string(clients.TimeEntries), l.page, HeaderNextRowNumber, "the next-page headers repeat an earlier page's: the walk would not end", nil), clients.ErrCapped)
 		}
 		seenCursor[key] = true
 		body.FirstID, body.FirstRowNumber, body.FirstTimestamp = id, row, ts
