@@ -20,7 +20,8 @@ const (
 	// is asked for, the first is served, with its links and headers.
 	RepeatFirstPage Repeat = iota + 1
 	// StuckNext is RepeatFirstPage whose JSON "next" link points at the
-	// request itself: a links.next that does not move.
+	// request itself, on every page, the last one too: a links.next that
+	// does not move.
 	StuckNext
 )
 
@@ -75,7 +76,7 @@ func (k *Kit) repeating(m Repeat, w http.ResponseWriter, r *http.Request) (http.
 }
 
 // nextLink is a JSON "next" link (Harvest's links.next).
-var nextLink = regexp.MustCompile(`"next"\s*:\s*"[^"]*"`)
+var nextLink = regexp.MustCompile(`"next"\s*:\s*("[^"]*"|null)`)
 
 // bufWriter holds a body until the handler is done, to rewrite its link.
 type bufWriter struct {
