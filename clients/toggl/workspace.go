@@ -43,10 +43,10 @@ const (
 	// MaxReportPages bounds one search's page walk: a walk that has not
 	// ended by then fails with clients.ErrCapped.
 	MaxReportPages = 5000
-	// ConfirmDays is how far either side of the window and of today an
-	// entry absent from its window is looked for by id before it is taken
-	// as deleted (see confirmRanges), one search per ConfirmDays;
-	// ConfirmBatch how many ids one such search names.
+	// ConfirmDays is how far after the window and today an entry absent
+	// from its window is looked for by id before it is taken as deleted,
+	// and the span of each search back to ReportsEpoch (see
+	// confirmRanges); ConfirmBatch how many ids one such search names.
 	ConfirmDays  = 365
 	ConfirmBatch = 200
 	// Header names of the detailed search's paging.
@@ -54,6 +54,12 @@ const (
 	HeaderNextRowNumber = "X-Next-Row-Number"
 	HeaderNextTimestamp = "X-Next-Timestamp"
 )
+
+// ReportsEpoch is the earliest date the detailed search serves: Toggl
+// started in 2006 and refuses earlier dates ("not in this century",
+// toggl_api_docs #220). An absent entry is looked for back to it: no entry
+// can be dated where no search reaches.
+var ReportsEpoch = clients.Date{Year: 2006, Month: 1, Day: 1}
 
 // reportsBase derives the Reports API v3 root from the API v9 base URL:
 // https://api.track.toggl.com/api/v9 → https://api.track.toggl.com/reports/api/v3
@@ -544,18 +550,20 @@ func (c *Client) Confirm(ctx context.Context, r clients.Resource, w clients.Wind
 
 // confirmRanges are the date ranges (inclusive, each at most the search's
 // longest) an absent entry of a listing of from..to is looked for by id in:
-// ConfirmDays either side of the window and of today, the range before the
-// window's end first (where a back-dated entry is), then later days (an
-// entry moved forward, also past tomorrow), then earlier ones.
+// the range before the window's end first (where a back-dated entry is),
+// then later days up to ConfirmDays after the window and today (an entry
+// moved forward, also past tomorrow), then earlier ones, a year a search,
+// back to ReportsEpoch: "not found" means looked for wherever the search
+// can find it. Cost: one search a year of the workspace's era (about 20),
+// paid only for ids already missing from a complete listing, and only
+// until each is found; a search refused ends the reconcile with nothing
+// tombstoned.
 func confirmRanges(from, to, today clients.Date) [][2]clients.Date {
-	lo, hi := from, to
-	if today.Before(lo) {
-		lo = today
-	}
+	hi := to
 	if today.After(hi) {
 		hi = today
 	}
-	lo, hi = lo.AddDays(-ConfirmDays), hi.AddDays(ConfirmDays)
+	lo, hi := ReportsEpoch, hi.AddDays(ConfirmDays)
 	first := [2]clients.Date{to.AddDays(1 - ConfirmDays), to.AddDays(1)}
 	out := [][2]clients.Date{first}
 	for s := first[1].AddDays(1); !s.After(hi); s = s.AddDays(ConfirmDays) {
@@ -564,6 +572,10 @@ func confirmRanges(from, to, today clients.Date) [][2]clients.Date {
 			e = hi
 		}
 		out = append(out, [2]clients.Date{s, e})
+	}
+	if first[0].Before(lo) {
+		first[0] = lo
+		out[0] = first
 	}
 	for e := first[0].AddDays(-1); !e.Before(lo); e = e.AddDays(-ConfirmDays) {
 		s := e.AddDays(1 - ConfirmDays)
