@@ -27,6 +27,10 @@
 //     deletion, so it is taken only when a second walk serves the very same
 //     ids in the same order.
 //
+// A fresh page that serves the very ids of a page already served in the
+// same walk (a provider that ignores the page or cursor asked for, a next
+// link that does not move) ends the listing capped at once.
+//
 // Otherwise it walks again, at most MaxWalks times in all, logging at Info
 // on the context's logger; a listing that would not hold still, or that the
 // provider cut short (fewer pages than its envelope promised, more than
@@ -61,6 +65,9 @@
 //   - A walk that has read past the head (today and yesterday, where new
 //     records land) and saw records created there re-anchors below it once,
 //     so that later creations never change the total of what is left.
+//   - Pages that serve no record new to the walk, three in a row, end it
+//     capped: a provider that ignores the page asked for would otherwise be
+//     walked for ever, holding its pass, its lease and the source's budget.
 //   - A date that alone fills the pages before a shift is paged on its own
 //     under the Walker's defence; only such a day may end capped, and the
 //     rest of the listing goes on first. Re-anchors above the walk's position
