@@ -366,6 +366,10 @@ type Client struct {
 	wsMu sync.Mutex
 	seen map[string]seenEntry // workspace scope: the last complete listing's entries
 	tags map[int64]string     // workspace scope: tag names by id
+	// first is the first day of the earliest year holding an entry of the
+	// workspace (zero: not learnt), learnt at firstAt (our clock).
+	first   clients.Date
+	firstAt time.Time
 
 	zoneMu sync.Mutex     // held while /me is asked, so it is asked once
 	zone   *time.Location // the token owner's zone (/me timezone); nil: not asked yet
