@@ -158,7 +158,9 @@ var dialect = fakeapi.Dialect{
 		}
 		return `"Internal Server Error"`
 	},
-	HTMLPage: "<!DOCTYPE html>\n<html><head><title>Toggl Track is down for maintenance</title></head><body><h1>Back soon.</h1></body></html>\n",
+	HTMLPage:   "<!DOCTYPE html>\n<html><head><title>Toggl Track is down for maintenance</title></head><body><h1>Back soon.</h1></body></html>\n",
+	PageParams: []string{"page"},
+	PageFields: []string{"first_id", "first_row_number", "first_timestamp"},
 }
 
 // New starts a fake on a loopback port. Close it when done.
