@@ -192,7 +192,8 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 			// The source's budget, shared with every other process on
 			// this database: a restart or a CLI run never starts afresh.
 			env.Pacer = cursor.New(a.Pool).Pacer(sc.Name)
-			env.Memo = cursor.New(a.Pool).Memo(sc.Name)
+			// Its memos, per account: another token is another owner.
+			env.Memo = cursor.New(a.Pool).Memo(sc.Name, sc.Settings().Account())
 		}
 		return newClient(ctx, sc.Settings(), env)
 	}
