@@ -14,6 +14,7 @@ import (
 	tmapp "github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgcluster"
+	"github.com/tidemarkhq/tidemark/internal/redact"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 	"github.com/tidemarkhq/tidemark/migrations"
 	"github.com/tidemarkhq/tidemark/poller"
@@ -107,7 +108,7 @@ func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-cha
 			}
 		}()
 		dbURL = cl.URL("postgres")
-		fmt.Fprintf(g.stdout, "PostgreSQL is at %s (removed when the demo ends)\n", dbURL)
+		fmt.Fprintf(g.stdout, "PostgreSQL is at %s (removed when the demo ends)\n", redact.URL(dbURL))
 	}
 	if _, err := migrations.Up(ctx, dbURL); err != nil {
 		return err
