@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,12 +54,13 @@ stops (--keep leaves them, and says so).`,
 	c.Flags().DurationVar(&interval, "every", 5*time.Second, "how often to print the status")
 	c.Flags().BoolVar(&db.use, "use-database-url", false, "use the database in DATABASE_URL instead of a throwaway PostgreSQL")
 	c.Flags().BoolVar(&db.shared, "allow-shared-database", false, "with --use-database-url: run even on a database that holds other sources or live tidemark daemons")
+	c.Flags().BoolVar(&db.foreign, "allow-foreign-tables", false, "with --use-database-url: run even on a database holding tables Tidemark's schema does not declare (another application's; the demo never touches them)")
 	c.Flags().BoolVar(&db.keep, "keep", false, "with --use-database-url: leave the demo's rows in that database when it stops")
 	return c
 }
 
 // demoDB is how the demo may use a database it did not create.
-type demoDB struct{ use, shared, keep bool }
+type demoDB struct{ use, shared, foreign, keep bool }
 
 func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-chan os.Signal, db demoDB) error {
 	log, dl, err := demoLogger(g) // demoframe.go
@@ -68,11 +71,14 @@ func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-cha
 	switch {
 	case db.use && dbURL == "":
 		return usagef("--use-database-url: DATABASE_URL is not set")
-	case !db.use && (db.shared || db.keep):
-		return usagef("--allow-shared-database and --keep go with --use-database-url")
+	case !db.use && (db.shared || db.keep || db.foreign):
+		return usagef("--allow-shared-database, --allow-foreign-tables and --keep go with --use-database-url")
 	case db.use:
 		// The first line says which database gets the demo's rows.
 		fmt.Fprintf(g.stdout, "Using the database in DATABASE_URL (%s): not a throwaway; the demo writes its source's rows there.\n", dbLabel(dbURL))
+		if err := demoMayShare(ctx, dbURL, db.foreign); err != nil {
+			return err
+		}
 		if err := demoMayUse(ctx, dbURL, db.shared); err != nil {
 			return err
 		}
@@ -102,10 +108,19 @@ func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-cha
 		for _, dir := range cl.Reaped {
 			fmt.Fprintf(g.stdout, "Removed the PostgreSQL of an earlier demo that was killed: %s\n", dir)
 		}
+		var stopper func() os.Signal
+		sigs, stopper = noteSignal(sigs)
 		defer func() {
 			if err := cl.Stop(); err != nil {
 				log.Warn().Err(err).Msg("stop PostgreSQL")
+				return
 			}
+			// Said last, so that a newcomer knows nothing is left running.
+			by := "Stopped"
+			if s := stopper(); s != nil {
+				by = "Stopped by " + signalName(s)
+			}
+			fmt.Fprintf(g.stdout, "%s: removed the demo's throwaway PostgreSQL and its data (%s).\n", by, cl.Dir)
 		}()
 		dbURL = cl.URL("postgres")
 		fmt.Fprintf(g.stdout, "PostgreSQL is at %s (removed when the demo ends)\n", redact.URL(dbURL))
@@ -231,4 +246,33 @@ func printDemoStatus(ctx context.Context, g *globals, a *app) {
 		fmt.Fprintf(&b, "%-24s %s\n", c.Key, c.Line)
 	}
 	fmt.Fprintln(g.stdout, b.String())
+}
+
+// noteSignal relays sigs and remembers the first signal relayed: the
+// demo says what stopped it.
+func noteSignal(sigs <-chan os.Signal) (<-chan os.Signal, func() os.Signal) {
+	out := make(chan os.Signal, 1)
+	var first atomic.Value
+	go func() {
+		for s := range sigs {
+			first.CompareAndSwap(nil, s)
+			out <- s
+		}
+		close(out)
+	}()
+	return out, func() os.Signal {
+		s, _ := first.Load().(os.Signal)
+		return s
+	}
+}
+
+// signalName is how a person names a stop signal.
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "Ctrl-C"
+	case syscall.SIGHUP:
+		return "SIGHUP (terminal closed)"
+	}
+	return s.String()
 }
