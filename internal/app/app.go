@@ -62,6 +62,10 @@ type App struct {
 	// replicas in one process); zero: this host and pid, 5 s heartbeats.
 	Fleet poller.FleetParams
 
+	// OpsTimeouts bound the ops listener's connections (daemon.go); zero
+	// fields take DefaultOpsTimeouts' (tests make them short).
+	OpsTimeouts OpsTimeouts
+
 	// configAt is when Config was loaded (a reload sets it): of two
 	// replicas with different configs for one source, the newer serves it.
 	configAt time.Time
