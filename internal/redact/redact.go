@@ -9,22 +9,39 @@ import (
 	"strings"
 )
 
-// URL is raw with its password and its query values replaced by "xxxxx"
-// (a token is often passed as ?token=...). A string that does not parse
-// as a URL keeps nothing between "://" and the last "@" of its authority.
+// URL is raw with its password, and the values of query parameters named
+// like a credential (?token=, ?api_key=, ?sig=...), replaced by "xxxxx";
+// the rest stays, so that the URL still says where (sslmode=disable
+// included). A string that does not parse as a URL keeps nothing between
+// "://" and the last "@" of its authority.
 func URL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return opaque(raw)
 	}
 	if u.RawQuery != "" {
-		q := u.Query()
+		q, secret := u.Query(), false
 		for k := range q {
-			q[k] = []string{"xxxxx"}
+			if credential(k) {
+				q[k], secret = []string{"xxxxx"}, true
+			}
 		}
-		u.RawQuery = q.Encode()
+		if secret {
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.Redacted()
+}
+
+// credential reports whether a query parameter's name says it carries one.
+func credential(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"pass", "pwd", "token", "secret", "key", "sig", "auth", "session", "code"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // opaque drops the userinfo of a URL that does not parse.
