@@ -98,31 +98,13 @@ func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-cha
 		if dbURL != "" {
 			fmt.Fprintln(g.stdout, "DATABASE_URL is set, but the demo uses a throwaway PostgreSQL of its own (--use-database-url uses that database instead).")
 		}
-		fmt.Fprintln(g.stdout, "Starting a throwaway PostgreSQL...")
-		// Owner "demo": this start first removes the clusters of demos that
-		// were killed before they could (SIGKILL), so none piles up.
-		cl, err := pgcluster.Start(ctx, pgcluster.Options{Owner: "demo"})
+		var stop func()
+		var err error
+		dbURL, sigs, stop, err = startThrowaway(ctx, g, sigs)
 		if err != nil {
-			return fmt.Errorf("start PostgreSQL: %w", err)
+			return err
 		}
-		for _, dir := range cl.Reaped {
-			fmt.Fprintf(g.stdout, "Removed the PostgreSQL of an earlier demo that was killed: %s\n", dir)
-		}
-		var stopper func() os.Signal
-		sigs, stopper = noteSignal(sigs)
-		defer func() {
-			if err := cl.Stop(); err != nil {
-				log.Warn().Err(err).Msg("stop PostgreSQL")
-				return
-			}
-			// Said last, so that a newcomer knows nothing is left running.
-			by := "Stopped"
-			if s := stopper(); s != nil {
-				by = "Stopped by " + signalName(s)
-			}
-			fmt.Fprintf(g.stdout, "%s: removed the demo's throwaway PostgreSQL and its data (%s).\n", by, cl.Dir)
-		}()
-		dbURL = cl.URL("postgres")
+		defer stop()
 		fmt.Fprintf(g.stdout, "PostgreSQL is at %s (removed when the demo ends)\n", redact.URL(dbURL))
 	}
 	if _, err := migrations.Up(ctx, dbURL); err != nil {
@@ -275,4 +257,34 @@ func signalName(s os.Signal) string {
 		return "SIGHUP (terminal closed)"
 	}
 	return s.String()
+}
+
+// startThrowaway starts the demo's own PostgreSQL. stop removes it and
+// says so, naming the signal that stopped the demo when one did (sigs
+// relays them).
+func startThrowaway(ctx context.Context, g *globals, sigs <-chan os.Signal) (dbURL string, relayed <-chan os.Signal, stop func(), err error) {
+	fmt.Fprintln(g.stdout, "Starting a throwaway PostgreSQL...")
+	// Owner "demo": this start first removes the clusters of demos that
+	// were killed before they could (SIGKILL), so none piles up.
+	cl, err := pgcluster.Start(ctx, pgcluster.Options{Owner: "demo"})
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	for _, dir := range cl.Reaped {
+		fmt.Fprintf(g.stdout, "Removed the PostgreSQL of an earlier demo that was killed: %s\n", dir)
+	}
+	relayed, stopper := noteSignal(sigs)
+	stop = func() {
+		if err := cl.Stop(); err != nil {
+			fmt.Fprintf(g.stdout, "Could not stop the throwaway PostgreSQL (%s): %v\n", cl.Dir, err)
+			return
+		}
+		// Said last, so that a newcomer knows nothing is left running.
+		by := "Stopped"
+		if s := stopper(); s != nil {
+			by = "Stopped by " + signalName(s)
+		}
+		fmt.Fprintf(g.stdout, "%s: removed the demo's throwaway PostgreSQL and its data (%s).\n", by, cl.Dir)
+	}
+	return cl.URL("postgres"), relayed, stop, nil
 }
