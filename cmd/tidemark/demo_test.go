@@ -239,7 +239,7 @@ func TestDemoReapsTheClusterOfAKilledDemo(t *testing.T) {
 	if _, err := os.Stat(pidFile); err != nil {
 		t.Fatalf("after SIGKILL the server should still run (that is the bug being fixed): %v", err)
 	}
-	c2, dir2, done2, _ := demoProc(t, tmp)
+	c2, dir2, done2, output2 := demoProc(t, tmp)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the killed demo's cluster %s is still there (%v)", dir, err)
 	}
@@ -248,6 +248,10 @@ func TestDemoReapsTheClusterOfAKilledDemo(t *testing.T) {
 	}
 	c2.Process.Signal(os.Interrupt)
 	<-done2
+	// Issue 30: stopped by Ctrl-C, it says what it removed.
+	if out := output2(); !strings.Contains(out, "Stopped by Ctrl-C: removed the demo's throwaway PostgreSQL and its data ("+dir2+")") {
+		t.Errorf("the demo said nothing of its removed database after Ctrl-C:\n%s", out)
+	}
 	if _, err := os.Stat(dir2); !os.IsNotExist(err) {
 		t.Fatalf("the second demo left %s after SIGINT", dir2)
 	}

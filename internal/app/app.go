@@ -62,6 +62,10 @@ type App struct {
 	// replicas in one process); zero: this host and pid, 5 s heartbeats.
 	Fleet poller.FleetParams
 
+	// OpsTimeouts bound the ops listener's connections (daemon.go); zero
+	// fields take DefaultOpsTimeouts' (tests make them short).
+	OpsTimeouts OpsTimeouts
+
 	// configAt is when Config was loaded (a reload sets it): of two
 	// replicas with different configs for one source, the newer serves it.
 	configAt time.Time
@@ -192,7 +196,8 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 			// The source's budget, shared with every other process on
 			// this database: a restart or a CLI run never starts afresh.
 			env.Pacer = cursor.New(a.Pool).Pacer(sc.Name)
-			env.Memo = cursor.New(a.Pool).Memo(sc.Name)
+			// Its memos, per account: another token is another owner.
+			env.Memo = cursor.New(a.Pool).Memo(sc.Name, sc.Settings().Account())
 		}
 		return newClient(ctx, sc.Settings(), env)
 	}

@@ -85,7 +85,7 @@ func (a *App) webhookParts() *webhookState {
 			a.Log.Warn().Err(keyErr).Msg("webhook deliveries will be refused (503) until the key is set")
 		}
 		w.intake = &webhooks.Intake{Store: w.store, Seal: seal, Sources: srcs,
-			MaxBody: a.Config.Webhooks.MaxBody, Log: a.Log, Metrics: w.metrics, Apply: a.Config.Webhooks.Apply}
+			MaxBody: a.Config.Webhooks.MaxBody, BodyWithin: a.opsTimeouts().Body, Log: a.Log, Metrics: w.metrics, Apply: a.Config.Webhooks.Apply}
 	})
 	return w
 }

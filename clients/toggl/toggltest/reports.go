@@ -192,7 +192,7 @@ func (s *Server) zoneOf(user int64) *time.Location {
 	if z, ok := s.opts.UserZones[user]; ok && z != nil {
 		return z
 	}
-	return s.userZone
+	return s.userZone()
 }
 
 // reportRow renders an entry as a detailed search row.
