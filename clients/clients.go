@@ -133,7 +133,7 @@ type Scoper interface {
 // ScopeOf returns the scope src lists for r and w: everything unless src says
 // otherwise.
 func ScopeOf(src Source, r Resource, w Window) Scope {
-	if s, ok := src.(Scoper); ok {
+	if s, ok := As[Scoper](src); ok {
 		return s.ListScope(r, w)
 	}
 	return Scope{}

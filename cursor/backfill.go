@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // Statuses of a backfill (StatusRunning, StatusFailed and StatusCancelled
@@ -92,6 +93,11 @@ func (s *Store) writeBackfill(ctx context.Context, verb, query string, p Backfil
 		return Backfill{}, fmt.Errorf("%s backfill of %s/%s: window days must be positive, got %d", verb, p.Source, p.Resource, p.WindowDays)
 	}
 	days := int(p.To.Time().Sub(p.From.Time())/(24*time.Hour)) + 1
+	if t, ok := schema.Lookup(clients.Resource(p.Resource)); ok && !t.ListedByDate() {
+		// Listed whole, not by date: the range is one window, so that
+		// progress reads 1/1 when it is done, not 1 of the range's windows.
+		p.WindowDays = days
+	}
 	total := (days + p.WindowDays - 1) / p.WindowDays
 	rows, err := s.db.Query(ctx, query, p.Source, p.Resource, p.From.Time(), p.To.Time(), p.WindowDays, total)
 	if err != nil {

@@ -95,20 +95,24 @@ func (s *Store) TakeQuota(ctx context.Context, p QuotaParams, n int) (time.Durat
 	return time.Duration((need - have) / p.PerSecond * float64(time.Second)), nil
 }
 
-// Memo keeps a source's small answers across processes (provider.Memo).
+// Memo keeps a source's small answers across processes (provider.Memo),
+// per account: another token or API root never reads them.
 type Memo struct {
-	db     DB
-	source string
+	db              DB
+	source, account string
 }
 
-// Memo returns the source's memo.
-func (s *Store) Memo(source string) *Memo { return &Memo{db: s.db, source: source} }
+// Memo returns the memo of source for account (provider.Settings.Account:
+// a hash of what the answers depend on, never a credential).
+func (s *Store) Memo(source, account string) *Memo {
+	return &Memo{db: s.db, source: source, account: account}
+}
 
 // Get returns the value kept under key and its age; ok false when none.
 func (m *Memo) Get(ctx context.Context, key string) (value []byte, age time.Duration, ok bool, err error) {
 	var secs float64
-	err = m.db.QueryRow(ctx, `SELECT value, extract(epoch FROM clock_timestamp() - stored_at)::float8 FROM source_memos WHERE source = $1 AND key = $2`,
-		m.source, key).Scan(&value, &secs)
+	err = m.db.QueryRow(ctx, `SELECT value, extract(epoch FROM clock_timestamp() - stored_at)::float8 FROM source_memos WHERE source = $1 AND account = $2 AND key = $3`,
+		m.source, m.account, key).Scan(&value, &secs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, false, nil
 	}
@@ -118,10 +122,12 @@ func (m *Memo) Get(ctx context.Context, key string) (value []byte, age time.Dura
 	return value, time.Duration(secs * float64(time.Second)), true, nil
 }
 
-// Put keeps value (JSON) under key, learnt now.
+// Put keeps value (JSON) under key, learnt now. The answers of the
+// source's other accounts go: they are a previous token's.
 func (m *Memo) Put(ctx context.Context, key string, value []byte) error {
-	_, err := m.db.Exec(ctx, `INSERT INTO source_memos (source, key, value, stored_at) VALUES ($1, $2, $3, now())
-ON CONFLICT (source, key) DO UPDATE SET value = EXCLUDED.value, stored_at = EXCLUDED.stored_at`, m.source, key, value)
+	_, err := m.db.Exec(ctx, `WITH gone AS (DELETE FROM source_memos WHERE source = $1 AND account <> $2 AND key = $3)
+INSERT INTO source_memos (source, account, key, value, stored_at) VALUES ($1, $2, $3, $4, now())
+ON CONFLICT (source, account, key) DO UPDATE SET value = EXCLUDED.value, stored_at = EXCLUDED.stored_at`, m.source, m.account, key, value)
 	if err != nil {
 		return fmt.Errorf("write memo %s of source %s: %w", key, m.source, err)
 	}

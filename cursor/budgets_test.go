@@ -78,16 +78,28 @@ func TestTakeQuotaSurvivesARestart(t *testing.T) {
 	}
 }
 
-// A memo kept by one process is read by the next, with its age.
+// A memo kept by one process is read by the next, with its age, for the
+// same account only; another account's answer replaces it.
 func TestMemoOutlivesTheProcess(t *testing.T) {
 	ctx, pool, _ := setup(t)
-	if _, _, ok, err := cursor.New(pool).Memo("tg").Get(ctx, "me"); ok || err != nil {
+	defer func() {
+		if _, _, ok, err := cursor.New(pool).Memo("tg", "b").Get(ctx, "me"); ok || err != nil {
+			t.Fatalf("account b reads account a's memo: %v, %v", ok, err)
+		}
+		if err := cursor.New(pool).Memo("tg", "b").Put(ctx, "me", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok, err := cursor.New(pool).Memo("tg", "a").Get(ctx, "me"); ok || err != nil {
+			t.Fatalf("account a's memo outlived account b's: %v, %v", ok, err)
+		}
+	}()
+	if _, _, ok, err := cursor.New(pool).Memo("tg", "a").Get(ctx, "me"); ok || err != nil {
 		t.Fatalf("an empty memo: %v, %v", ok, err)
 	}
-	if err := cursor.New(pool).Memo("tg").Put(ctx, "me", []byte(`{"timezone":"Europe/Berlin"}`)); err != nil {
+	if err := cursor.New(pool).Memo("tg", "a").Put(ctx, "me", []byte(`{"timezone":"Europe/Berlin"}`)); err != nil {
 		t.Fatal(err)
 	}
-	v, age, ok, err := cursor.New(pool).Memo("tg").Get(ctx, "me")
+	v, age, ok, err := cursor.New(pool).Memo("tg", "a").Get(ctx, "me")
 	if err != nil || !ok || !strings.Contains(string(v), "Europe/Berlin") || age < 0 || age > time.Minute {
 		t.Fatalf("memo %s, age %s, %v, %v", v, age, ok, err)
 	}

@@ -475,6 +475,27 @@ func TestStartBackfillWindowsTotal(t *testing.T) {
 	}
 }
 
+// A resource listed whole (not by date) is backfilled as one window: its
+// progress reads 1/1 when done, queued or started, whatever the window size.
+func TestBackfillOfAnUndatedResourceIsOneWindow(t *testing.T) {
+	ctx, _, s := setup(t)
+	p := cursor.BackfillParams{Source: "acme", Resource: "projects", From: jan1, To: jan31, WindowDays: 7}
+	started, err := s.StartBackfill(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Source = "other"
+	queued, err := s.QueueBackfill(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []cursor.Backfill{started, queued} {
+		if b.WindowsTotal != 1 || b.WindowDays != 31 {
+			t.Errorf("%s/%s %s: %d windows of %d days, want 1 of 31", b.Source, b.Resource, b.Status, b.WindowsTotal, b.WindowDays)
+		}
+	}
+}
+
 func TestBackfillResume(t *testing.T) {
 	ctx, db, s := setup(t)
 	p := cursor.BackfillParams{Source: "acme", Resource: "time_entries", From: jan1, To: jan31, WindowDays: 7}

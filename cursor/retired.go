@@ -57,3 +57,23 @@ ON CONFLICT (source) DO UPDATE SET retired_at = now(), retired_by = EXCLUDED.ret
 	}
 	return tag.RowsAffected() > 0, nil
 }
+
+// Unretire brings names back into the view: a retired source configured
+// again on a live replica shows again and, dropped again, is counted as
+// not served again (issue 30, 5). It returns the names it brought back.
+func (s *Store) Unretire(ctx context.Context, names []string) ([]string, error) {
+	rows, err := s.db.Query(ctx, `DELETE FROM retired_sources WHERE source = ANY($1) RETURNING source`, names)
+	if err != nil {
+		return nil, fmt.Errorf("unretire sources: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("unretire sources: %w", err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}

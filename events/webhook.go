@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/rs/zerolog"
+
+	"github.com/tidemarkhq/tidemark/internal/redact"
 )
 
 // Endpoint is a webhook consumer: every event, POSTed to URL, signed per
@@ -279,11 +282,11 @@ func (d *deliveryWorker) Work(ctx context.Context, job *river.Job[deliveryArgs])
 	}
 	if errors.Is(err, errGone) {
 		note := fmt.Sprintf("%s answered 410 Gone at %s: deliveries stopped; fix the endpoint, then `tidemark events reset --consumer %s --enable` and `tidemark events redrive --consumer %s`",
-			ep.URL, time.Now().UTC().Format(time.RFC3339), a.Consumer, a.Consumer)
+			redact.URL(ep.URL), time.Now().UTC().Format(time.RFC3339), a.Consumer, a.Consumer)
 		if derr := pgx.BeginFunc(ctx, d.w.p.Pool, func(tx pgx.Tx) error { return Disable(ctx, tx, a.Consumer, note) }); derr != nil {
 			return fmt.Errorf("%w (and disabling the consumer failed: %v)", err, derr)
 		}
-		d.w.p.Log.Error().Str("consumer", a.Consumer).Str("url", ep.URL).Msg("webhook endpoint answered 410 Gone: consumer disabled")
+		d.w.p.Log.Error().Str("consumer", a.Consumer).Str("url", redact.URL(ep.URL)).Msg("webhook endpoint answered 410 Gone: consumer disabled")
 		return river.JobCancel(err)
 	}
 	if time.Since(job.CreatedAt) >= ep.Window {
@@ -344,7 +347,7 @@ func (d *deliveryWorker) post(ctx context.Context, ep Endpoint, id string, body 
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		return river.JobCancel(fmt.Errorf("webhook %q: %w", ep.Name, err))
+		return river.JobCancel(fmt.Errorf("webhook %q, url %s: %w", ep.Name, redact.URL(ep.URL), withoutURL(err)))
 	}
 	req.Header.Set("content-type", "application/json")
 	req.Header.Set("user-agent", "tidemark-webhooks")
@@ -353,7 +356,7 @@ func (d *deliveryWorker) post(ctx context.Context, ep Endpoint, id string, body 
 	req.Header.Set("webhook-signature", sig)
 	resp, err := d.w.p.HTTPClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", ep.URL, err)
+		return fmt.Errorf("POST %s: %w", redact.URL(ep.URL), withoutURL(err))
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
@@ -363,10 +366,21 @@ func (d *deliveryWorker) post(ctx context.Context, ep Endpoint, id string, body 
 	case resp.StatusCode == http.StatusGone:
 		return errGone
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return fmt.Errorf("POST %s: %s: redirects are not followed (update the endpoint's url)", ep.URL, resp.Status)
+		return fmt.Errorf("POST %s: %s: redirects are not followed (update the endpoint's url)", redact.URL(ep.URL), resp.Status)
 	default:
-		return fmt.Errorf("POST %s: %s: %s", ep.URL, resp.Status, strings.TrimSpace(string(snippet)))
+		return fmt.Errorf("POST %s: %s: %s", redact.URL(ep.URL), resp.Status, strings.TrimSpace(string(snippet)))
 	}
+}
+
+// withoutURL drops the URL Go's client and parser put in their errors (the
+// caller prints it through redact.URL): Go hides the password, not a
+// token in the query.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	return err
 }
 
 // Delivery is one webhook delivery as `tidemark events deliveries` shows it.

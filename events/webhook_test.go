@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/events"
 	"github.com/tidemarkhq/tidemark/events/eventstest"
+	"github.com/tidemarkhq/tidemark/internal/logtest"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
 )
 
@@ -270,5 +272,83 @@ func TestWebhooksFollowNoRedirect(t *testing.T) {
 	defer elsewhere.mu.Unlock()
 	if len(elsewhere.tries) > 0 {
 		t.Fatalf("the host the redirect named got %v", elsewhere.tries)
+	}
+}
+
+// Issue 30, S1: an endpoint's URL may carry a password (Go sends it as
+// Basic auth) or a token in its query; neither reaches river_job.errors,
+// `tidemark events deliveries` (events.Deliveries), the consumer's note or
+// the logs, whether the endpoint fails, answers 410 or cannot be reached.
+func TestWebhookURLSecretsStayOut(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	rcv := newReceiver(t, oldSecret)
+	rcv.answer = func(string, int) int { return http.StatusInternalServerError }
+	failing := httptest.NewServer(rcv)
+	defer failing.Close()
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusGone) }))
+	defer gone.Close()
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // nothing listens there any more
+	secret := func(u string) string {
+		return strings.Replace(u, "http://", "http://tidemark:PASSWORD@", 1) + "/hook?token=QUERYTOKEN"
+	}
+	var logs logtest.Buffer
+	p := events.WebhookParams{Pool: pool, Endpoints: []events.Endpoint{
+		{Name: "failing", URL: secret(failing.URL), Secrets: []string{oldSecret}},
+		{Name: "gone", URL: secret(gone.URL), Secrets: []string{oldSecret}},
+		{Name: "down", URL: secret(down.URL), Secrets: []string{oldSecret}},
+	}}
+	p.RetryBase, p.PollEvery = 20*time.Millisecond, 100*time.Millisecond
+	p.Log = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), &logs)).Level(zerolog.DebugLevel)
+	w, err := events.NewWebhooks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(sctx)
+	})
+	eventstest.Apply(t, pool, "acme", clients.Clients, eventstest.Client("1", eventstest.T0, "A"))
+	var ds []events.Delivery
+	var cs []events.ConsumerStatus
+	waitFor(t, func() bool {
+		ds, _ = events.Deliveries(ctx, pool, events.DeliveriesParams{})
+		cs, _ = events.Consumers(ctx, pool)
+		failed := map[string]bool{}
+		for _, d := range ds {
+			if d.LastError != "" {
+				failed[d.Consumer] = true
+			}
+		}
+		disabled := false
+		for _, c := range cs {
+			disabled = disabled || (c.Name == "gone" && c.Status == "disabled")
+		}
+		return failed["failing"] && failed["down"] && disabled
+	})
+	var stored string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(string_agg(errors::text, ' '), '') FROM river_job`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	for _, d := range ds {
+		fmt.Fprintf(&seen, "%s: %s\n", d.Consumer, d.LastError)
+	}
+	for _, c := range cs {
+		fmt.Fprintf(&seen, "%s: %s\n", c.Name, c.Note)
+	}
+	for where, text := range map[string]string{"river_job.errors": stored, "deliveries and notes": seen.String(), "logs": logs.String()} {
+		if strings.Contains(text, "PASSWORD") || strings.Contains(text, "QUERYTOKEN") {
+			t.Errorf("%s holds a secret of the URL:\n%s", where, text)
+		}
+	}
+	if !strings.Contains(stored, "tidemark:xxxxx@127.0.0.1") {
+		t.Errorf("river_job.errors does not name the endpoint (redacted): %s", stored)
 	}
 }

@@ -70,6 +70,10 @@ type Peer struct {
 	ID       string
 	Sources  map[string]string // nil: an older member that serves every source
 	ConfigAt time.Time
+	// SourceSince is when each of its sources' config first appeared in
+	// the fleet, for the sources whose configs differ between live members
+	// (the only ones compared); ConfigAt stands in for one missing.
+	SourceSince map[string]time.Time
 }
 
 // peerCache keeps the members' sources between heartbeats, by digest, and
@@ -78,6 +82,8 @@ type peerCache struct {
 	byID     map[string]peerSources
 	sent     session
 	sentHash string
+
+	since map[configKey]time.Time // configSince's answers: they never change
 
 	encodedMap    unsafe.Pointer // the map encoded last (encode)
 	encodedLen    int
@@ -135,13 +141,34 @@ func (l *Leaser) HeartbeatPeers(ctx context.Context, m Member, ttl time.Duration
 	}
 	ctx, cancel := l.statement(ctx)
 	defer cancel()
+	if err := l.writeMember(ctx, m); err != nil {
+		return nil, err
+	}
+	lives, err := l.readLive(ctx, m, ttl)
+	if err != nil {
+		l.failed()
+		return nil, err
+	}
+	peers := l.peerList(lives)
+	if l.peers.since == nil {
+		l.peers.since = map[configKey]time.Time{}
+	}
+	if err := configSince(ctx, l.conn, peers, l.peers.since); err != nil {
+		l.failed()
+		return nil, err
+	}
+	return peers, nil
+}
+
+// writeMember heartbeats m's row, with its sources when they changed or
+// the session is new (a new row): not a few hundred kB every heartbeat of
+// a large fleet. The sources' configs are recorded first (configSince).
+func (l *Leaser) writeMember(ctx context.Context, m Member) error {
 	srcJSON, digest := l.peers.encode(m.Sources)
 	var configAt *time.Time
 	if !m.ConfigAt.IsZero() {
 		configAt = &m.ConfigAt
 	}
-	// The sources are written when they change, or on a new session (a
-	// new row): not a few hundred kB every heartbeat of a large fleet.
 	hash := fmt.Sprintf("%s/%d", digest, m.ConfigAt.UnixNano())
 	send := l.peers.sent != l.sess || l.peers.sentHash != hash
 	beat := func(send bool) (inserted bool, err error) {
@@ -153,38 +180,49 @@ func (l *Leaser) HeartbeatPeers(ctx context.Context, m Member, ttl time.Duration
 			src, at, send, hash).Scan(&inserted)
 		return inserted, err
 	}
-	inserted, err := beat(send)
+	var err error
+	if send {
+		err = recordConfigs(ctx, l.conn, m.Sources)
+	}
+	var inserted bool
+	if err == nil {
+		inserted, err = beat(send)
+	}
 	if err == nil && inserted && !send {
 		// The row was gone (deleted by hand): written again whole.
 		_, err = beat(true)
 	}
 	if err != nil {
-		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
-			return nil, fmt.Errorf("fleet heartbeat: table fleet_members is missing: run `tidemark migrate`: %w", err)
-		}
-		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42703" {
-			return nil, fmt.Errorf("fleet heartbeat: fleet_members has no sources column: run `tidemark migrate`: %w", err)
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703") {
+			return fmt.Errorf("fleet heartbeat: %s: run `tidemark migrate`: %w", pe.Message, err)
 		}
 		l.failed()
-		return nil, fmt.Errorf("fleet heartbeat of %s: %w", m.ID, err)
+		return fmt.Errorf("fleet heartbeat of %s: %w", m.ID, err)
 	}
 	l.peers.sent, l.peers.sentHash = l.sess, hash
+	return nil
+}
+
+// liveMember is a live member's row: its sources' digest (nil: it says
+// nothing of its sources) and its load time.
+type liveMember struct {
+	id       string
+	digest   *string
+	configAt *time.Time
+}
+
+// readLive lists the live members and reads into the cache the sources of
+// those whose digest changed (m's own are known here, not read back).
+func (l *Leaser) readLive(ctx context.Context, m Member, ttl time.Duration) ([]liveMember, error) {
 	rows, err := l.conn.Query(ctx, sqlLive, ttl.String())
 	if err != nil {
-		l.failed()
 		return nil, fmt.Errorf("fleet members: %w", err)
 	}
-	type live struct {
-		id       string
-		digest   *string
-		configAt *time.Time
-	}
-	lives, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (live, error) {
-		var v live
+	lives, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (liveMember, error) {
+		var v liveMember
 		return v, r.Scan(&v.id, &v.digest, &v.configAt)
 	})
 	if err != nil {
-		l.failed()
 		return nil, fmt.Errorf("fleet members: %w", err)
 	}
 	if l.peers.byID == nil {
@@ -193,7 +231,6 @@ func (l *Leaser) HeartbeatPeers(ctx context.Context, m Member, ttl time.Duration
 	var stale []string
 	for _, v := range lives {
 		if v.id == m.ID && v.digest != nil {
-			// Its own: known here, not read back.
 			l.peers.byID[v.id] = peerSources{digest: *v.digest, sources: m.Sources}
 			continue
 		}
@@ -203,10 +240,15 @@ func (l *Leaser) HeartbeatPeers(ctx context.Context, m Member, ttl time.Duration
 	}
 	if len(stale) > 0 {
 		if err := l.readPeerSources(ctx, stale); err != nil {
-			l.failed()
 			return nil, err
 		}
 	}
+	return lives, nil
+}
+
+// peerList turns the live rows into peers with their cached sources; the
+// members gone are forgotten.
+func (l *Leaser) peerList(lives []liveMember) []Peer {
 	peers := make([]Peer, 0, len(lives))
 	seen := make(map[string]peerSources, len(lives))
 	for _, v := range lives {
@@ -221,8 +263,8 @@ func (l *Leaser) HeartbeatPeers(ctx context.Context, m Member, ttl time.Duration
 		}
 		peers = append(peers, p)
 	}
-	l.peers.byID = seen // the members gone are forgotten
-	return peers, nil
+	l.peers.byID = seen
+	return peers
 }
 
 // readPeerSources reads the sources of the members named into the cache;
@@ -270,14 +312,17 @@ ORDER BY m.id`, ttl.String())
 	if err != nil {
 		return nil, fmt.Errorf("fleet members: %w", err)
 	}
+	if err := configSince(ctx, q, peers, map[configKey]time.Time{}); err != nil {
+		return nil, err
+	}
 	return peers, nil
 }
 
 // Servers returns, for each source a live member has configured, the ids
 // of the members that may own it, sorted. Members with different configs
 // for one source (their fingerprints differ): the newest config wins (the
-// latest ConfigAt, then the greater fingerprint, so that every member
-// picks the same), and the members with another config serve it not at
+// one that appeared in the fleet last, SourceSince, then the greater
+// fingerprint, so that every member picks the same), and the members with another config serve it not at
 // all: two configs of one account never poll it side by side. A member
 // that says nothing of its sources (older) may serve every source named.
 func Servers(peers []Peer) map[string][]string {
@@ -288,9 +333,13 @@ func Servers(peers []Peer) map[string][]string {
 	win := map[string]best{}
 	for _, p := range peers {
 		for name, fp := range p.Sources {
+			at, ok := p.SourceSince[name]
+			if !ok {
+				at = p.ConfigAt
+			}
 			b, ok := win[name]
-			if !ok || p.ConfigAt.After(b.at) || (p.ConfigAt.Equal(b.at) && fp > b.fp) {
-				win[name] = best{fp, p.ConfigAt}
+			if !ok || at.After(b.at) || (at.Equal(b.at) && fp > b.fp) {
+				win[name] = best{fp, at}
 			}
 		}
 	}

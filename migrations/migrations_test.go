@@ -154,3 +154,15 @@ func mustList(t *testing.T) []string {
 	}
 	return names
 }
+
+// Owns knows the tables of the migrated schema, River's, and no other.
+func TestOwnsTheMigratedTables(t *testing.T) {
+	for _, name := range []string{"time_entries", "cursors", "source_memos", "retired_sources", migrations.VersionTable, "river_job"} {
+		if !migrations.Owns(name) {
+			t.Errorf("Owns(%q) = false", name)
+		}
+	}
+	if migrations.Owns("crm_contacts") || migrations.Owns("") {
+		t.Error("Owns a table no migration creates")
+	}
+}

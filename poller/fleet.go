@@ -37,6 +37,9 @@ type fleet struct {
 	// (logged once per difference); refused the same for sources whose
 	// newer config is on another member.
 	differs, refused string
+	// unretired is the list of sources last brought back from retirement
+	// (fmt of the sorted names): done once per change of what it serves.
+	unretired string
 	// unownedSince: when the sources found without an owner were first
 	// seen so (the fleet's first member counts them, see watchUnowned).
 	unownedSince map[string]time.Time
@@ -125,6 +128,7 @@ func (d *Daemon) rebalance() {
 	// that does not know a source never owns it (issue 25).
 	assign := lease.AssignServed(peers)
 	d.noteDifferences(me, peers)
+	d.unretire(ctx, me)
 	var give []*lease.Lease
 	var giveNames, take []string
 	d.mu.Lock()
@@ -184,6 +188,34 @@ func (d *Daemon) rebalance() {
 	} else if fo, ok := d.p.metrics.(FleetObserver); ok {
 		fo.FleetSources(nil, nil)
 	}
+}
+
+// unretire brings this member's sources back from retirement once it
+// advertises them (heartbeat done): configured again, a retired source
+// shows again and is counted as not served when dropped again. One
+// statement per change of the member's sources, not per heartbeat.
+func (d *Daemon) unretire(ctx context.Context, me lease.Member) {
+	names := slices.Sorted(maps.Keys(me.Sources))
+	key := fmt.Sprint(names)
+	d.mu.Lock()
+	done := d.fleet.unretired == key
+	d.mu.Unlock()
+	if done || len(names) == 0 {
+		return
+	}
+	back, err := d.p.store.Unretire(ctx, names)
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.log.Warn().Err(err).Msg("could not bring this replica's retired sources back into view; trying again at the next heartbeat")
+		}
+		return
+	}
+	if len(back) > 0 {
+		d.log.Info().Strs("sources", back).Msg("retired sources configured again: shown again, and alerted on when no replica serves them")
+	}
+	d.mu.Lock()
+	d.fleet.unretired = key
+	d.mu.Unlock()
 }
 
 // noteDifferences logs, once per difference, that this member's sources

@@ -639,7 +639,7 @@ func (p *Poller) reconcile(ctx context.Context, s *Source, r clients.Resource, h
 // cannot look r up (ErrUnsupported) leaves the listing to judge alone.
 func (p *Poller) confirmAbsent(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource, w clients.Window,
 	tp upsert.TombstoneParams, l *listing, page func(context.Context, clients.Page) error) (err error) {
-	cf, ok := s.Source.(clients.Confirmer)
+	cf, ok := clients.As[clients.Confirmer](s.Source)
 	if !ok {
 		return nil
 	}
@@ -677,7 +677,7 @@ func (p *Poller) fence(ctx context.Context, held *lease.Lease) error {
 // recordMode records how the source read r, when it has more than one way
 // (clients.Moder), each time that changes.
 func (p *Poller) recordMode(ctx context.Context, log zerolog.Logger, s *Source, r clients.Resource) {
-	m, ok := s.Source.(clients.Moder)
+	m, ok := clients.As[clients.Moder](s.Source)
 	if !ok {
 		return
 	}

@@ -6,13 +6,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/logtest"
+	"github.com/tidemarkhq/tidemark/internal/slowdown"
 	"github.com/tidemarkhq/tidemark/schema"
 	"github.com/tidemarkhq/tidemark/upsert"
 )
@@ -77,4 +80,85 @@ func TestApplyLateEventDoesNotWinTheTie(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT notes FROM time_entries WHERE source = 'tg' AND id = '5'`).Scan(&notes); err != nil || notes != "newer" {
 		t.Fatalf("notes %q, %v: the late event rolled the row back", notes, err)
 	}
+}
+
+// panicky panics on its first event, as a decoder meeting a payload nobody
+// foresaw would, then decodes as entryDecoder.
+type panicky struct{ calls *atomic.Int32 }
+
+func (p panicky) DecodeEvent(r clients.Resource, payload []byte, fetched time.Time) ([]clients.Record, bool, error) {
+	if p.calls.Add(1) == 1 {
+		var m map[string]int
+		m["boom"]++ // a nil map: the kind of bug a recover must catch
+	}
+	return entryDecoder{}.DecodeEvent(r, payload, fetched)
+}
+
+// Issue 30, 9: a panic in the apply goroutine is recovered, logged with
+// the source, counted, and the intake keeps serving and applying.
+func TestApplyPanicIsRecoveredAndCounted(t *testing.T) {
+	t.Parallel()
+	pool, st, seal := withToggl(t)
+	ctx := context.Background()
+	var logs logtest.Buffer
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	in := &Intake{Store: st, Seal: seal, MaxBody: 4096, Apply: true, Log: zerolog.New(&logs).Level(zerolog.DebugLevel), Metrics: m,
+		Sources: map[string]Source{"tg": {Dialect: Toggl{}, Resources: []clients.Resource{clients.TimeEntries}, Decoder: panicky{&atomic.Int32{}}}}}
+	deliver := func(id, notes string) {
+		ev := togglEvent(id, notes)
+		req, _ := http.NewRequest(http.MethodPost, "/webhooks/tg", strings.NewReader(ev))
+		req.SetPathValue("source", "tg")
+		req.Header.Set(TogglSignatureHeader, TogglSign(togglSecret, []byte(ev)))
+		w := httptest.NewRecorder()
+		in.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("delivery %s answered %d", id, w.Code)
+		}
+	}
+	waitLog := func(what string) {
+		deadline := time.Now().Add(slowdown.Scale(30 * time.Second))
+		for !strings.Contains(logs.String(), what) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the logs: %s", what, logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	deliver("201", "first")
+	waitLog("the apply panicked")
+	if n := panicsOf(t, reg, "tg"); n != 1 {
+		t.Fatalf("tidemark_webhook_apply_panics_total{source=tg} = %v, want 1", n)
+	}
+	if l := logs.String(); !strings.Contains(l, `"source":"tg"`) || !strings.Contains(l, "panic") {
+		t.Fatalf("the panic's log line: %s", l)
+	}
+	deliver("202", "second")
+	waitLog("webhook record applied")
+	var notes string
+	if err := pool.QueryRow(ctx, `SELECT notes FROM time_entries WHERE source = 'tg' AND id = '5'`).Scan(&notes); err != nil || notes != "second" {
+		t.Fatalf("after the panic: notes %q, %v", notes, err)
+	}
+}
+
+// panicsOf reads tidemark_webhook_apply_panics_total{source}.
+func panicsOf(t *testing.T, reg *prometheus.Registry, source string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "tidemark_webhook_apply_panics_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "source" && l.GetValue() == source {
+					return mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -1,12 +1,15 @@
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -50,8 +53,11 @@ type Intake struct {
 	Seal    *Sealer // nil: KeyEnv unset; deliveries get 503
 	Sources map[string]Source
 	MaxBody int64
-	Log     zerolog.Logger
-	Metrics *Metrics
+	// BodyWithin bounds reading a delivery's body (DefaultBodyWithin when
+	// zero): a sender trickling it in is cut off.
+	BodyWithin time.Duration
+	Log        zerolog.Logger
+	Metrics    *Metrics
 	// Apply writes an accepted event's record through the versioned write
 	// after the answer (webhooks.apply); the triggered pass confirms it.
 	Apply bool
@@ -60,6 +66,10 @@ type Intake struct {
 	cache map[string]cached
 	slots chan struct{} // applies in flight
 }
+
+// DefaultBodyWithin is Intake.BodyWithin's default: a delivery's body is
+// a few kilobytes, sent at once.
+const DefaultBodyWithin = 10 * time.Second
 
 // MaxApplying bounds the event records being applied at once.
 const MaxApplying = 4
@@ -152,15 +162,8 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, msg, status)
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, in.MaxBody))
-	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			log.Warn().Int64("max_body", in.MaxBody).Msg("webhook body too large; refused")
-			answer(TooLarge, http.StatusRequestEntityTooLarge, "body too large")
-			return
-		}
-		answer(Invalid, http.StatusBadRequest, "could not read the body")
+	body, ok := in.readBody(w, r, log, answer)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), AnswerWithin)
@@ -237,17 +240,54 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.Metrics.delivery(name, out)
 	w.WriteHeader(http.StatusOK)
 	if in.Apply && src.Decoder != nil && len(ev.Record) > 0 && res != "" && (out == Accepted || out == ExpiredReplay) {
-		// After the answer, a few at a time; when all are busy the
-		// triggered pass alone brings the change.
-		select {
-		case in.applying() <- struct{}{}:
-			go func() {
-				defer func() { <-in.applying() }()
-				in.apply(log, name, src, res, ev.Record, observed(ev, arrived), arrived)
-			}()
-		default:
-		}
+		in.applyLater(log, name, src, res, ev, arrived)
 	}
+}
+
+// readBody reads the delivery's body, at most MaxBody bytes, before
+// BodyWithin (a body trickling in is cut off there, so that a stalled
+// sender holds no connection for ever); false when it answered.
+func (in *Intake) readBody(w http.ResponseWriter, r *http.Request, log zerolog.Logger, answer func(Outcome, int, string)) ([]byte, bool) {
+	within := cmp.Or(in.BodyWithin, DefaultBodyWithin)
+	// Not every ResponseWriter can (a recorder in a test): the server's
+	// ReadTimeout bounds the read then.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(within))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, in.MaxBody))
+	if err == nil {
+		return body, true
+	}
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		log.Warn().Int64("max_body", in.MaxBody).Msg("webhook body too large; refused")
+		answer(TooLarge, http.StatusRequestEntityTooLarge, "body too large")
+		return nil, false
+	}
+	log.Warn().Err(err).Str("remote", r.RemoteAddr).Dur("within", within).Msg("webhook body not read in time or broken off; refused")
+	answer(Invalid, http.StatusBadRequest, "could not read the body")
+	return nil, false
+}
+
+// applyLater applies an accepted event's record after the answer, a few
+// at a time; when all are busy the triggered pass alone brings the change.
+// A panic there (a decoder meeting a payload nobody foresaw) is logged
+// and counted, and the intake keeps serving: the pass reads the record.
+func (in *Intake) applyLater(log zerolog.Logger, name string, src Source, res clients.Resource, ev Event, arrived time.Time) {
+	select {
+	case in.applying() <- struct{}{}:
+	default:
+		return
+	}
+	go func() {
+		defer func() { <-in.applying() }()
+		defer func() {
+			if p := recover(); p != nil {
+				in.Metrics.applyPanic(name)
+				log.Error().Str("resource", string(res)).Str("panic", fmt.Sprint(p)).Str("stack", string(debug.Stack())).
+					Msg("webhook record not applied: the apply panicked (a bug; the pass will read the record)")
+			}
+		}()
+		in.apply(log, name, src, res, ev.Record, observed(ev, arrived), arrived)
+	}()
 }
 
 // observed is when an event's record was the entity's state: when the

@@ -12,6 +12,7 @@ type Metrics struct {
 	deliveries *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	passes     *prometheus.CounterVec
+	panics     *prometheus.CounterVec
 }
 
 // NewMetrics registers the webhook metrics in reg.
@@ -30,8 +31,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "tidemark_webhook_passes_total",
 			Help: "Targeted passes run for webhook triggers, by status (ok, failed, deferred: waiting for quota or the source's pass).",
 		}, []string{"source", "status"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tidemark_webhook_apply_panics_total",
+			Help: "Webhook records whose apply (webhooks.apply) panicked: recovered and logged, the triggered pass reads the record. Any is a bug.",
+		}, []string{"source"}),
 	}
-	reg.MustRegister(m.deliveries, m.latency, m.passes)
+	reg.MustRegister(m.deliveries, m.latency, m.passes, m.panics)
 	return m
 }
 
@@ -50,5 +55,11 @@ func (m *Metrics) eventToRow(source, resource, path string, d time.Duration) {
 func (m *Metrics) pass(source, status string) {
 	if m != nil {
 		m.passes.WithLabelValues(source, status).Inc()
+	}
+}
+
+func (m *Metrics) applyPanic(source string) {
+	if m != nil {
+		m.panics.WithLabelValues(source).Inc()
 	}
 }

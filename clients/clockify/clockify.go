@@ -436,8 +436,10 @@ type lister struct {
 	usersRead, projectsRead bool
 	// feedFrom is where the feed read starts.
 	feedFrom time.Time
-	// lastStart is the start of the last time entry listed (userEntries).
+	// lastStart is the start of the last time entry listed (userEntries),
+	// and disorder, when set, says where its page was not newest first.
 	lastStart time.Time
+	disorder  string
 }
 
 // decodeEntries runs decode (a page of time entries) and, when it met a
@@ -540,7 +542,7 @@ func (l *lister) listed(ctx context.Context, r clients.Resource, path string, q 
 	}
 	ids, n := listing.IDs(recs), len(recs)
 	if r == clients.TimeEntries && n > 0 {
-		l.lastStart, _ = recs[n-1].Row[schema.TE.Started].(time.Time)
+		l.lastStart, l.disorder = newestFirst(recs)
 	}
 	c.log.Debug().Str("resource", string(r)).Int("page", l.page).Int("records", len(recs)).Msg("page fetched")
 	if err := l.fn(ctx, clients.Page{Resource: r, Number: l.page, SourceTime: resp.Date, Records: recs}); err != nil {
@@ -623,10 +625,16 @@ func (l *lister) userEntries(ctx context.Context, path string, start, end time.T
 		if !upper.IsZero() {
 			q.Set("end", stamp(upper))
 		}
-		l.lastStart = time.Time{}
+		l.lastStart, l.disorder = time.Time{}, ""
 		_, n, err := l.listed(ctx, clients.TimeEntries, path, q)
 		if err != nil {
 			return err
+		}
+		if l.disorder != "" {
+			// The walk goes on below the last entry's start: on a page in
+			// another order, the entries between would be skipped.
+			return fmt.Errorf("%s: %s: %w: page %d is not newest first (%s): the walk cannot go on below it without skipping entries",
+				c.name, path, clients.ErrCapped, l.page, l.disorder)
 		}
 		if n < c.pageSize {
 			return nil
@@ -642,6 +650,21 @@ func (l *lister) userEntries(ctx context.Context, path string, start, end time.T
 		}
 		upper = next
 	}
+}
+
+// newestFirst returns the start of the last of recs (time entries), and
+// where a start is later than the one before ("" when the page is newest
+// first, as the keyset walk needs).
+func newestFirst(recs []clients.Record) (time.Time, string) {
+	var prev time.Time
+	for i := range recs {
+		s, _ := recs[i].Row[schema.TE.Started].(time.Time)
+		if i > 0 && s.After(prev) {
+			return s, fmt.Sprintf("entry %s starts at %s, after %s", recs[i].ID, stamp(s), stamp(prev))
+		}
+		prev = s
+	}
+	return prev, ""
 }
 
 // tasks lists every project's tasks.

@@ -991,6 +991,7 @@ func TestConformance(t *testing.T) {
 		caps.Deletions[r] = conformance.Reconciled
 		caps.ListingClock[r], caps.ListedWhole[r] = true, true
 	}
+	caps.Scopes = []string{"workspace", "users"}
 	conformance.Run(t, conformance.Provider[*clockifytest.Server]{
 		Caps: caps,
 		Fake: func(now func() time.Time) *clockifytest.Server {
@@ -1002,6 +1003,7 @@ func TestConformance(t *testing.T) {
 					RateLimit: o.RateLimit, Resources: clockify.Resources, Env: provider.Env{Logger: log, OnResponse: o.OnResponse}},
 				WorkspaceID: f.WorkspaceID(), SafetyLag: time.Second,
 				FirstSyncDays: 1, // the suite's entries are all recent; fewer requests per listing
+				PageSize:      o.PageSize, UserIDs: conformanceUsers[o.Scope],
 			})
 		},
 		Put: conformancePut,
@@ -1010,6 +1012,10 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// conformanceUsers are the UserIDs of each scope the suite builds a
+// source in: every user of the workspace, or the one configured.
+var conformanceUsers = map[string][]string{"users": {userID}}
 
 // Ids the suite's records point at.
 const (
@@ -1268,4 +1274,32 @@ func requestsTo(f *clockifytest.Server, match func(path string) bool) int {
 		}
 	}
 	return n
+}
+
+// The per-user keyset walk goes on below the start of a page's last entry,
+// which is the oldest only when the page is newest first (issue 30, item
+// 10). A server that serves oldest first (or in any other order) must not
+// make the walk skip the entries between: the listing fails visibly, capped,
+// and names the order, whatever the window.
+func TestPerUserListingOutOfOrderIsCapped(t *testing.T) {
+	t.Parallel()
+	clk := fakeapi.NewClock(t0)
+	f := newFake(t, clk, clockifytest.Options{OldestFirst: true})
+	day := t0.Add(-10 * 24 * time.Hour)
+	ids := putEntries(f, userA, 7, day, time.Hour, time.Minute)
+	c := newClient(t, f, func(p *clockify.Params, _ *httpx.Config) { p.PageSize, p.UserIDs = 3, []string{userA} })
+	d := clients.DateOf(day)
+	got, err := sourcetest.Collect(t, c, clients.TimeEntries, clients.Window{From: d, To: d})
+	if !errors.Is(err, clients.ErrCapped) || !strings.Contains(err.Error(), "newest first") {
+		t.Fatalf("served %d of %d entries, err = %v; want ErrCapped naming the order", len(sourcetest.IDs(got)), len(ids), err)
+	}
+	pages := 0
+	for _, rq := range f.Requests() {
+		if strings.HasSuffix(rq.Path, "/time-entries") {
+			pages++
+		}
+	}
+	if pages != 1 {
+		t.Errorf("%d pages asked, want the first out-of-order page to end the listing", pages)
+	}
 }

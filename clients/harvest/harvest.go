@@ -397,7 +397,7 @@ func (c *Client) walk(ctx context.Context, r clients.Resource, parent, first str
 			if next, err = c.resolveNext(link); err != nil {
 				f.Err = c.dec.Errf(string(r), page, "links.next", err.Error(), nil)
 			} else if seen[next] {
-				f.Err = c.dec.Errf(string(r), page, "links.next", "points back at a page already listed", nil)
+				f.Err = fmt.Errorf("%w (%w)", c.dec.Errf(string(r), page, "links.next", "points back at a page already listed", nil), clients.ErrCapped)
 			}
 		}
 		if f.Err == nil {

@@ -793,7 +793,7 @@ func TestConformance(t *testing.T) {
 			return harvest.New(harvest.Params{
 				Base: provider.Base{Name: "harvest-conf", BaseURL: f.URL(), Token: f.Token(), RateLimit: o.RateLimit,
 					Resources: conformanceResources, Env: provider.Env{Contact: "ops@example.com", Logger: log, OnResponse: o.OnResponse}},
-				AccountID: f.AccountID(),
+				AccountID: f.AccountID(), PerPage: o.PageSize,
 			})
 		},
 		Put:    conformancePut,

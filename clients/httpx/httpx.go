@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	urlredact "github.com/tidemarkhq/tidemark/internal/redact"
 	"golang.org/x/time/rate"
 )
 
@@ -417,7 +418,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 func CheckBaseURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("base_url %q is not an http(s) URL", raw)
+		return fmt.Errorf("base_url %q is not an http(s) URL", urlredact.URL(raw))
 	}
 	return nil
 }

@@ -155,11 +155,7 @@ func (a *Anchored) Walk(ctx context.Context, spans []Span, get func(context.Cont
 // the walk reached the last page with every boundary sound, else the key
 // to go on from (records with that key are served again).
 func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(context.Context, Query) (KeyedPage, error)) (clients.Date, string, error) {
-	base := len(a.hist)
-	here := map[string]int{} // ids served by this walk, with the page
-	var prev KeyedPage
-	total := -1
-	grew := false // a boundary showed records pushed down: the head is growing
+	s := &seg{a: a, from: from, to: to, base: len(a.hist), here: map[string]int{}, total: -1}
 	for n := 1; ; n++ {
 		p, err := get(ctx, Query{From: from, To: to, Page: n})
 		if err != nil {
@@ -168,92 +164,29 @@ func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(
 		if err := a.inBounds(n, p, from, to); err != nil {
 			return clients.Date{}, "", err
 		}
-		cur := len(a.hist)
-		a.now = p.Clock
-		if a.start.IsZero() {
-			a.start = p.Clock.Truncate(time.Second)
+		if err := s.stuck(n, p); err != nil {
+			return clients.Date{}, "", err
 		}
-		var anchor clients.Date
-		var patch []int // boundaries to read again by their dates
-		reason := ""
-		flag := func(key clients.Date, format string, args ...any) {
-			if anchor.IsZero() || key.After(anchor) {
-				anchor, reason = key, fmt.Sprintf(format, args...)
-			}
-		}
-		if n == 1 {
-			total = p.Total
-		}
-		m, trust := 0, false // m: records of the page before served again at the top of this one
-		if n > 1 && !prev.Keyset {
-			m = overlap(prev, p)
-			switch {
-			case m > 0:
-				// Contiguous: whatever changed above pushed records down.
-				grew = true
-			case p.Total != total:
-				// A record left or joined the pages already served: what
-				// a departure moved up past the boundary was not served.
-				flag(a.hist[cur-1].last, "the total changed from %d to %d", total, p.Total)
-			case len(p.Keys) > 0 && len(prev.Keys) > 0 && p.Keys[0].After(prev.Keys[len(prev.Keys)-1]):
-				flag(a.hist[cur-1].last, "page %d starts above where page %d ended", n, n-1)
-			default:
-				trust = true
-			}
-		}
-		total = p.Total
-		last := to
-		if len(p.IDs) > 0 {
-			last = p.Keys[len(p.Keys)-1]
-		} else if cur > base {
-			last = a.hist[cur-1].last
-		}
-		first := last
-		if len(p.Keys) > 0 {
-			first = p.Keys[0]
-		}
-		a.hist = append(a.hist, mark{clock: p.Clock, first: first, last: last, trust: trust})
-		for i := m; i < len(p.IDs); i++ {
-			id := p.IDs[i]
-			if f, ok := a.served[id]; ok && p.Keys[i].Before(f.key) {
-				if i >= len(p.Versions) || p.Versions[i].IsZero() {
-					// No stamp to tell when it moved: from where it was.
-					if k, ok := a.hidden(f.at); ok {
-						flag(k, "id %s moved from %s to %s", id, f.key, p.Keys[i])
-					}
-				}
-			} else if j, ok := here[id]; ok && !p.Keys[i].Before(a.hist[j].last) {
-				flag(a.hist[j].last, "id %s served again on page %d", id, n)
-			}
-		}
-		patch = a.suspects(p, m, !from.IsZero())
-		for i, id := range p.IDs {
-			a.served[id] = served{at: cur, key: p.Keys[i], clock: p.Clock}
-			if _, ok := here[id]; !ok {
-				here[id] = cur
-			}
-		}
+		s.anchor, s.reason = clients.Date{}, ""
+		m := s.boundary(n, p)
+		last := s.mark(p, m)
+		s.moved(n, p, m)
+		patch := a.suspects(p, m, !from.IsZero())
+		s.note(p)
 		if err := a.patch(ctx, patch, get); err != nil {
 			return clients.Date{}, "", err
 		}
-		if p.More && !p.Keyset && p.Size > 0 && len(p.IDs) < p.Size {
-			switch {
-			case len(p.IDs) > 0:
-				flag(last, "page %d held %d of %d records but was not the last", n, len(p.IDs), p.Size)
-			case n > 1:
-				flag(last, "page %d was empty but not the last", n)
-			default:
-				return clients.Date{}, "", fmt.Errorf("%s: %w: page 1 was empty but not the last", a.What, clients.ErrCapped)
-			}
+		if err := s.short(n, p, last); err != nil {
+			return clients.Date{}, "", err
 		}
-		if anchor.IsZero() && grew && !a.Head.IsZero() && p.More && !p.Keyset && (to.IsZero() || !to.Before(a.Head)) && last.Before(a.Head) {
-			flag(last, "below the head (%s): going on without it", a.Head)
+		if s.anchor.IsZero() && s.grew && !a.Head.IsZero() && p.More && !p.Keyset && (to.IsZero() || !to.Before(a.Head)) && last.Before(a.Head) {
+			s.flag(last, "below the head (%s): going on without it", a.Head)
 		}
-		if !anchor.IsZero() {
-			if !from.IsZero() && anchor.Before(from) {
-				return clients.Date{}, "", fmt.Errorf("%s: %w: no date to go on from (%s)", a.What, clients.ErrCapped, reason)
+		if !s.anchor.IsZero() {
+			if !from.IsZero() && s.anchor.Before(from) {
+				return clients.Date{}, "", fmt.Errorf("%s: %w: no date to go on from (%s)", a.What, clients.ErrCapped, s.reason)
 			}
-			return anchor, reason, nil
+			return s.anchor, s.reason, nil
 		}
 		if !p.More {
 			if p.Total >= 0 && !p.Keyset && p.TotalPages > n {
@@ -261,8 +194,161 @@ func (a *Anchored) segment(ctx context.Context, from, to clients.Date, get func(
 			}
 			return clients.Date{}, "", nil
 		}
-		prev = p
+		s.prev = p
 	}
+}
+
+// seg is one walk of a span's pages from page 1 (segment).
+type seg struct {
+	a        *Anchored
+	from, to clients.Date
+	base     int            // the first mark of this walk in a.hist
+	here     map[string]int // ids served by this walk, with the mark of their page
+	prev     KeyedPage
+	total    int
+	grew     bool // a boundary showed records pushed down: the head is growing
+	trust    bool // the boundary before the latest page was taken on trust
+	still    int  // pages in a row that served no record new to this walk
+	// anchor and reason: the key to go on from after this page, and why
+	// (the highest flagged wins).
+	anchor clients.Date
+	reason string
+}
+
+// maxStill bounds the pages in a row that serve no record new to a walk:
+// a provider that ignores the page asked for (a caching proxy, a next link
+// that does not move) serves the first page for ever, a page fully pushed
+// down by creations takes a page's worth of them between two requests.
+const maxStill = 3
+
+func (s *seg) flag(key clients.Date, format string, args ...any) {
+	if s.anchor.IsZero() || key.After(s.anchor) {
+		s.anchor, s.reason = key, fmt.Sprintf(format, args...)
+	}
+}
+
+// stuck ends the walk capped when too many pages in a row served nothing
+// new (maxStill): bounded by what was served, not by a provider's count,
+// so that no repeating listing keeps its pass, its lease and the source's
+// budget for ever, or grows the marks by a page each request.
+func (s *seg) stuck(n int, p KeyedPage) error {
+	if n == 1 {
+		return nil
+	}
+	for _, id := range p.IDs {
+		if _, ok := s.here[id]; !ok {
+			s.still = 0
+			return nil
+		}
+	}
+	if s.still++; s.still >= maxStill && p.More {
+		return fmt.Errorf("%s: %w: pages %d to %d served no record not served before in this walk: the provider ignores the page asked for",
+			s.a.What, clients.ErrCapped, n-s.still+1, n)
+	}
+	return nil
+}
+
+// boundary checks the boundary between the page before and p: it returns
+// how many records of the page before p serves again at its top (pushed
+// down, m), and flags a boundary that cannot be proven.
+func (s *seg) boundary(n int, p KeyedPage) int {
+	a := s.a
+	cur := len(a.hist)
+	if n == 1 {
+		s.total = p.Total
+	}
+	m := 0
+	s.trust = false
+	if n > 1 && !s.prev.Keyset {
+		prev := s.prev
+		m = overlap(prev, p)
+		switch {
+		case m > 0:
+			// Contiguous: whatever changed above pushed records down.
+			s.grew = true
+		case p.Total != s.total:
+			// A record left or joined the pages already served: what
+			// a departure moved up past the boundary was not served.
+			s.flag(a.hist[cur-1].last, "the total changed from %d to %d", s.total, p.Total)
+		case len(p.Keys) > 0 && len(prev.Keys) > 0 && p.Keys[0].After(prev.Keys[len(prev.Keys)-1]):
+			s.flag(a.hist[cur-1].last, "page %d starts above where page %d ended", n, n-1)
+		default:
+			s.trust = true
+		}
+	}
+	s.total = p.Total
+	return m
+}
+
+// mark appends p's mark to the span's history and returns its last key.
+func (s *seg) mark(p KeyedPage, m int) clients.Date {
+	a := s.a
+	cur := len(a.hist)
+	last := s.to
+	if len(p.IDs) > 0 {
+		last = p.Keys[len(p.Keys)-1]
+	} else if cur > s.base {
+		last = a.hist[cur-1].last
+	}
+	first := last
+	if len(p.Keys) > 0 {
+		first = p.Keys[0]
+	}
+	a.hist = append(a.hist, mark{clock: p.Clock, first: first, last: last, trust: s.trust})
+	a.now = p.Clock
+	if a.start.IsZero() {
+		a.start = p.Clock.Truncate(time.Second)
+	}
+	return last
+}
+
+// moved flags the records of p (from m on) served before at a later key
+// (moved down, without a stamp to tell when), or served again by this
+// walk at or above where they were.
+func (s *seg) moved(n int, p KeyedPage, m int) {
+	a := s.a
+	for i := m; i < len(p.IDs); i++ {
+		id := p.IDs[i]
+		if f, ok := a.served[id]; ok && p.Keys[i].Before(f.key) {
+			if i >= len(p.Versions) || p.Versions[i].IsZero() {
+				// No stamp to tell when it moved: from where it was.
+				if k, ok := a.hidden(f.at); ok {
+					s.flag(k, "id %s moved from %s to %s", id, f.key, p.Keys[i])
+				}
+			}
+		} else if j, ok := s.here[id]; ok && !p.Keys[i].Before(a.hist[j].last) {
+			s.flag(a.hist[j].last, "id %s served again on page %d", id, n)
+		}
+	}
+}
+
+// note records where each record of p (the latest mark) was served.
+func (s *seg) note(p KeyedPage) {
+	a := s.a
+	cur := len(a.hist) - 1
+	for i, id := range p.IDs {
+		a.served[id] = served{at: cur, key: p.Keys[i], clock: p.Clock}
+		if _, ok := s.here[id]; !ok {
+			s.here[id] = cur
+		}
+	}
+}
+
+// short flags a page before the last that held less than a page; an
+// empty first page that is not the last ends the walk capped.
+func (s *seg) short(n int, p KeyedPage, last clients.Date) error {
+	if !p.More || p.Keyset || p.Size <= 0 || len(p.IDs) >= p.Size {
+		return nil
+	}
+	switch {
+	case len(p.IDs) > 0:
+		s.flag(last, "page %d held %d of %d records but was not the last", n, len(p.IDs), p.Size)
+	case n > 1:
+		s.flag(last, "page %d was empty but not the last", n)
+	default:
+		return fmt.Errorf("%s: %w: page 1 was empty but not the last", s.a.What, clients.ErrCapped)
+	}
+	return nil
 }
 
 // hidden returns the highest last key of a page just before a boundary

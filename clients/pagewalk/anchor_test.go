@@ -299,3 +299,52 @@ func TestAnchoredDayEditInPlaceCostsNothing(t *testing.T) {
 		t.Errorf("%d requests (err %v); want 3", l.reqs, err)
 	}
 }
+
+// A listing that ignores the page asked for (a caching proxy, a next link
+// that does not move) serves its first page for ever: the walk ends capped
+// within a few requests, whatever the head, the bounds or the paging
+// (numbers or a cursor). Before issue 30 a "next" page identical to the
+// one before counted as contiguous and the walk never ended.
+func TestAnchoredRepeatedPageEndsCapped(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		head   bool
+		span   Span
+		keyset bool
+	}{
+		{"open", false, Span{}, false},
+		{"head", true, Span{}, false},
+		{"bounded", true, Span{From: today.AddDays(-30), To: today}, false},
+		{"keyset", false, Span{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newDatedList(4, 3, 2, func(i int) int { return i })
+			a := &Anchored{What: "entries"}
+			if c.head {
+				a.Head = today.AddDays(-1)
+			}
+			const giveUp = 1000
+			err := a.Walk(t.Context(), []Span{c.span}, func(_ context.Context, q Query) (KeyedPage, error) {
+				if l.reqs >= giveUp {
+					return KeyedPage{}, fmt.Errorf("still walking after %d requests", l.reqs)
+				}
+				q.Page = 1 // the page asked for is ignored
+				p := l.query(q)
+				p.More, p.Keyset = true, c.keyset
+				return p, nil
+			})
+			if !errors.Is(err, clients.ErrCapped) {
+				t.Fatalf("after %d requests: %v, want ErrCapped", l.reqs, err)
+			}
+			// A cursor's repeat reads as a record served again: the walk
+			// re-anchors date by date, each date's page capped on its own
+			// (a few requests a record at most).
+			if l.reqs > 20 {
+				t.Errorf("capped after %d requests of a 4-record listing, want at most 20", l.reqs)
+			}
+			if len(a.hist) > l.reqs {
+				t.Errorf("%d marks for %d requests", len(a.hist), l.reqs)
+			}
+		})
+	}
+}

@@ -27,6 +27,10 @@
 //     deletion, so it is taken only when a second walk serves the very same
 //     ids in the same order.
 //
+// A fresh page that serves the very ids of a page already served in the
+// same walk (a provider that ignores the page or cursor asked for, a next
+// link that does not move) ends the listing capped at once.
+//
 // Otherwise it walks again, at most MaxWalks times in all, logging at Info
 // on the context's logger; a listing that would not hold still, or that the
 // provider cut short (fewer pages than its envelope promised, more than
@@ -61,6 +65,9 @@
 //   - A walk that has read past the head (today and yesterday, where new
 //     records land) and saw records created there re-anchors below it once,
 //     so that later creations never change the total of what is left.
+//   - Pages that serve no record new to the walk, three in a row, end it
+//     capped: a provider that ignores the page asked for would otherwise be
+//     walked for ever, holding its pass, its lease and the source's budget.
 //   - A date that alone fills the pages before a shift is paged on its own
 //     under the Walker's defence; only such a day may end capped, and the
 //     rest of the listing goes on first. Re-anchors above the walk's position
@@ -187,6 +194,7 @@ type walk struct {
 	seq               maphash.Hash
 	last, this        map[uint64]struct{} // id hashes of the previous and current page
 	bloom             bloom               // ids served on every page read so far (walks with a total)
+	prints            map[uint64]int      // each fresh page's ids (fingerprint), with its number
 	reason            string
 }
 
@@ -229,13 +237,38 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 		w.begin()
 	}
 	c := &w.cur
+	fresh := c.advance(p)
+	if err := w.repeated(p, fresh); err != nil {
+		return 0, err
+	}
+	w.checkIDs(p, fresh)
+	totalChanged := c.noteTotal(p)
+	w.checkChanges(p, fresh)
+	if p.More && !p.Keyset {
+		c.numbered = true
+	}
+	if totalChanged && c.numbered && c.reason == "" && c.pos > 1 {
+		if step, ok := w.rewind(ctx); ok {
+			return step, nil
+		}
+	}
+	if p.More {
+		return w.goOn(ctx, p)
+	}
+	return w.ended(ctx)
+}
+
+// advance moves the walk to the page just served and notes its size,
+// clock and total; it says whether the page number is fresh (not read
+// before in this walk).
+func (c *walk) advance(p Page) bool {
 	c.pages++
 	if c.backTo > 0 {
 		c.pos, c.backTo = c.backTo, 0
 	} else {
 		c.pos++
 	}
-	fresh := c.pos > c.maxPos // a page number not read before in this walk
+	fresh := c.pos > c.maxPos
 	c.maxPos = max(c.maxPos, c.pos)
 	for len(c.sizes) < c.pos {
 		c.sizes = append(c.sizes, 0)
@@ -246,6 +279,44 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 	if p.Total >= 0 && c.bloom.bits == nil {
 		c.bloom = newBloom(p.Total)
 	}
+	return fresh
+}
+
+// repeated ends the listing capped when a fresh page serves the very ids,
+// in the same order, of a page already served in this walk (an empty one
+// included): the provider ignores the page asked for (a caching proxy, a
+// next link that does not move), and every later page would be the same.
+// A page repeated by records pushed down would need a page's worth of
+// creations between two requests, twice over a walk's fingerprints: it
+// costs a capped pass, retried at the next tick. Memory: 8 bytes a page.
+func (w *Walker) repeated(p Page, fresh bool) error {
+	c := &w.cur
+	if !fresh {
+		return nil // read again on purpose (Back)
+	}
+	var h maphash.Hash
+	h.SetSeed(w.seed)
+	for _, id := range p.IDs {
+		h.WriteString(id)
+		h.WriteByte(0)
+	}
+	k := h.Sum64()
+	if at, ok := c.prints[k]; ok {
+		return fmt.Errorf("%s: %w: page %d serves the same %d records as page %d: the provider ignores the page asked for",
+			w.What, clients.ErrCapped, c.pos, len(p.IDs), at)
+	}
+	if c.prints == nil {
+		c.prints = map[uint64]int{}
+	}
+	c.prints[k] = c.pos
+	return nil
+}
+
+// checkIDs flags the ids of p that show the listing moved under the walk:
+// served on the page before, twice on this page, or changed during the
+// walk after being served on an earlier page.
+func (w *Walker) checkIDs(p Page, fresh bool) {
+	c := &w.cur
 	// A total that changed since the last page explains ids served again
 	// here (a record created above them pushed them down): the page before
 	// is read again below, and this check waits for that.
@@ -277,73 +348,93 @@ func (w *Walker) Page(ctx context.Context, p Page) (Step, error) {
 		c.seq.WriteByte(0)
 	}
 	c.last, c.this = c.this, c.last
-	totalChanged := false
+}
+
+// noteTotal keeps the first page's counts and clock, and says whether the
+// total changed since the page before.
+func (c *walk) noteTotal(p Page) bool {
 	if c.pages == 1 {
 		c.total, c.totalPages, c.start = p.Total, p.TotalPages, p.Clock
-	} else if p.Total != c.total {
-		totalChanged = true
-		c.totalChanged = true
-		c.total, c.totalPages = p.Total, p.TotalPages
+		return false
 	}
-	// Page 1 shows what changed before it; from page 2 on, a change in the
-	// same second as page 1 may already be a change made during the walk.
-	if c.pages > 1 && !c.start.IsZero() {
-		stamp, what := p.Newest, "changed"
-		if p.CreatedKnown {
-			// An edit in place moves nothing; a record created on a page
-			// not yet read may mask a deletion (the total stays the same).
-			stamp, what = p.Created, "was created"
-			switch {
-			case !fresh:
-				stamp = time.Time{}
-			case p.Total >= 0 && len(p.Creations) == len(p.IDs):
-				stamp = c.createdUnseen(p.Creations)
-			}
-		}
-		if !stamp.Before(c.start) && stamp.After(w.changed) {
-			if c.reason == "" {
-				w.changed = stamp
-			}
-			c.flag("a record %s after the walk began (%s)", what, stamp.UTC().Format(time.RFC3339))
-		}
+	if p.Total == c.total {
+		return false
 	}
-	if p.More && !p.Keyset {
-		c.numbered = true
-	}
-	if totalChanged && c.numbered && c.reason == "" && c.pos > 1 {
-		// A record was created or deleted between the last two pages:
-		// whatever a deletion moved up past the boundary is now at the end
-		// of the page before. Read it again (and this one after it).
-		limit := max(4, c.totalPages)
-		if w.MaxRewinds > 0 {
-			limit = w.MaxRewinds
-		}
-		if w.rewinds < limit {
-			w.rewinds++
-			c.backTo = c.pos - 1
-			clear(c.last)
-			zerolog.Ctx(ctx).Info().Str("listing", w.What).Int("page", c.backTo).Int("total", c.total).
-				Msg("listing shifted while walking; reading the page before again")
-			return Back, nil
-		}
-		c.flag("the total kept changing (now %d)", c.total)
-	}
-	if p.More {
-		if !p.Keyset {
-			if p.Size > 0 && len(p.IDs) < p.Size {
-				c.flag("page %d held %d of %d records but was not the last", c.pos, len(p.IDs), p.Size)
-			}
-		}
-		if w.MaxPages > 0 && c.pos >= w.MaxPages {
-			return 0, fmt.Errorf("%s: %w: more than %d pages", w.What, clients.ErrCapped, w.MaxPages)
-		}
-		if c.reason != "" && c.numbered {
-			return w.again(ctx, c.reason, true)
-		}
-		return Next, nil
-	}
+	c.totalChanged = true
+	c.total, c.totalPages = p.Total, p.TotalPages
+	return true
+}
 
-	// The walk ended here.
+// checkChanges flags a record changed (or created, when creation stamps
+// are known) after the walk began. Page 1 shows what changed before it;
+// from page 2 on, a change in the same second as page 1 may already be a
+// change made during the walk.
+func (w *Walker) checkChanges(p Page, fresh bool) {
+	c := &w.cur
+	if c.pages <= 1 || c.start.IsZero() {
+		return
+	}
+	stamp, what := p.Newest, "changed"
+	if p.CreatedKnown {
+		// An edit in place moves nothing; a record created on a page
+		// not yet read may mask a deletion (the total stays the same).
+		stamp, what = p.Created, "was created"
+		switch {
+		case !fresh:
+			stamp = time.Time{}
+		case p.Total >= 0 && len(p.Creations) == len(p.IDs):
+			stamp = c.createdUnseen(p.Creations)
+		}
+	}
+	if !stamp.Before(c.start) && stamp.After(w.changed) {
+		if c.reason == "" {
+			w.changed = stamp
+		}
+		c.flag("a record %s after the walk began (%s)", what, stamp.UTC().Format(time.RFC3339))
+	}
+}
+
+// rewind answers a change of total between the last two pages: whatever a
+// deletion moved up past the boundary is now at the end of the page
+// before. It reads that page again (and this one after it) while rewinds
+// are left (ok), else flags the walk.
+func (w *Walker) rewind(ctx context.Context) (Step, bool) {
+	c := &w.cur
+	limit := max(4, c.totalPages)
+	if w.MaxRewinds > 0 {
+		limit = w.MaxRewinds
+	}
+	if w.rewinds >= limit {
+		c.flag("the total kept changing (now %d)", c.total)
+		return 0, false
+	}
+	w.rewinds++
+	c.backTo = c.pos - 1
+	clear(c.last)
+	zerolog.Ctx(ctx).Info().Str("listing", w.What).Int("page", c.backTo).Int("total", c.total).
+		Msg("listing shifted while walking; reading the page before again")
+	return Back, true
+}
+
+// goOn decides after a page that is not the last: the next page, a new
+// walk when this one shifted, or the cap.
+func (w *Walker) goOn(ctx context.Context, p Page) (Step, error) {
+	c := &w.cur
+	if !p.Keyset && p.Size > 0 && len(p.IDs) < p.Size {
+		c.flag("page %d held %d of %d records but was not the last", c.pos, len(p.IDs), p.Size)
+	}
+	if w.MaxPages > 0 && c.pos >= w.MaxPages {
+		return 0, fmt.Errorf("%s: %w: more than %d pages", w.What, clients.ErrCapped, w.MaxPages)
+	}
+	if c.reason != "" && c.numbered {
+		return w.again(ctx, c.reason, true)
+	}
+	return Next, nil
+}
+
+// ended decides after the walk's last page: done, walked again, or capped.
+func (w *Walker) ended(ctx context.Context) (Step, error) {
+	c := &w.cur
 	if c.total >= 0 && !c.totalChanged && c.totalPages > c.pos {
 		return 0, fmt.Errorf("%s: %w: the provider stopped at page %d of the %d its envelope announced", w.What, clients.ErrCapped, c.pos, c.totalPages)
 	}

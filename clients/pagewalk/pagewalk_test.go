@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -334,5 +335,41 @@ func TestBloomSizeIsCapped(t *testing.T) {
 		if b := newBloom(n); len(b.bits)*8 > 16<<20 {
 			t.Fatalf("newBloom(%d): %d bytes", n, len(b.bits)*8)
 		}
+	}
+}
+
+// A listing whose pages repeat (a cursor or page number the provider
+// ignores, or two pages served in turn) ends capped within a few requests.
+func TestRepeatedPagesEndCapped(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		keyset bool
+		total  int
+		cycle  int // distinct pages served in turn
+	}{
+		{"keyset", true, -1, 1},
+		{"keyset_total", true, 6, 1},
+		{"keyset_cycle", true, -1, 2},
+		{"numbered_cycle", false, -1, 2},
+		{"keyset_empty", true, -1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := New("x")
+			reqs := 0
+			err := w.Numbered(t.Context(), 1, func(_ context.Context, n int) (Page, error) {
+				if reqs++; reqs > 1000 {
+					return Page{}, fmt.Errorf("still walking after %d requests", reqs)
+				}
+				p := Page{Total: c.total, TotalPages: -1, Size: 2, More: true, Keyset: c.keyset}
+				if c.cycle > 0 {
+					k := (n - 1) % c.cycle
+					p.IDs = []string{strconv.Itoa(2 * k), strconv.Itoa(2*k + 1)}
+				}
+				return p, nil
+			})
+			if !errors.Is(err, clients.ErrCapped) || reqs > 12 {
+				t.Fatalf("after %d requests: %v, want ErrCapped within 12", reqs, err)
+			}
+		})
 	}
 }

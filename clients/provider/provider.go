@@ -9,6 +9,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -67,6 +69,17 @@ type Settings struct {
 	// Plan is the source's plan (one of its kind's Plans; "" when the kind
 	// declares none).
 	Plan string
+}
+
+// Account names whose answers a source's memos hold: a truncated SHA-256
+// of the token, the API root and the account and workspace, so that a
+// memo outlives none of them, and the token never leaves the process.
+func (s Settings) Account() string {
+	h := sha256.New()
+	for _, v := range []string{s.Token, s.BaseURL, s.AccountID, s.WorkspaceID} {
+		fmt.Fprintf(h, "%d:%s;", len(v), v)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // Simulated configures the built-in simulated tracker (kind simulated).

@@ -51,12 +51,12 @@ func PassCost(r clients.Resource, p provider.PassShape, s provider.Settings) pro
 	case clients.TimeEntries:
 		if s.Scope == ScopeWorkspace && p.Reconcile {
 			n := lookups(p.Days, 0)
-			return provider.Cost{Requests: 1, Churn: n, Note: fmt.Sprintf("Reports API search over %d days: one request per %d entries; +%d searches by id when an entry left its day (a deleted one is looked for a year either side)", p.Days, ReportPageSize, n)}
+			return provider.Cost{Requests: 1, Churn: n, Note: fmt.Sprintf("Reports API search over %d days: one request per %d entries; +%d searches by id when an entry left its day (a deleted one is looked for a year either side, then a search a year back to the workspace's earliest entries)", p.Days, ReportPageSize, n)}
 		}
 		if s.Scope == ScopeWorkspace {
 			days := cmp.Or(s.TrailingDays, DefaultTrailingDays)
 			n := lookups(days, 1)
-			return provider.Cost{Requests: 1, Churn: n, Daily: 1, Note: fmt.Sprintf("Reports API search over %d trailing days: one request per %d entries; +%d searches by id when an entry left its day (a deleted one is looked for a year either side); and GET /me (time zone) once a day",
+			return provider.Cost{Requests: 1, Churn: n, Daily: 1, Note: fmt.Sprintf("Reports API search over %d trailing days: one request per %d entries; +%d searches by id when an entry left its day (a deleted one is looked for a year either side, then a search a year back to the workspace's earliest entries); and GET /me (time zone) once a day",
 				days, ReportPageSize, n)}
 		}
 		if p.Reconcile {

@@ -329,6 +329,12 @@ func entry(j *entryJSON, row []any, rec *clients.Record, clock time.Time, zone *
 	if zone == nil {
 		zone = time.UTC
 	}
+	if zone != time.UTC {
+		// The day comes from the owner's zone, not from raw: hashed with
+		// it (Record.Derived), so that another owner's zone rewrites the
+		// row. UTC adds nothing, keeping the hash such rows always had.
+		rec.Derived = append(rec.Derived[:0], "zone="+zone.String()...)
+	}
 	row[schema.TE.SpentDate], row[schema.TE.Hours] = clients.DateOf(start.In(zone)), Hours(secs)
 	row[schema.TE.Started], row[schema.TE.Ended], row[schema.TE.Zone], row[schema.TE.Tags] = start, ended, zone.String(), tags
 	if j.Description != nil {

@@ -558,6 +558,6 @@ func FuzzTasksEnvelopeCounts(f *testing.F) {
 			t.Fatalf("count out of bounds taken: %+v", env)
 		}
 		w := pagewalk.New("tasks")
-		_, _ = w.Page(context.Background(), walkPage(recs, env, max(env.page, 1)))
+		_, _ = w.Page(context.Background(), walkPage(recs, env, max(env.page, 1), PerPage))
 	})
 }

@@ -275,6 +275,10 @@ type Params struct {
 	// it starts at the first request and, when a 402 carries no
 	// X-Toggl-Quota-Resets-In, the wait runs to its end.
 	QuotaWindow time.Duration
+	// PageSize is the page size asked of the paginated workspace lists
+	// and of the detailed search (default PerPage and ReportPageSize; a
+	// test's small pages).
+	PageSize int
 	// Quota records 402 waits. When HTTP is set, build it from
 	// HTTPConfig(p) with the same Quota so that QuotaWaitUntil sees them;
 	// New creates one when nil.
@@ -354,12 +358,18 @@ type Client struct {
 	offset time.Duration // source clock − our clock, from the last Date header
 	known  bool          // a Date header was seen
 
-	scope    string // ScopeMe or ScopeWorkspace
-	trailing int    // workspace scope: days re-listed by an incremental pass
+	scope string // ScopeMe or ScopeWorkspace
+	// perPage and reportSize are the page sizes asked (Params.PageSize).
+	perPage, reportSize int
+	trailing            int // workspace scope: days re-listed by an incremental pass
 
 	wsMu sync.Mutex
 	seen map[string]seenEntry // workspace scope: the last complete listing's entries
 	tags map[int64]string     // workspace scope: tag names by id
+	// first is the first day of the earliest year holding an entry of the
+	// workspace (zero: not learnt), learnt at firstAt (our clock).
+	first   clients.Date
+	firstAt time.Time
 
 	zoneMu sync.Mutex     // held while /me is asked, so it is asked once
 	zone   *time.Location // the token owner's zone (/me timezone); nil: not asked yet
@@ -546,17 +556,19 @@ func New(p Params) (*Client, error) {
 	}
 	base, hc := p.Open(HTTPConfig(p))
 	return &Client{
-		name:      p.Name,
-		base:      base,
-		wid:       p.WorkspaceID,
-		resources: slices.Clone(p.Resources),
-		http:      hc,
-		dec:       newDecoder(p.Name, hc),
-		log:       p.Log(),
-		quota:     p.Quota,
-		scope:     p.Scope,
-		trailing:  p.TrailingDays,
-		memo:      p.Memo,
+		name:       p.Name,
+		base:       base,
+		wid:        p.WorkspaceID,
+		resources:  slices.Clone(p.Resources),
+		http:       hc,
+		dec:        newDecoder(p.Name, hc),
+		log:        p.Log(),
+		quota:      p.Quota,
+		scope:      p.Scope,
+		trailing:   p.TrailingDays,
+		memo:       p.Memo,
+		perPage:    cmp.Or(p.PageSize, PerPage),
+		reportSize: cmp.Or(p.PageSize, ReportPageSize),
 	}, nil
 }
 
@@ -945,7 +957,7 @@ func (c *Client) sinceParam(w clients.Window) int64 {
 // confirmed by a second one and walked again if it shifted.
 func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Window, fn func(context.Context, clients.Page) error) error {
 	q := url.Values{}
-	q.Set("per_page", strconv.Itoa(PerPage))
+	q.Set("per_page", strconv.Itoa(c.perPage))
 	// Left out, Toggl lists only active ones: an archived one would read
 	// as deleted to reconcile.
 	q.Set("active", "both")
@@ -970,7 +982,7 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 		}
 		c.observe(resp)
 		if page > 1 && len(recs) > 0 && recs[0].ID == prevFirst {
-			return pagewalk.Page{}, c.dec.Errf(string(r), number, "page", "repeats the previous page (is `page` ignored?)", nil)
+			return pagewalk.Page{}, fmt.Errorf("%w (%w)", c.dec.Errf(string(r), number, "page", "repeats the previous page (is `page` ignored?)", nil), clients.ErrCapped)
 		}
 		if len(recs) > 0 {
 			prevFirst = recs[0].ID
@@ -979,7 +991,7 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 		if err := fn(ctx, clients.Page{Resource: r, Number: number, SourceTime: resp.Date, Records: recs}); err != nil {
 			return pagewalk.Page{}, err
 		}
-		return walkPage(recs, env, page), nil
+		return walkPage(recs, env, page, c.perPage), nil
 	})
 }
 
@@ -987,8 +999,8 @@ func (c *Client) listPaged(ctx context.Context, r clients.Resource, w clients.Wi
 // the envelope's total, the listing goes on while the pages before and
 // this one hold fewer than the total (and this one was not empty); without
 // one, while pages are full.
-func walkPage(recs []clients.Record, env envelope, n int) pagewalk.Page {
-	size := cmp.Or(env.perPage, PerPage)
+func walkPage(recs []clients.Record, env envelope, n, asked int) pagewalk.Page {
+	size := cmp.Or(env.perPage, asked)
 	p := pagewalk.Page{IDs: listing.IDs(recs), Total: -1, TotalPages: -1, Size: size, More: len(recs) >= size}
 	if env.total >= 0 {
 		p.Total, p.TotalPages = env.total, (env.total+size-1)/size

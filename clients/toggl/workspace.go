@@ -44,9 +44,9 @@ const (
 	// ended by then fails with clients.ErrCapped.
 	MaxReportPages = 5000
 	// ConfirmDays is how far either side of the window and of today an
-	// entry absent from its window is looked for by id before it is taken
-	// as deleted (see confirmRanges), one search per ConfirmDays;
-	// ConfirmBatch how many ids one such search names.
+	// entry absent from its window is looked for by id first, and the span
+	// of each search back to the workspace's earliest entries (see
+	// confirm); ConfirmBatch how many ids one such search names.
 	ConfirmDays  = 365
 	ConfirmBatch = 200
 	// Header names of the detailed search's paging.
@@ -54,6 +54,12 @@ const (
 	HeaderNextRowNumber = "X-Next-Row-Number"
 	HeaderNextTimestamp = "X-Next-Timestamp"
 )
+
+// ReportsEpoch is the earliest date the detailed search serves: Toggl
+// started in 2006 and refuses earlier dates ("not in this century",
+// toggl_api_docs #220). The workspace's earliest entries are looked for
+// back to it: no entry can be dated where no search reaches.
+var ReportsEpoch = clients.Date{Year: 2006, Month: 1, Day: 1}
 
 // reportsBase derives the Reports API v3 root from the API v9 base URL:
 // https://api.track.toggl.com/api/v9 → https://api.track.toggl.com/reports/api/v3
@@ -298,7 +304,7 @@ type searchBody struct {
 // greater than" start_date) and keeps the entries whose spent_date is in
 // from..to.
 func (l *reportLister) search(ctx context.Context, from, to clients.Date) error {
-	body := searchBody{StartDate: from.AddDays(-1).String(), EndDate: to.AddDays(1).String(), PageSize: ReportPageSize}
+	body := searchBody{StartDate: from.AddDays(-1).String(), EndDate: to.AddDays(1).String(), PageSize: l.c.reportSize}
 	return l.walk(ctx, body, func(d clients.Date) bool { return !d.Before(from) && !d.After(to) })
 }
 
@@ -378,7 +384,7 @@ func (l *reportLister) walk(ctx context.Context, body searchBody, keep func(clie
 		}
 		key := fmt.Sprint(deref(id), "/", deref(row), "/", deref(ts))
 		if seenCursor[key] {
-			return c.dec.Errf(string(clients.TimeEntries), l.page, HeaderNextRowNumber, "the next-page headers repeat an earlier page's: the walk would not end", nil)
+			return fmt.Errorf("%w (%w)", c.dec.Errf(string(clients.TimeEntries), l.page, HeaderNextRowNumber, "the next-page headers repeat an earlier page's: the walk would not end", nil), clients.ErrCapped)
 		}
 		seenCursor[key] = true
 		body.FirstID, body.FirstRowNumber, body.FirstTimestamp = id, row, ts
@@ -492,28 +498,48 @@ func (l *reportLister) finish(ctx context.Context, from, to clients.Date) error 
 
 // confirm looks up by id the entries absent from a complete listing of
 // from..to: one may have been moved to another day rather than deleted.
-// It asks for them wherever they can have been moved (confirmRanges) and
-// hands over as live, noted as listed, whatever comes back. "Not found"
-// must mean looked for everywhere: a moved entry tombstoned would read
-// deleted until its new day is listed again.
+// It asks for them wherever they can have been moved and hands over as
+// live, noted as listed, whatever comes back. "Not found" must mean looked
+// for everywhere: a moved entry tombstoned would read deleted until its
+// new day is listed again. First a year either side of the window and of
+// today (confirmRanges), where moves land; an id still missing is then
+// looked for a year a search back to the workspace's earliest year with
+// entries (olderRanges): a few searches for a workspace of a few years.
 func (l *reportLister) confirm(ctx context.Context, from, to clients.Date, absent []int64) error {
 	slices.Sort(absent)
-	ranges := confirmRanges(from, to, clients.DateOf(l.c.SourceNow().UTC()))
-	for len(absent) > 0 {
-		batch := absent[:min(len(absent), ConfirmBatch)]
-		absent = absent[len(batch):]
+	today := clients.DateOf(l.c.SourceNow().UTC())
+	near := confirmRanges(from, to, today)
+	if err := l.confirmIn(ctx, near, &absent); err != nil || len(absent) == 0 {
+		return err
+	}
+	floor, err := l.c.firstYear(ctx, near[len(near)-1][0])
+	if err != nil {
+		return err
+	}
+	return l.confirmIn(ctx, olderRanges(near[len(near)-1][0], floor), &absent)
+}
+
+// confirmIn searches ranges for the ids in absent, a batch at a time, and
+// leaves in absent those not found.
+func (l *reportLister) confirmIn(ctx context.Context, ranges [][2]clients.Date, absent *[]int64) error {
+	var missing []int64
+	for rest := *absent; len(rest) > 0; {
+		batch := slices.Clone(rest[:min(len(rest), ConfirmBatch)])
+		rest = rest[len(batch):]
 		for _, rg := range ranges {
-			body := searchBody{StartDate: rg[0].String(), EndDate: rg[1].String(), PageSize: ReportPageSize, TimeEntryIDs: batch}
+			if len(batch) == 0 {
+				break
+			}
+			body := searchBody{StartDate: rg[0].String(), EndDate: rg[1].String(), PageSize: l.c.reportSize, TimeEntryIDs: batch}
 			if err := l.walk(ctx, body, func(clients.Date) bool { return true }); err != nil {
 				return err
 			}
 			// Found ids are not asked for again.
 			batch = slices.DeleteFunc(batch, func(id int64) bool { _, ok := l.listed[strconv.FormatInt(id, 10)]; return ok })
-			if len(batch) == 0 {
-				break
-			}
 		}
+		missing = append(missing, batch...)
 	}
+	*absent = missing
 	return nil
 }
 
@@ -543,10 +569,11 @@ func (c *Client) Confirm(ctx context.Context, r clients.Resource, w clients.Wind
 }
 
 // confirmRanges are the date ranges (inclusive, each at most the search's
-// longest) an absent entry of a listing of from..to is looked for by id in:
-// ConfirmDays either side of the window and of today, the range before the
-// window's end first (where a back-dated entry is), then later days (an
-// entry moved forward, also past tomorrow), then earlier ones.
+// longest) an absent entry of a listing of from..to is looked for by id in
+// first: ConfirmDays either side of the window and of today, the range
+// before the window's end first (where a back-dated entry is), then later
+// days (an entry moved forward, also past tomorrow), then earlier ones. The
+// last range's start is where olderRanges go on.
 func confirmRanges(from, to, today clients.Date) [][2]clients.Date {
 	lo, hi := from, to
 	if today.Before(lo) {
@@ -556,7 +583,13 @@ func confirmRanges(from, to, today clients.Date) [][2]clients.Date {
 		hi = today
 	}
 	lo, hi = lo.AddDays(-ConfirmDays), hi.AddDays(ConfirmDays)
+	if lo.Before(ReportsEpoch) {
+		lo = ReportsEpoch
+	}
 	first := [2]clients.Date{to.AddDays(1 - ConfirmDays), to.AddDays(1)}
+	if first[0].Before(lo) {
+		first[0] = lo
+	}
 	out := [][2]clients.Date{first}
 	for s := first[1].AddDays(1); !s.After(hi); s = s.AddDays(ConfirmDays) {
 		e := s.AddDays(ConfirmDays - 1)
@@ -565,14 +598,72 @@ func confirmRanges(from, to, today clients.Date) [][2]clients.Date {
 		}
 		out = append(out, [2]clients.Date{s, e})
 	}
-	for e := first[0].AddDays(-1); !e.Before(lo); e = e.AddDays(-ConfirmDays) {
+	return append(out, olderRanges(first[0], lo)...)
+}
+
+// olderRanges are the ranges of ConfirmDays before day, back to floor.
+func olderRanges(day, floor clients.Date) [][2]clients.Date {
+	var out [][2]clients.Date
+	for e := day.AddDays(-1); !e.Before(floor); e = e.AddDays(-ConfirmDays) {
 		s := e.AddDays(1 - ConfirmDays)
-		if s.Before(lo) {
-			s = lo
+		if s.Before(floor) {
+			s = floor
 		}
 		out = append(out, [2]clients.Date{s, e})
 	}
 	return out
+}
+
+// firstYearTTL is how long the workspace's earliest year is trusted: an
+// entry moved before it afterwards is found once it is learnt again.
+const firstYearTTL = 24 * time.Hour
+
+// firstYear returns the first day of the earliest year range before below
+// that holds any entry of the workspace (below itself when none does),
+// learnt by one search of one row a year back to ReportsEpoch (about 20,
+// once a day at most, and only when an id is missing from every range a
+// year either side). Years before it hold no entry to find.
+func (c *Client) firstYear(ctx context.Context, below clients.Date) (clients.Date, error) {
+	c.wsMu.Lock()
+	first, at := c.first, c.firstAt
+	c.wsMu.Unlock()
+	if !first.IsZero() && time.Since(at) < firstYearTTL {
+		return first, nil
+	}
+	first = below
+	for _, rg := range olderRanges(below, ReportsEpoch) {
+		found, err := c.anyEntry(ctx, rg)
+		if err != nil {
+			return clients.Date{}, err
+		}
+		if found {
+			first = rg[0]
+		}
+	}
+	c.wsMu.Lock()
+	c.first, c.firstAt = first, time.Now()
+	c.wsMu.Unlock()
+	return first, nil
+}
+
+// anyEntry reports whether the detailed search of rg serves any row.
+func (c *Client) anyEntry(ctx context.Context, rg [2]clients.Date) (bool, error) {
+	u := reportsBase(c.base.String()) + "/workspace/" + strconv.FormatInt(c.wid, 10) + "/search/time_entries"
+	b, err := json.Marshal(searchBody{StartDate: rg[0].String(), EndDate: rg[1].String(), PageSize: 1})
+	if err != nil {
+		return false, err
+	}
+	resp, err := c.http.Do(ctx, httpx.Request{Method: http.MethodPost, URL: u, Body: b,
+		Header: http.Header{"Content-Type": {"application/json"}}, Resource: string(clients.TimeEntries), Page: 1})
+	if err != nil {
+		return false, fmt.Errorf("%s time_entries: looking for the workspace's earliest entries (%s..%s): %w", c.name, rg[0], rg[1], err)
+	}
+	c.observe(resp)
+	raws, _, err := c.dec.flattenRows(1, resp.Body)
+	if err != nil {
+		return false, err
+	}
+	return len(raws) > 0, nil
 }
 
 // knownTags returns the tag names learnt so far.

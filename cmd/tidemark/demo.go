@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +16,7 @@ import (
 	tmapp "github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgcluster"
+	"github.com/tidemarkhq/tidemark/internal/redact"
 	"github.com/tidemarkhq/tidemark/internal/verify"
 	"github.com/tidemarkhq/tidemark/migrations"
 	"github.com/tidemarkhq/tidemark/poller"
@@ -51,12 +54,13 @@ stops (--keep leaves them, and says so).`,
 	c.Flags().DurationVar(&interval, "every", 5*time.Second, "how often to print the status")
 	c.Flags().BoolVar(&db.use, "use-database-url", false, "use the database in DATABASE_URL instead of a throwaway PostgreSQL")
 	c.Flags().BoolVar(&db.shared, "allow-shared-database", false, "with --use-database-url: run even on a database that holds other sources or live tidemark daemons")
+	c.Flags().BoolVar(&db.foreign, "allow-foreign-tables", false, "with --use-database-url: run even on a database holding tables Tidemark's schema does not declare (another application's; the demo never touches them)")
 	c.Flags().BoolVar(&db.keep, "keep", false, "with --use-database-url: leave the demo's rows in that database when it stops")
 	return c
 }
 
 // demoDB is how the demo may use a database it did not create.
-type demoDB struct{ use, shared, keep bool }
+type demoDB struct{ use, shared, foreign, keep bool }
 
 func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-chan os.Signal, db demoDB) error {
 	log, dl, err := demoLogger(g) // demoframe.go
@@ -67,11 +71,14 @@ func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-cha
 	switch {
 	case db.use && dbURL == "":
 		return usagef("--use-database-url: DATABASE_URL is not set")
-	case !db.use && (db.shared || db.keep):
-		return usagef("--allow-shared-database and --keep go with --use-database-url")
+	case !db.use && (db.shared || db.keep || db.foreign):
+		return usagef("--allow-shared-database, --allow-foreign-tables and --keep go with --use-database-url")
 	case db.use:
 		// The first line says which database gets the demo's rows.
 		fmt.Fprintf(g.stdout, "Using the database in DATABASE_URL (%s): not a throwaway; the demo writes its source's rows there.\n", dbLabel(dbURL))
+		if err := demoMayShare(ctx, dbURL, db.foreign); err != nil {
+			return err
+		}
 		if err := demoMayUse(ctx, dbURL, db.shared); err != nil {
 			return err
 		}
@@ -91,23 +98,14 @@ func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-cha
 		if dbURL != "" {
 			fmt.Fprintln(g.stdout, "DATABASE_URL is set, but the demo uses a throwaway PostgreSQL of its own (--use-database-url uses that database instead).")
 		}
-		fmt.Fprintln(g.stdout, "Starting a throwaway PostgreSQL...")
-		// Owner "demo": this start first removes the clusters of demos that
-		// were killed before they could (SIGKILL), so none piles up.
-		cl, err := pgcluster.Start(ctx, pgcluster.Options{Owner: "demo"})
+		var stop func()
+		var err error
+		dbURL, sigs, stop, err = startThrowaway(ctx, g, sigs)
 		if err != nil {
-			return fmt.Errorf("start PostgreSQL: %w", err)
+			return err
 		}
-		for _, dir := range cl.Reaped {
-			fmt.Fprintf(g.stdout, "Removed the PostgreSQL of an earlier demo that was killed: %s\n", dir)
-		}
-		defer func() {
-			if err := cl.Stop(); err != nil {
-				log.Warn().Err(err).Msg("stop PostgreSQL")
-			}
-		}()
-		dbURL = cl.URL("postgres")
-		fmt.Fprintf(g.stdout, "PostgreSQL is at %s (removed when the demo ends)\n", dbURL)
+		defer stop()
+		fmt.Fprintf(g.stdout, "PostgreSQL is at %s (removed when the demo ends)\n", redact.URL(dbURL))
 	}
 	if _, err := migrations.Up(ctx, dbURL); err != nil {
 		return err
@@ -164,6 +162,8 @@ type demoCheck struct {
 	// Diverged is a divergence the design does not explain: missing or
 	// stale records older than what the next pass's overlap fetches again.
 	Diverged bool
+	// Agrees: compared, and in sync or caught up (nothing to look at).
+	Agrees bool
 }
 
 // demoChecks compares each simulated source's mirror with its ground
@@ -199,20 +199,40 @@ func demoChecks(ctx context.Context, a *app, rows []cursorJSON) []demoCheck {
 				continue
 			}
 			c := demoCheck{Key: key, Diverged: rep.Missing+rep.Stale+rep.Ahead > 0, Live: rep.Live}
-			state := "in sync"
-			c.Short = state
-			if c.Diverged {
-				state = "NOT in sync"
-				c.Short = fmt.Sprintf("NOT in sync: %d missing, %d stale", rep.Missing, rep.Stale+rep.Ahead)
-			} else if n := rep.Pending + rep.InOverlap + rep.Undeleted; n > 0 {
-				c.Short = fmt.Sprintf("in sync, %d pending", n)
-			}
-			c.Line = fmt.Sprintf("%s: %d live, %d missing, %d stale; pending for the next pass: %d changed since the cursor, %d late-visible within the overlap; %d deleted at the source awaiting reconcile",
-				state, rep.Live, rep.Missing, rep.Stale+rep.Ahead, rep.Pending, rep.InOverlap, rep.Undeleted)
+			c.Agrees = !c.Diverged
+			c.Short, c.Line = checkWords(rep, c.Diverged)
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// checkWords words a comparison: "in sync" only when nothing is left to
+// fetch; "caught up" when the mirror holds all the last pass saw and the
+// source has changed since (to fetch by the next pass) or deleted records
+// (for the reconcile): "in sync, 734 pending" read as a contradiction.
+func checkWords(rep verify.Report, diverged bool) (short, line string) {
+	fetch, reconcile := rep.Pending+rep.InOverlap, rep.Undeleted
+	head := "in sync"
+	short = head
+	switch {
+	case diverged:
+		head = "NOT in sync"
+		short = fmt.Sprintf("NOT in sync: %d missing, %d stale", rep.Missing, rep.Stale+rep.Ahead)
+	case fetch > 0 || reconcile > 0:
+		head = "caught up to the last pass"
+		var due []string
+		if fetch > 0 {
+			due = append(due, fmt.Sprintf("%d to fetch", fetch))
+		}
+		if reconcile > 0 {
+			due = append(due, fmt.Sprintf("%d to reconcile", reconcile))
+		}
+		short = "caught up; " + strings.Join(due, ", ")
+	}
+	line = fmt.Sprintf("%s: %d live, %d missing, %d stale; to fetch by the next pass: %d changed since the cursor, %d late-visible within the overlap; %d deleted at the source, for the reconcile",
+		head, rep.Live, rep.Missing, rep.Stale+rep.Ahead, rep.Pending, rep.InOverlap, rep.Undeleted)
+	return short, line
 }
 
 // printDemoStatus appends the cursors and the checks, as a log would (off
@@ -230,4 +250,63 @@ func printDemoStatus(ctx context.Context, g *globals, a *app) {
 		fmt.Fprintf(&b, "%-24s %s\n", c.Key, c.Line)
 	}
 	fmt.Fprintln(g.stdout, b.String())
+}
+
+// noteSignal relays sigs and remembers the first signal relayed: the
+// demo says what stopped it.
+func noteSignal(sigs <-chan os.Signal) (<-chan os.Signal, func() os.Signal) {
+	out := make(chan os.Signal, 1)
+	var first atomic.Value
+	go func() {
+		for s := range sigs {
+			first.CompareAndSwap(nil, s)
+			out <- s
+		}
+		close(out)
+	}()
+	return out, func() os.Signal {
+		s, _ := first.Load().(os.Signal)
+		return s
+	}
+}
+
+// signalName is how a person names a stop signal.
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "Ctrl-C"
+	case syscall.SIGHUP:
+		return "SIGHUP (terminal closed)"
+	}
+	return s.String()
+}
+
+// startThrowaway starts the demo's own PostgreSQL. stop removes it and
+// says so, naming the signal that stopped the demo when one did (sigs
+// relays them).
+func startThrowaway(ctx context.Context, g *globals, sigs <-chan os.Signal) (dbURL string, relayed <-chan os.Signal, stop func(), err error) {
+	fmt.Fprintln(g.stdout, "Starting a throwaway PostgreSQL...")
+	// Owner "demo": this start first removes the clusters of demos that
+	// were killed before they could (SIGKILL), so none piles up.
+	cl, err := pgcluster.Start(ctx, pgcluster.Options{Owner: "demo"})
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	for _, dir := range cl.Reaped {
+		fmt.Fprintf(g.stdout, "Removed the PostgreSQL of an earlier demo that was killed: %s\n", dir)
+	}
+	relayed, stopper := noteSignal(sigs)
+	stop = func() {
+		if err := cl.Stop(); err != nil {
+			fmt.Fprintf(g.stdout, "Could not stop the throwaway PostgreSQL (%s): %v\n", cl.Dir, err)
+			return
+		}
+		// Said last, so that a newcomer knows nothing is left running.
+		by := "Stopped"
+		if s := stopper(); s != nil {
+			by = "Stopped by " + signalName(s)
+		}
+		fmt.Fprintf(g.stdout, "%s: removed the demo's throwaway PostgreSQL and its data (%s).\n", by, cl.Dir)
+	}
+	return cl.URL("postgres"), relayed, stop, nil
 }

@@ -219,7 +219,7 @@ func demoFrame(now time.Time, rows []cursorJSON, checks []demoCheck, issues []de
 	}
 	type line struct {
 		text  string
-		quiet bool // in sync, nothing to look at: may be folded
+		quiet bool // in sync or caught up, nothing to look at: may be folded
 		red   bool
 	}
 	wide := w >= 110
@@ -237,7 +237,7 @@ func demoFrame(now time.Time, rows []cursorJSON, checks []demoCheck, issues []de
 		key := r.Source + "/" + r.Resource
 		c := check[key]
 		behind, newest := lagCells(r)
-		state, quiet := c.Short, !c.Diverged && strings.HasPrefix(c.Short, "in sync") && !r.Late && r.BackoffUntil == nil && r.LastRunStatus != "failed"
+		state, quiet := c.Short, c.Agrees && !r.Late && r.BackoffUntil == nil && r.LastRunStatus != "failed"
 		if r.BackoffUntil != nil {
 			state = fmt.Sprintf("backing off (%d failures); %s", r.Failures, state)
 		} else if r.LastRunStatus == "failed" {
@@ -297,7 +297,7 @@ func demoFrame(now time.Time, rows []cursorJSON, checks []demoCheck, issues []de
 			if len(loud) > shown {
 				more = fmt.Sprintf(", %d more need a look", len(loud)-shown)
 			}
-			add(fmt.Sprintf("… and %d more in sync (taller terminal: one line each)%s", inSync, more))
+			add(fmt.Sprintf("… and %d more in sync or caught up (taller terminal: one line each)%s", inSync, more))
 		}
 	}
 	out = append(out, bottom...)

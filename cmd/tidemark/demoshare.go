@@ -9,8 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/configs"
 	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/migrations"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // The demo on a database it did not create (issue 25): it must not join a
@@ -83,8 +86,9 @@ JOIN pg_stat_activity a ON a.pid = m.lease_pid AND a.backend_start = m.lease_sta
 		"or pass --allow-shared-database to run there anyway", dbLabel(dbURL), strings.Join(why, " and "))
 }
 
-// removeDemoRows deletes every row of the demo's sources from the tables
-// that have a source column, in one transaction; it returns how many.
+// removeDemoRows deletes every row of the demo's sources from Tidemark's
+// own tables that have a source column (tidemarkTable), in one
+// transaction; it returns how many.
 func removeDemoRows(ctx context.Context, dbURL string) (int64, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -102,6 +106,9 @@ WHERE c.table_schema = current_schema() AND c.column_name = 'source' ORDER BY 1`
 	var n int64
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, t := range slices.Compact(tables) {
+			if !tidemarkTable(t) {
+				continue // another application's: never touched
+			}
 			tag, err := tx.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE source = ANY($1)`, pgx.Identifier{t}.Sanitize()), mine)
 			if err != nil {
 				return fmt.Errorf("table %s: %w", t, err)
@@ -111,4 +118,44 @@ WHERE c.table_schema = current_schema() AND c.column_name = 'source' ORDER BY 1`
 		return nil
 	})
 	return n, err
+}
+
+// tidemarkTable reports whether Tidemark's schema declares table: a
+// migration creates it, River's, or a resource of the registry.
+func tidemarkTable(table string) bool {
+	if migrations.Owns(table) {
+		return true
+	}
+	_, ok := schema.Lookup(clients.Resource(table))
+	return ok
+}
+
+// demoMayShare refuses (exit 2) a database holding tables Tidemark's
+// schema does not declare, unless foreign: the demo deletes only from its
+// own tables, but a database of another application's is not one to write
+// a demo into by mistake.
+func demoMayShare(ctx context.Context, dbURL string, foreign bool) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("database in DATABASE_URL: %w", err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, `SELECT table_name FROM information_schema.tables
+WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1`)
+	all, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("database in DATABASE_URL: its tables: %w", err)
+	}
+	var unknown []string
+	for _, t := range all {
+		if !tidemarkTable(t) {
+			unknown = append(unknown, t)
+		}
+	}
+	if len(unknown) == 0 || foreign {
+		return nil
+	}
+	return usagef("refusing to run the demo on %s: it has tables Tidemark's schema does not declare (%s), so it looks like another application's database. "+
+		"Run the demo without --use-database-url (a throwaway PostgreSQL of its own), point DATABASE_URL at Tidemark's database, "+
+		"or pass --allow-foreign-tables to run there anyway (the demo writes and removes rows in Tidemark's own tables only)", dbLabel(dbURL), strings.Join(unknown, ", "))
 }

@@ -1210,9 +1210,9 @@ func TestE2EDemo(t *testing.T) {
 			if !ok {
 				t.Fatal("the demo exited")
 			}
-			found = strings.Contains(l, " in sync: ") && !strings.Contains(l, "NOT in sync")
+			found = (strings.Contains(l, " in sync: ") || strings.Contains(l, " caught up to the last pass: ")) && !strings.Contains(l, "NOT in sync")
 		case <-deadline:
-			t.Fatal(`no "in sync" line within 20 s`)
+			t.Fatal(`no "in sync" or "caught up" line within 20 s`)
 		}
 	}
 	start := time.Now()

@@ -283,3 +283,38 @@ func TestE2EDemoBesideADaemon(t *testing.T) {
 	e.polled(t, "agency", 2)
 	d.requireRunning(t)
 }
+
+// Issue 30, S2: a database holding another application's table with a
+// source column is refused by `demo --use-database-url` (exit 2, naming
+// the table and the flag); with --allow-foreign-tables the demo runs there
+// and, when it stops, removes its rows from Tidemark's tables only: the
+// other application's rows with source 'demo' stay.
+func TestE2EDemoLeavesForeignTablesAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `CREATE TABLE crm_contacts (source text, name text);
+INSERT INTO crm_contacts VALUES ('demo', 'Ada'), ('demo', 'Grace'), ('web', 'Linus')`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := e.cli("demo", "--use-database-url")
+	if code != 2 || !strings.Contains(errOut, "crm_contacts") || !strings.Contains(errOut, "--allow-foreign-tables") {
+		t.Fatalf("demo --use-database-url beside a foreign table: exit %d\n%s%s", code, out, errOut)
+	}
+	c, lines, done := e.demoLines(t, nil, "--use-database-url", "--allow-foreign-tables")
+	waitLine(t, lines, "Running the daemon")
+	waitUntil(t, "the demo's first pass", func() bool { return e.runsOf(t, "demo") > 0 })
+	_ = c.Process.Signal(os.Interrupt)
+	waitLine(t, lines, "Removed the demo's")
+	go drain(lines)
+	if err := <-done; exitCodeOf(err) != 0 {
+		t.Fatalf("demo exited %d", exitCodeOf(err))
+	}
+	var theirs, ours int
+	if err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM crm_contacts WHERE source = 'demo'), (SELECT count(*) FROM time_entries WHERE source = 'demo')`).Scan(&theirs, &ours); err != nil {
+		t.Fatal(err)
+	}
+	if theirs != 2 || ours != 0 {
+		t.Fatalf("after the demo: %d of the other application's demo rows (want 2), %d of the demo's time entries (want 0)", theirs, ours)
+	}
+}

@@ -108,7 +108,11 @@ func (p *onPTY) waitFor(what string, within time.Duration, cond func(out string)
 	}
 }
 
-var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+var (
+	ansiRE    = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+	windowsRE = regexp.MustCompile(` (\d+)/(\d+) windows`)
+	logLineRE = regexp.MustCompile(`^\S+ (DBG|INF|WRN|ERR) `) // zerolog's console format
+)
 
 // visible is s without ANSI sequences.
 func visible(s string) string { return ansiRE.ReplaceAllString(s, "") }
@@ -147,11 +151,27 @@ func TestBackfillOnATerminal(t *testing.T) {
 		}
 		bars := 0
 		for _, l := range strings.Split(strings.ReplaceAll(out, "\r\n", "\n"), "\n") {
-			for _, d := range strings.Split(l, "\r")[1:] { // drawings of the bar
+			drawings := strings.Split(l, "\r")[1:] // drawings of the bar
+			for _, d := range drawings {
 				bars++
 				if n := utf8.RuneCountInString(visible(d)); n >= 80 {
 					t.Errorf("a drawing %d columns wide on an 80-column terminal: %q", n, d)
 				}
+			}
+			// A bar left on screen is a finished backfill's: full, every
+			// window counted (undated resources too: one window).
+			if len(drawings) > 0 {
+				last := visible(drawings[len(drawings)-1])
+				m := windowsRE.FindStringSubmatch(last)
+				if !strings.Contains(last, " 100% ") || m == nil || m[1] != m[2] {
+					t.Errorf("a finished backfill's bar is left at %q", last)
+				}
+			}
+		}
+		// What the command prints itself (not log lines) fits 80 columns.
+		for _, l := range shownLines(out) {
+			if n := utf8.RuneCountInString(l); n >= 80 && !logLineRE.MatchString(l) {
+				t.Errorf("a line %d columns wide on an 80-column terminal: %q", n, l)
 			}
 		}
 		for _, s := range summaries {
@@ -166,9 +186,15 @@ func TestBackfillOnATerminal(t *testing.T) {
 		if bars == 0 {
 			t.Errorf("no bar drawn:\n%s", out)
 		}
+		// The last thing shown is a summary (its second line, when it
+		// wraps, indented under it), not a bar or a log line.
 		lines := shownLines(strings.TrimRight(out, "\r\n"))
-		if last := lines[len(lines)-1]; !strings.HasPrefix(last, "backfill acme/") {
-			t.Errorf("last line shown: %q", last)
+		last := len(lines) - 1
+		for last > 0 && strings.HasPrefix(lines[last], "  ") {
+			last--
+		}
+		if !strings.HasPrefix(lines[last], "backfill acme/") {
+			t.Errorf("last lines shown: %q", lines[last:])
 		}
 	}
 
@@ -275,7 +301,7 @@ func TestDemoScreenFitsAndKeepsWarnings(t *testing.T) {
 	}
 	// The first pass done: every resource has a row count.
 	synced := frameAfter("a frame after the first pass", 0, func(f string) bool {
-		return strings.Contains(f, "in sync") && !strings.Contains(f, "waiting for the first pass")
+		return (strings.Contains(f, "in sync") || strings.Contains(f, "caught up")) && !strings.Contains(f, "waiting for the first pass")
 	})
 	m := regexp.MustCompile(`PostgreSQL is at (\S+)`).FindStringSubmatch(visible(p.output()))
 	if m == nil {

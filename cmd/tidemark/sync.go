@@ -206,11 +206,18 @@ func backfillResources(given, mirrored []string) ([]clients.Resource, error) {
 	return out, nil
 }
 
-// printBackfill prints the counts of a backfill run here.
+// printBackfill prints the counts of a backfill run here, on two lines
+// when one does not fit the terminal.
 func printBackfill(g *globals, bp poller.BackfillParams, res poller.Result) {
-	fmt.Fprintf(g.stdout, "backfill %s/%s %s..%s: %d fetched, %d inserted, %d updated, %d unchanged, %d stale in %s\n",
-		bp.Source, bp.Resource, bp.From, bp.To, res.Counts.Fetched, res.Counts.Inserted, res.Counts.Updated,
-		res.Counts.Unchanged, res.Counts.Stale, res.Took.Round(time.Millisecond))
+	c := res.Counts
+	fmt.Fprintln(g.stdout, fitLines(termWidth(g.stdout), backfillHead(bp),
+		fmt.Sprintf(strings.ReplaceAll("%d fetched, %d inserted, %d updated, %d unchanged, %d stale in %s", "d ", "d"+nbsp),
+			c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.Stale, res.Took.Round(time.Millisecond))))
+}
+
+// backfillHead opens a backfill's summary: "backfill acme/users 2026-01-01..2026-01-31:".
+func backfillHead(bp poller.BackfillParams) string {
+	return fmt.Sprintf("backfill %s/%s %s..%s:", bp.Source, bp.Resource, bp.From, bp.To)
 }
 
 // followQueued queues a backfill for the daemon that owns the source and
@@ -228,7 +235,8 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(g.stderr, "a daemon owns source %s: backfill %d is queued for it (one rate budget per source); following its progress\n", bp.Source, b.ID)
+	fmt.Fprintln(g.stderr, fitLines(termWidth(g.stderr), fmt.Sprintf("a daemon owns source %s: backfill %d is queued for it", bp.Source, b.ID),
+		"(one rate budget per source); following its progress"))
 	a.Log.Info().Str("source", bp.Source).Str("resource", string(bp.Resource)).Int64("backfill_id", b.ID).Msg("backfill queued for the daemon that owns the source")
 	start, last, lastStatus := time.Now(), -1, ""
 	t := time.NewTicker(time.Second)
@@ -252,7 +260,8 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 		}
 		last = cur.WindowsDone
 		if cur.Status == cursor.BackfillRequeued && lastStatus != cursor.BackfillRequeued {
-			fmt.Fprintf(g.stderr, "backfill %d was interrupted in the daemon (%s); it is queued again for the source's owner\n", b.ID, cur.Error)
+			fmt.Fprintln(g.stderr, fitLines(termWidth(g.stderr), fmt.Sprintf("backfill %d was interrupted in the daemon (%s);", b.ID, cur.Error),
+				"it is queued again for the source's owner"))
 		}
 		lastStatus = cur.Status
 		if cur.Status == cursor.BackfillQueued || cur.Status == cursor.BackfillRequeued {
@@ -273,8 +282,8 @@ func followQueued(ctx context.Context, g *globals, a *app, p *poller.Poller, bp 
 		switch cur.Status {
 		case cursor.BackfillDone:
 			bar.close()
-			fmt.Fprintf(g.stdout, "backfill %s/%s %s..%s: done by the daemon: %d records in %d windows\n",
-				bp.Source, bp.Resource, bp.From, bp.To, cur.Records, cur.WindowsDone)
+			fmt.Fprintln(g.stdout, fitLines(termWidth(g.stdout), backfillHead(bp),
+				fmt.Sprintf("done by the daemon: %d%srecords in %d%swindows", cur.Records, nbsp, cur.WindowsDone, nbsp)))
 			return nil
 		case cursor.StatusFailed, cursor.StatusCancelled:
 			// Final: a daemon that is interrupted requeues instead.

@@ -57,6 +57,54 @@ func (t *termGate) width() int {
 	return 80
 }
 
+// termWidth is the width of the terminal behind w, 0 when w is none (a
+// pipe or a file: lines are then left whole, for scripts).
+func termWidth(w any) int {
+	f, ok := w.(interface{ Fd() uintptr })
+	if !ok || !isTerminal(w) {
+		return 0
+	}
+	if n, _, err := term.GetSize(int(f.Fd())); err == nil && n > 0 {
+		return n
+	}
+	return 80
+}
+
+// nbsp joins words that fitLines keeps on one line ("1070 fetched").
+const nbsp = "\u00a0"
+
+// fitLines lays out a message made of groups for a terminal width columns
+// wide: one line when it fits (always when width is 0), else each group
+// starts a line, wrapped at spaces, every line after the first indented by
+// two; like the bar, no line fills the last column.
+func fitLines(width int, groups ...string) string {
+	one := strings.Join(groups, " ")
+	if width <= 0 || utf8.RuneCountInString(one) < width {
+		return strings.ReplaceAll(one, nbsp, " ")
+	}
+	var lines []string
+	for _, g := range groups {
+		line := ""
+		for _, word := range strings.Split(g, " ") {
+			indent := 2
+			if len(lines) == 0 {
+				indent = 0
+			}
+			switch {
+			case line == "":
+				line = word
+			case indent+utf8.RuneCountInString(line+" "+word) < width:
+				line += " " + word
+			default:
+				lines = append(lines, line)
+				line = word
+			}
+		}
+		lines = append(lines, line)
+	}
+	return strings.ReplaceAll(strings.Join(lines, "\n  "), nbsp, " ")
+}
+
 // renderBar is the bar's line for a terminal width columns wide, one column
 // short of it (a full last column makes some terminals wrap): the label, a
 // gauge that shrinks to fit, the window count, the records and their rate,

@@ -14,6 +14,7 @@ import (
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/redact"
 	"github.com/tidemarkhq/tidemark/webhooks"
 )
 
@@ -151,7 +152,7 @@ func newWebhooksStatusCmd(g *globals) *cobra.Command {
 						p = strings.Join(bits, ", ")
 					}
 				}
-				out = append(out, subStatusJSON{Source: sub.Source, Subscription: sub.ID, Events: sub.Events, URL: sub.URL,
+				out = append(out, subStatusJSON{Source: sub.Source, Subscription: sub.ID, Events: sub.Events, URL: redact.URL(sub.URL),
 					ValidatedAt: sub.ValidatedAt, LastDeliveryAt: sub.LastDeliveryAt, Deliveries: sub.Deliveries, Provider: p})
 			}
 			if asJSON {

@@ -62,6 +62,10 @@ type App struct {
 	// replicas in one process); zero: this host and pid, 5 s heartbeats.
 	Fleet poller.FleetParams
 
+	// OpsTimeouts bound the ops listener's connections (daemon.go); zero
+	// fields take DefaultOpsTimeouts' (tests make them short).
+	OpsTimeouts OpsTimeouts
+
 	// configAt is when Config was loaded (a reload sets it): of two
 	// replicas with different configs for one source, the newer serves it.
 	configAt time.Time
@@ -202,7 +206,8 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 			// The source's budget, shared with every other process on
 			// this database: a restart or a CLI run never starts afresh.
 			env.Pacer = cursor.New(a.Pool).Pacer(sc.Name)
-			env.Memo = cursor.New(a.Pool).Memo(sc.Name)
+			// Its memos, per account: another token is another owner.
+			env.Memo = cursor.New(a.Pool).Memo(sc.Name, sc.Settings().Account())
 		}
 		return newClient(ctx, sc.Settings(), env)
 	}
@@ -224,10 +229,10 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 		}
 		a.slots[sc.Name] = sl
 		a.slotsMu.Unlock()
-		src = wrap(sl, b.Source)
+		src = sl
 	}
-	a.noteSource(sc.Name, src) // webhooks.go
-	if s, ok := b.Source.(*simulated.Source); ok {
+	a.noteSource(sc.Name, src, b.Source) // webhooks.go
+	if s, ok := clients.As[*simulated.Source](b.Source); ok {
 		if a.Simulated == nil {
 			a.Simulated = map[string]*simulated.Tracker{}
 		}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/poller"
+	"github.com/tidemarkhq/tidemark/webhooks"
 )
 
 // ShutdownGrace bounds a graceful stop (DESIGN.md: exit 0 within 30 s).
@@ -129,7 +131,13 @@ func (a *App) ServeOps(listen string) (*http.Server, error) {
 	if err != nil {
 		return nil, Usagef("listen %s: %v", listen, err)
 	}
-	srv := &http.Server{Addr: l.Addr().String(), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	to := a.opsTimeouts()
+	// Every phase of a connection is bounded: this address faces the
+	// internet when provider webhooks are on, and a stalled sender (a
+	// trickled body, an idle keep-alive) must not hold a descriptor for
+	// ever, nor take /healthz and /metrics with it.
+	srv := &http.Server{Addr: l.Addr().String(), Handler: mux, ReadHeaderTimeout: to.ReadHeader,
+		ReadTimeout: to.Read, WriteTimeout: to.Write, IdleTimeout: to.Idle}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.Log.Error().Err(err).Msg("ops server stopped")
@@ -137,4 +145,23 @@ func (a *App) ServeOps(listen string) (*http.Server, error) {
 	}()
 	a.Log.Info().Str("listen", l.Addr().String()).Msg("serving / (status), /healthz, /readyz, /metrics")
 	return srv, nil
+}
+
+// OpsTimeouts bound the ops listener's connections: reading a request's
+// headers, reading a whole request, writing a response, a keep-alive
+// connection's idle time, and reading a webhook delivery's body.
+type OpsTimeouts struct {
+	ReadHeader, Read, Write, Idle, Body time.Duration
+}
+
+// DefaultOpsTimeouts are generous for a status page, /metrics and webhook
+// deliveries of a few kilobytes, and short for a stalled connection.
+var DefaultOpsTimeouts = OpsTimeouts{ReadHeader: 5 * time.Second, Read: 15 * time.Second, Write: 30 * time.Second,
+	Idle: 60 * time.Second, Body: webhooks.DefaultBodyWithin}
+
+// opsTimeouts is a.OpsTimeouts with DefaultOpsTimeouts for zero fields.
+func (a *App) opsTimeouts() OpsTimeouts {
+	t, d := a.OpsTimeouts, DefaultOpsTimeouts
+	return OpsTimeouts{ReadHeader: cmp.Or(t.ReadHeader, d.ReadHeader), Read: cmp.Or(t.Read, d.Read),
+		Write: cmp.Or(t.Write, d.Write), Idle: cmp.Or(t.Idle, d.Idle), Body: cmp.Or(t.Body, d.Body)}
 }

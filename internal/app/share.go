@@ -10,7 +10,6 @@ import (
 	"github.com/tidemarkhq/tidemark/clients/provider"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/poller"
-	"github.com/tidemarkhq/tidemark/webhooks"
 )
 
 // A replica holds what a source costs only while it owns it (issue 15: 10,000
@@ -71,98 +70,19 @@ func (s *slot) List(ctx context.Context, r clients.Resource, w clients.Window, f
 	return c.List(ctx, r, w, fn)
 }
 
-// The optional interfaces of a client (clients.Scoper, clients.Moder,
-// webhooks.Decoder), each served by the client of the slot; a slot wears
-// those its kind's client has (wrap), as callers test for them.
-type (
-	scoping  struct{ s *slot }
-	moding   struct{ s *slot }
-	decoding struct{ s *slot }
-)
-
-func (x scoping) ListScope(r clients.Resource, w clients.Window) clients.Scope {
-	c, err := x.s.client()
+// Unwrap returns the source's client, for its optional capabilities
+// (clients.As): the one built if there is one, else one built for the
+// caller and not kept (a webhook event decoded by a replica that does not
+// own the source). nil when it cannot be built.
+func (s *slot) Unwrap() clients.Source {
+	if c := s.built(); c != nil {
+		return c
+	}
+	b, err := s.build()
 	if err != nil {
-		return clients.Scope{}
+		return nil
 	}
-	return clients.ScopeOf(c, r, w)
-}
-
-func (x moding) Mode(r clients.Resource) string {
-	if m, ok := x.s.built().(clients.Moder); ok {
-		return m.Mode(r)
-	}
-	return ""
-}
-
-// DecodeEvent decodes with the source's client when this replica owns the
-// source, else with one built for the event and dropped after it (a webhook
-// can arrive at any replica; this one keeps no client for it).
-func (x decoding) DecodeEvent(r clients.Resource, payload []byte, fetched time.Time) ([]clients.Record, bool, error) {
-	c := x.s.built()
-	if c == nil {
-		b, err := x.s.build()
-		if err != nil {
-			return nil, false, err
-		}
-		c = b.Source
-	}
-	if d, ok := c.(webhooks.Decoder); ok {
-		return d.DecodeEvent(r, payload, fetched)
-	}
-	return nil, false, nil
-}
-
-// wrap returns s with the optional interfaces that probe, a client of its
-// kind, has.
-func wrap(s *slot, probe clients.Source) clients.Source {
-	_, sc := probe.(clients.Scoper)
-	_, mo := probe.(clients.Moder)
-	_, de := probe.(webhooks.Decoder)
-	x, m, d := scoping{s}, moding{s}, decoding{s}
-	switch {
-	case sc && mo && de:
-		return struct {
-			*slot
-			scoping
-			moding
-			decoding
-		}{s, x, m, d}
-	case sc && mo:
-		return struct {
-			*slot
-			scoping
-			moding
-		}{s, x, m}
-	case sc && de:
-		return struct {
-			*slot
-			scoping
-			decoding
-		}{s, x, d}
-	case mo && de:
-		return struct {
-			*slot
-			moding
-			decoding
-		}{s, m, d}
-	case sc:
-		return struct {
-			*slot
-			scoping
-		}{s, x}
-	case mo:
-		return struct {
-			*slot
-			moding
-		}{s, m}
-	case de:
-		return struct {
-			*slot
-			decoding
-		}{s, d}
-	}
-	return s
+	return b.Source
 }
 
 // shareSources makes the daemon's replica hold a source's client and metric

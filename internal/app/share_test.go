@@ -26,6 +26,7 @@ type shareReplica struct {
 	id      string
 	a       *app.App
 	sigs    chan os.Signal
+	reloads chan os.Signal // nil: no reloads
 	done    chan error
 	stopped bool
 }

@@ -27,7 +27,7 @@ var (
 	statusHTML string
 	//go:embed status/status.css
 	statusCSS  string
-	statusTmpl = template.Must(template.New("status").Parse(statusHTML))
+	statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{"words": words}).Parse(statusHTML))
 )
 
 // StatusRefresh is how often the page reloads itself (a meta refresh).
@@ -260,6 +260,17 @@ func chartOf(id, title string, hist []metrics.Minute, v func(metrics.Minute) int
 	}
 	c.Points = strings.Join(pts, " ")
 	return c
+}
+
+// words keeps each word of s whole (a timestamp's date and time): a narrow
+// column wraps between them, never at a date's hyphens. One outer span:
+// a phone's card (a flex row) sees one item.
+func words(s string) template.HTML {
+	ws := strings.Fields(s)
+	for i, w := range ws {
+		ws[i] = `<span class="w">` + template.HTMLEscapeString(w) + `</span>`
+	}
+	return template.HTML("<span>" + strings.Join(ws, " ") + "</span>")
 }
 
 func hhmm(t time.Time) string {

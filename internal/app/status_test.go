@@ -238,6 +238,56 @@ const layoutCheck = `(() => {
   return bad;
 })()`
 
+// Issue 30: on a laptop's screen (1280 px) and wider, each timestamp of
+// the sources' tables (high water, last run, next run) stays on one line,
+// also beside a long error note; the layout still fits (layoutCheck).
+func TestStatusPageTimestampsOnOneLine(t *testing.T) {
+	t.Parallel()
+	a, base := openApp(t)
+	ctx := browser(t)
+	p, err := a.Poller(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"alpha", "beta"} {
+		if _, err := p.Incremental(context.Background(), src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	capped := "beta/users: users: " + clients.ErrCapped.Error() + ": the provider stopped at page 3 of the 9 its envelope announced"
+	if err := cursor.New(a.Pool).PassFailed(context.Background(), "beta", "users", cursor.KindIncremental, 4, time.Now().Add(30*time.Minute), capped); err != nil {
+		t.Fatal(err)
+	}
+	// A narrow laptop (1024 px) may wrap them, but everything fits.
+	for _, w := range []int64{1024, 1280, 1920} {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, 900), chromedp.Navigate(base+"/"),
+			chromedp.WaitVisible(chromedp.CSS(`#source-beta`))); err != nil {
+			t.Fatal(err)
+		}
+		bad := run(t, ctx, chromedp.Evaluate[[]string](layoutCheck))
+		if w >= 1280 {
+			bad = append(bad, run(t, ctx, chromedp.Evaluate[[]string](timestampLines))...)
+		}
+		if len(bad) > 0 {
+			t.Errorf("at %d px:\n%s", w, strings.Join(bad, "\n"))
+		}
+	}
+}
+
+// timestampLines lists the timestamp cells of the sources' tables whose
+// text takes more than one line (its boxes at more than one height).
+const timestampLines = `(() => {
+  const bad = [];
+  for (const td of document.querySelectorAll("section.source td.hw, section.source td.last, section.source td.next")) {
+    const r = document.createRange();
+    r.selectNodeContents(td);
+    const tops = new Set([...r.getClientRects()].filter(b => b.width > 0).map(b => Math.round(b.top)));
+    if (tops.size > 1) bad.push(td.dataset.label + " of " + td.closest("section").dataset.source + "/" +
+      td.parentElement.dataset.resource + " on " + tops.size + " lines, " + Math.round(td.getBoundingClientRect().height) + " px high: " + JSON.stringify(td.innerText));
+  }
+  return bad;
+})()`
+
 // The page holds no secret: the database URL (with its password) and the
 // tokens stay out of it.
 func TestStatusPageHasNoSecrets(t *testing.T) {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -19,19 +20,38 @@ type webhookState struct {
 	store   *webhooks.Store
 	metrics *webhooks.Metrics
 	intake  *webhooks.Intake
-	built   map[string]clients.Source // the sources the daemon's poller uses
+	// decoders decode an event's record with the client that reads the
+	// source, for the sources whose kind can.
+	decoders map[string]webhooks.Decoder
 }
 
-// noteSource remembers a built source: webhooks.apply decodes an event's
-// record with the client that reads the source.
-func (a *App) noteSource(name string, s clients.Source) {
+// noteSource remembers a built source whose client (probe, a bare one)
+// decodes webhook events: webhooks.apply decodes an event's record with the
+// client that reads the source.
+func (a *App) noteSource(name string, s, probe clients.Source) {
 	if a.wh == nil {
 		a.wh = &webhookState{}
 	}
-	if a.wh.built == nil {
-		a.wh.built = map[string]clients.Source{}
+	if a.wh.decoders == nil {
+		a.wh.decoders = map[string]webhooks.Decoder{}
 	}
-	a.wh.built[name] = s
+	delete(a.wh.decoders, name)
+	if _, ok := clients.As[webhooks.Decoder](probe); ok {
+		a.wh.decoders[name] = sourceDecoder{s}
+	}
+}
+
+// sourceDecoder decodes with the client the source has when the event
+// comes (clients.As through the daemon's slot: its own client, or one
+// built for the event when this replica does not own the source).
+type sourceDecoder struct{ src clients.Source }
+
+func (d sourceDecoder) DecodeEvent(r clients.Resource, payload []byte, fetched time.Time) ([]clients.Record, bool, error) {
+	dec, ok := clients.As[webhooks.Decoder](d.src)
+	if !ok {
+		return nil, false, fmt.Errorf("source %s: its client could not be built to decode the event", d.src.Name())
+	}
+	return dec.DecodeEvent(r, payload, fetched)
 }
 
 func (a *App) webhookParts() *webhookState {
@@ -56,7 +76,7 @@ func (a *App) webhookParts() *webhookState {
 			for _, r := range s.Resources {
 				rs = append(rs, clients.Resource(r))
 			}
-			dec, _ := a.wh.built[s.Name].(webhooks.Decoder)
+			dec := a.wh.decoders[s.Name]
 			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs, Decoder: dec, Events: bool(s.Events), History: historyResources(&s)}
 		}
 		// Only a source whose kind sends webhooks (Toggl, Clockify) needs
@@ -65,7 +85,7 @@ func (a *App) webhookParts() *webhookState {
 			a.Log.Warn().Err(keyErr).Msg("webhook deliveries will be refused (503) until the key is set")
 		}
 		w.intake = &webhooks.Intake{Store: w.store, Seal: seal, Sources: srcs,
-			MaxBody: a.Config.Webhooks.MaxBody, Log: a.Log, Metrics: w.metrics, Apply: a.Config.Webhooks.Apply}
+			MaxBody: a.Config.Webhooks.MaxBody, BodyWithin: a.opsTimeouts().Body, Log: a.Log, Metrics: w.metrics, Apply: a.Config.Webhooks.Apply}
 	})
 	return w
 }

@@ -122,6 +122,10 @@ type Capabilities struct {
 	// overlap re-delivers nothing through the source (the suite then
 	// re-applies the records directly).
 	ListedUnderParents map[clients.Resource]bool
+	// Scopes are the values of Options.Scope the source can be built
+	// with, each listing a different way (Toggl's me and workspace); nil:
+	// one way. The repeated-page check runs every listing in each.
+	Scopes []string
 }
 
 // Options are what the suite asks of a new fake and its source.
@@ -132,6 +136,10 @@ type Options struct {
 	// OnResponse must be the source's provider.Env.OnResponse: the rate
 	// limit check stamps each request on our side when it was sent.
 	OnResponse func(status int, took time.Duration)
+	// PageSize, when set, is the page size the source must ask for.
+	PageSize int
+	// Scope, when set, is one of Capabilities.Scopes.
+	Scope string
 }
 
 // Harness is what Run asks of a provider (Provider is one).
@@ -164,6 +172,8 @@ type Fake interface {
 	// DropDate makes every response lack the Date header from now on (a
 	// proxy that drops it).
 	DropDate()
+	// Repeat makes every listing serve its first page from now on.
+	Repeat(m fakeapi.Repeat)
 	// Requests is the fake's request log.
 	Requests() []fakeapi.Request
 	// Versions returns r's live records (mirror id → version): the ground
@@ -258,6 +268,7 @@ func Run(t *testing.T, h Harness) {
 		r = clients.TimeEntries
 	}
 	t.Run("RateLimitWindowHolds", func(t *testing.T) { t.Parallel(); testRateLimit(t, h, caps, r) })
+	t.Run("RepeatedPagesEnd", func(t *testing.T) { t.Parallel(); testRepeatedPages(t, h, caps, served) })
 }
 
 // checkCaps refuses capabilities that leave a served resource undeclared

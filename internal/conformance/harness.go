@@ -19,6 +19,7 @@ type Server interface {
 	Versions(r clients.Resource) map[string]time.Time
 	MalformResource(r clients.Resource, m Malformation)
 	DropDate(on bool)
+	Repeat(m fakeapi.Repeat)
 }
 
 // Provider is a Harness declared from a provider's fake server S: what
@@ -81,6 +82,8 @@ func (f *fake[S]) Delete(r clients.Resource, id int64) { f.p.Delete(f.s, r, id) 
 func (f *fake[S]) Malform(r clients.Resource, m Malformation) { f.s.MalformResource(r, m) }
 
 func (f *fake[S]) DropDate() { f.s.DropDate(true) }
+
+func (f *fake[S]) Repeat(m fakeapi.Repeat) { f.s.Repeat(m) }
 
 func (f *fake[S]) Requests() []fakeapi.Request { return f.s.Requests() }
 

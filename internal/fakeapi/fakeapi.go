@@ -36,6 +36,10 @@ type Dialect struct {
 	Fault func(status int) string
 	// HTMLPage is the page an HTMLPage malformation serves.
 	HTMLPage string
+	// PageParams are the query parameters, and PageFields the top-level
+	// fields of a JSON request body, that address a page other than the
+	// first (Repeat drops them).
+	PageParams, PageFields []string
 }
 
 // Config is the kit's part of a fake's options. Zero values turn each
@@ -92,6 +96,7 @@ type Kit struct {
 	lim    limits
 	inj    faults
 	noDate bool // DropDate
+	repeat Repeat
 }
 
 // DropDate makes the responses carry no Date header from now on (as behind
@@ -207,7 +212,7 @@ func (k *Kit) serve(h http.HandlerFunc) http.Handler {
 		k.reqs = append(k.reqs, rq)
 		rq.Seq = len(k.reqs)
 		f := k.decideLocked(now)
-		noDate := k.noDate
+		noDate, repeat := k.noDate, k.repeat
 		k.mu.Unlock()
 		defer func() {
 			k.mu.Lock()
@@ -236,6 +241,10 @@ func (k *Kit) serve(h http.HandlerFunc) http.Handler {
 				w.Header().Set("Retry-After", f.retryAfter)
 			}
 			WriteJSON(w, f.status, k.d.Fault(f.status))
+		case repeat != 0:
+			hw, r, done := k.repeating(repeat, w, r)
+			h(hw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rq)))
+			done()
 		default:
 			h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rq)))
 		}

@@ -91,6 +91,9 @@ type Options struct {
 	// made while an earlier one is still invisible replaces it.
 	VisibilityDelay time.Duration
 	LateEvery       int
+	// OldestFirst serves per-user time entries oldest start first, against
+	// Clockify's newest first (a proxy or an API change).
+	OldestFirst bool
 }
 
 const stampLayout = "2006-01-02T15:04:05.000Z"
@@ -121,7 +124,8 @@ var dialect = fakeapi.Dialect{
 		}
 		return `{"message":"Internal server error","code":` + strconv.Itoa(status) + `}`
 	},
-	HTMLPage: "<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n",
+	HTMLPage:   "<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n",
+	PageParams: []string{"page"},
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -287,6 +291,9 @@ func (s *Server) list(w http.ResponseWriter, q url.Values, endpoint, owner strin
 			es = append(es, e)
 		}
 		fakeapi.NewestFirst(es, func(e *TimeEntry) (time.Time, string) { return e.Start, e.ID })
+		if s.opts.OldestFirst {
+			slices.Reverse(es)
+		}
 		for _, e := range es {
 			elems = append(elems, s.renderEntry(e))
 		}

@@ -116,6 +116,10 @@ func (s *Server) routeReports(w http.ResponseWriter, r *http.Request) bool {
 	case to.Sub(from) > 366*24*time.Hour:
 		fakeapi.WriteJSON(w, http.StatusBadRequest, `"The date range cannot exceed 366 days"`)
 		return true
+	case from.Year() < 2006:
+		// Toggl started in 2006: earlier dates are refused (toggl_api_docs #220).
+		fakeapi.WriteJSON(w, http.StatusBadRequest, `"Date start_date=`+q.StartDate+` is not in this century"`)
+		return true
 	}
 	size := cmp.Or(q.PageSize, 50)
 	size = min(size, cmp.Or(s.opts.ReportPageCap, 200))
@@ -188,7 +192,7 @@ func (s *Server) zoneOf(user int64) *time.Location {
 	if z, ok := s.opts.UserZones[user]; ok && z != nil {
 		return z
 	}
-	return s.userZone
+	return s.userZone()
 }
 
 // reportRow renders an entry as a detailed search row.

@@ -45,6 +45,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemarkhq/tidemark/clients"
@@ -135,10 +136,10 @@ type Server struct {
 	late   fakeapi.Late[fakeapi.Key[int64], any] // the store's lock; writes not yet visible
 	tables map[clients.Resource]records          // deleted records too
 
-	taskTotalBias int              // SetTaskTotalBias; under the store's lock
-	reportQueries []ReportQuery    // under the store's lock
-	tagIDs        map[string]int64 // under the store's lock
-	userZone      *time.Location
+	taskTotalBias int                   // SetTaskTotalBias; under the store's lock
+	reportQueries []ReportQuery         // under the store's lock
+	tagIDs        map[string]int64      // under the store's lock
+	owner         atomic.Pointer[owner] // SetOwner: the token accepted and its owner's zone
 
 	quotaMu    sync.Mutex
 	quotaStart time.Time // source clock: the first request of the window
@@ -158,7 +159,9 @@ var dialect = fakeapi.Dialect{
 		}
 		return `"Internal Server Error"`
 	},
-	HTMLPage: "<!DOCTYPE html>\n<html><head><title>Toggl Track is down for maintenance</title></head><body><h1>Back soon.</h1></body></html>\n",
+	HTMLPage:   "<!DOCTYPE html>\n<html><head><title>Toggl Track is down for maintenance</title></head><body><h1>Back soon.</h1></body></html>\n",
+	PageParams: []string{"page"},
+	PageFields: []string{"first_id", "first_row_number", "first_timestamp"},
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -175,7 +178,8 @@ func New(o Options) *Server {
 	if err != nil {
 		panic(fmt.Sprintf("toggltest: time zone %q: %v", o.TimeZone, err))
 	}
-	s := &Server{opts: o, tables: newTables(), userZone: loc}
+	s := &Server{opts: o, tables: newTables()}
+	s.owner.Store(&owner{token: o.Token, timeZone: o.TimeZone, zone: loc})
 	s.late.Delay, s.late.Every, s.late.Apply = o.VisibilityDelay, o.LateEvery, s.apply
 	s.Kit = fakeapi.New(dialect, fakeapi.Config{
 		Clock: o.Clock, Skew: o.Skew, Bucket: o.Bucket, RetryAfter: o.RetryAfter,
@@ -184,8 +188,26 @@ func New(o Options) *Server {
 	return s
 }
 
+// owner is the token the fake accepts and its owner's zone (/me).
+type owner struct {
+	token, timeZone string
+	zone            *time.Location
+}
+
+// SetOwner makes the fake accept token only, owned by someone in zone
+// timeZone (an IANA name): the source is given another person's token.
+func (s *Server) SetOwner(token, timeZone string) {
+	loc, err := time.LoadLocation(timeZone)
+	if err != nil {
+		panic(fmt.Sprintf("toggltest: time zone %q: %v", timeZone, err))
+	}
+	s.owner.Store(&owner{token: token, timeZone: timeZone, zone: loc})
+}
+
+func (s *Server) userZone() *time.Location { return s.owner.Load().zone }
+
 // Token and WorkspaceID are what the fake accepts.
-func (s *Server) Token() string      { return s.opts.Token }
+func (s *Server) Token() string      { return s.owner.Load().token }
 func (s *Server) WorkspaceID() int64 { return s.opts.WorkspaceID }
 func (s *Server) stamp() time.Time   { return s.Now().UTC().Truncate(time.Second) }
 func (s *Server) fmtTime(t time.Time) string {
@@ -306,7 +328,7 @@ func (s *Server) SetForbidUsers(v bool) {
 
 func (s *Server) authorized(r *http.Request) bool {
 	h := r.Header.Get("Authorization")
-	want := "Basic " + base64.StdEncoding.EncodeToString([]byte(s.opts.Token+":api_token"))
+	want := "Basic " + base64.StdEncoding.EncodeToString([]byte(s.Token()+":api_token"))
 	return h == want
 }
 
@@ -414,8 +436,8 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) {
 			bad = `"start_date and end_date must be given together"`
 		default:
 			var err1, err2 error
-			from, err1 = parseDay(q.Get("start_date"), s.userZone)
-			to, err2 = parseDay(q.Get("end_date"), s.userZone)
+			from, err1 = parseDay(q.Get("start_date"), s.userZone())
+			to, err2 = parseDay(q.Get("end_date"), s.userZone())
 			if err1 != nil || err2 != nil {
 				bad = `"start_date and end_date must be YYYY-MM-DD or RFC 3339"`
 			} else if to.Before(from) {
@@ -430,7 +452,7 @@ func (s *Server) listEntries(w http.ResponseWriter, q url.Values) {
 	var before time.Time
 	if v := q.Get("before"); v != "" && !s.opts.IgnoreBefore {
 		var err error
-		if before, err = parseDay(v, s.userZone); err != nil {
+		if before, err = parseDay(v, s.userZone()); err != nil {
 			fakeapi.WriteJSON(w, http.StatusBadRequest, `"before must be YYYY-MM-DD or RFC 3339"`)
 			return
 		}
@@ -609,7 +631,7 @@ const OwnerID = 1
 func (s *Server) writeMe(w http.ResponseWriter) {
 	b, err := json.Marshal(map[string]any{
 		"id": OwnerID, "api_token": "********************************", "email": "owner@example.com", "fullname": "Token Owner",
-		"timezone": s.opts.TimeZone, "default_workspace_id": s.opts.WorkspaceID, "beginning_of_week": 1,
+		"timezone": s.owner.Load().timeZone, "default_workspace_id": s.opts.WorkspaceID, "beginning_of_week": 1,
 		"image_url": "", "created_at": "2020-01-01T00:00:00Z", "updated_at": "2020-01-01T00:00:00Z",
 		"openid_enabled": false, "has_password": true, "at": "2020-01-01T00:00:00Z",
 	})

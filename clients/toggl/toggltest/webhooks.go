@@ -284,7 +284,7 @@ func randomHex(n int) string {
 func (s *Server) SourceConfig(name string, keys ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  - name: %s\n    kind: toggl\n    base_url: %s\n    workspace_id: \"%d\"\n    token: %s\n",
-		name, s.URL(), s.opts.WorkspaceID, s.opts.Token)
+		name, s.URL(), s.opts.WorkspaceID, s.Token())
 	for _, k := range keys {
 		b.WriteString("    " + k + "\n")
 	}

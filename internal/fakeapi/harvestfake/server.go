@@ -113,7 +113,8 @@ var dialect = fakeapi.Dialect{
 		}
 		return `{"status":` + strconv.Itoa(status) + `,"error":"Internal Server Error"}`
 	},
-	HTMLPage: "<!DOCTYPE html>\n<html><head><title>Harvest is down for maintenance</title></head><body><h1>We'll be right back.</h1></body></html>\n",
+	HTMLPage:   "<!DOCTYPE html>\n<html><head><title>Harvest is down for maintenance</title></head><body><h1>We'll be right back.</h1></body></html>\n",
+	PageParams: []string{"page", "cursor"},
 }
 
 // New starts a fake on a loopback port. Close it when done.
