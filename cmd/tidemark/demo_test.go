@@ -256,3 +256,17 @@ func TestDemoReapsTheClusterOfAKilledDemo(t *testing.T) {
 		t.Fatalf("the second demo left %s after SIGINT", dir2)
 	}
 }
+
+// TestDemoOwnsHistoryTables: a resource's history table is Tidemark's (the
+// demo keeps history, and cleans it up); a table merely named like one is
+// not.
+func TestDemoOwnsHistoryTables(t *testing.T) {
+	for table, want := range map[string]bool{
+		"time_entries_history": true, "invoices_history": true, "history_sources": true,
+		"crm_contacts_history": false, "history": false, "time_entries": true,
+	} {
+		if got := tidemarkTable(table); got != want {
+			t.Errorf("tidemarkTable(%q) = %v, want %v", table, got, want)
+		}
+	}
+}

@@ -126,7 +126,9 @@ func tidemarkTable(table string) bool {
 	if migrations.Owns(table) {
 		return true
 	}
-	_, ok := schema.Lookup(clients.Resource(table))
+	// A resource's history (upsert.HistoryTable) is declared from it.
+	base, _ := strings.CutSuffix(table, "_history")
+	_, ok := schema.Lookup(clients.Resource(base))
 	return ok
 }
 
