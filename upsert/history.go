@@ -115,7 +115,7 @@ func (h *historySQL) buildDDL(t *table) []string {
 		ddl = append(ddl, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s_by_date ON %s (%s)`, h.table, h.table, strings.Join(keys, ", ")))
 	}
 	ddl = append(ddl, fmt.Sprintf(historyFunctionsSQL, t.name, h.table))
-	return ddl
+	return append(ddl, auditDDL[t.resource]...)
 }
 
 // The statements, with %s for identifiers from the declaration.
