@@ -18,7 +18,7 @@ const historyLong = `Prints every version of one record in the order the mirror 
 its change (created, updated, deleted, restored, first_seen), valid time (from
 the provider's version until the next; "open" for the current one), recorded
 time (when this mirror learned it), the run that wrote it, and the typed
-columns: all of them for the first version, then only those that changed
+columns: all but nulls for the first version, then only those that changed
 (old → new). Needs the resource in the source's ` + "`history:`" + ` (config).
 
 --json prints an array, one object per version:

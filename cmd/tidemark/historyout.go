@@ -43,7 +43,7 @@ func nameWidth(t *schema.Table) int {
 }
 
 // writeVersions prints one block per version: its header, its times, then
-// every column (the first) or those that changed (the others).
+// every column not null (the first) or those that changed (the others).
 func writeVersions(w io.Writer, source string, t *schema.Table, id string, vs []history.Version) error {
 	fmt.Fprintf(w, "%s %s of %s: %d versions\n", t.Name, clip(id, 30), source, len(vs))
 	nw := nameWidth(t)
@@ -57,7 +57,9 @@ func writeVersions(w io.Writer, source string, t *schema.Table, id string, vs []
 		fmt.Fprintf(w, "  recorded  %s\n", stamp(v.RecordedFrom))
 		if i == 0 {
 			for _, c := range t.Columns {
-				writeValue(w, nw, c.Name, history.Text(v.Values[c.Name]))
+				if x := history.Text(v.Values[c.Name]); x != "null" {
+					writeValue(w, nw, c.Name, x)
+				}
 			}
 			continue
 		}
