@@ -94,6 +94,7 @@ func dbNow(t *testing.T, e *env) time.Time {
 // four runs, an update, a deletion, a creation, a restore. It returns the
 // config and two instants of recorded time (after r2, after r4).
 func historyWorld(t *testing.T) (*env, string, time.Time, time.Time) {
+	t.Helper()
 	e := newEnv(t)
 	_, cfg := e.acme(simulated.Params{Seed: 3}, source{history: true})
 	if err := upsert.EnsureHistory(context.Background(), e.pool, "acme", []clients.Resource{clients.TimeEntries}); err != nil {
@@ -374,6 +375,176 @@ func fits80(t *testing.T, out string) {
 	for _, l := range strings.Split(out, "\n") {
 		if utf8.RuneCountInString(l) > 80 {
 			t.Errorf("line of %d columns: %q", utf8.RuneCountInString(l), l)
+		}
+	}
+}
+
+// ---- tidemark history diff -----------------------------------------------------
+
+// cliDiff is `tidemark history diff --json`, by its documented names.
+type cliDiff struct {
+	Source   string     `json:"source"`
+	Resource string     `json:"resource"`
+	Time     string     `json:"time"`
+	From     time.Time  `json:"from"`
+	To       time.Time  `json:"to"`
+	Created  []cliEntry `json:"created"`
+	Changed  []cliEntry `json:"changed"`
+	Deleted  []cliEntry `json:"deleted"`
+	Totals   struct {
+		Created     int          `json:"created"`
+		Changed     int          `json:"changed"`
+		Deleted     int          `json:"deleted"`
+		HoursFrom   *json.Number `json:"hours_from"`
+		HoursTo     *json.Number `json:"hours_to"`
+		HoursChange *json.Number `json:"hours_change"`
+	} `json:"totals"`
+}
+
+type cliEntry struct {
+	ID      string                     `json:"id"`
+	Values  map[string]json.RawMessage `json:"values"`
+	Changed map[string]cliChange       `json:"changed"`
+}
+
+// sqlHours sums the hours a history function returns, in SQL's numeric.
+func sqlHours(t *testing.T, e *env, fn string, at time.Time) string {
+	t.Helper()
+	var s string
+	if err := e.pool.QueryRow(context.Background(), `SELECT coalesce(sum(hours), 0)::text FROM `+fn+`('acme', $1)`, at).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checkDiff holds a `history diff --json` to the history function fn at
+// both instants: created, changed and deleted ids, their values and
+// changed columns, and the hours, field by field. It returns the ids.
+func checkDiff(t *testing.T, e *env, fn string, d cliDiff) (created, changed, deleted []string) {
+	t.Helper()
+	byID := func(rs []sqlRow) map[string]sqlRow {
+		m := map[string]sqlRow{}
+		for _, r := range rs {
+			m[r.id] = r
+		}
+		return m
+	}
+	a := byID(sqlRows(t, e, fn+`('acme', $1)`, d.From))
+	b := byID(sqlRows(t, e, fn+`('acme', $1)`, d.To))
+	var want [3][]string
+	for id, r := range b {
+		if p, ok := a[id]; !ok {
+			want[0] = append(want[0], id)
+		} else if !slices.Equal(p.hash, r.hash) {
+			want[1] = append(want[1], id)
+		}
+	}
+	for id := range a {
+		if _, ok := b[id]; !ok {
+			want[2] = append(want[2], id)
+		}
+	}
+	for i, s := range []struct {
+		name   string
+		es     []cliEntry
+		values map[string]sqlRow
+	}{{"created", d.Created, b}, {"changed", d.Changed, b}, {"deleted", d.Deleted, a}} {
+		var ids []string
+		for _, x := range s.es {
+			ids = append(ids, x.ID)
+			checkValues(t, s.name+" "+x.ID, x.Values, s.values[x.ID].text)
+			if s.name == "changed" {
+				checkChanged(t, "changed "+x.ID, x.Changed, a[x.ID].text, b[x.ID].text)
+			}
+		}
+		slices.Sort(want[i])
+		if !slices.Equal(slices.Sorted(slices.Values(ids)), want[i]) {
+			t.Errorf("%s %v, %s says %v", s.name, ids, fn, want[i])
+		}
+	}
+	tot := d.Totals
+	if tot.Created != len(want[0]) || tot.Changed != len(want[1]) || tot.Deleted != len(want[2]) {
+		t.Errorf("totals %+v, want %d, %d, %d", tot, len(want[0]), len(want[1]), len(want[2]))
+	}
+	hf, ht := sqlHours(t, e, fn, d.From), sqlHours(t, e, fn, d.To)
+	var delta string
+	if err := e.pool.QueryRow(context.Background(), `SELECT ($2::numeric - $1::numeric)::text`, hf, ht).Scan(&delta); err != nil {
+		t.Fatal(err)
+	}
+	if tot.HoursFrom == nil || tot.HoursTo == nil || tot.HoursChange == nil ||
+		tot.HoursFrom.String() != hf || tot.HoursTo.String() != ht || tot.HoursChange.String() != delta {
+		t.Errorf("hours %v → %v (%v), %s says %s → %s (%s)", tot.HoursFrom, tot.HoursTo, tot.HoursChange, fn, hf, ht, delta)
+	}
+	return want[0], want[1], want[2]
+}
+
+// TestE2EHistoryCLIDiff (issue 32): `history diff --json` returns what
+// time_entries_as_of (valid time) and time_entries_known_at (--known,
+// recorded time) return at both instants, with exact hours; the human
+// output says the same in 80 columns.
+func TestE2EHistoryCLIDiff(t *testing.T) {
+	t.Parallel()
+	e, cfg, k1, k2 := historyWorld(t)
+	d := cliJSON[cliDiff](t, e, "history", "diff", "acme", "time_entries", "--from", "2026-01-06",
+		"--to", "2026-01-08T10:00:00+01:00", "--json", "--config", cfg)
+	if d.Time != "valid" || !d.From.Equal(jan(6, 0)) || !d.To.Equal(jan(8, 9)) || d.Source != "acme" || d.Resource != "time_entries" {
+		t.Errorf("diff of %s %s, %s time %v → %v", d.Source, d.Resource, d.Time, d.From, d.To)
+	}
+	c, ch, del := checkDiff(t, e, "time_entries_as_of", d)
+	if !slices.Equal(c, []string{"4"}) || !slices.Equal(ch, []string{"1", "3"}) || !slices.Equal(del, []string{"2"}) ||
+		d.Totals.HoursFrom.String() != "4.25" || d.Totals.HoursTo.String() != "6.00" {
+		t.Errorf("valid-time diff: created %v, changed %v, deleted %v, hours %v → %v; want 4; 1, 3; 2; 4.25 → 6.00",
+			c, ch, del, d.Totals.HoursFrom, d.Totals.HoursTo)
+	}
+	k := cliJSON[cliDiff](t, e, "history", "diff", "acme", "time_entries", "--known", "--json",
+		"--from", k1.Format(time.RFC3339Nano), "--to", k2.Format(time.RFC3339Nano))
+	c, ch, del = checkDiff(t, e, "time_entries_known_at", k)
+	if k.Time != "recorded" || !slices.Equal(c, []string{"4"}) || !slices.Equal(ch, []string{"2", "3"}) || len(del) != 0 {
+		t.Errorf("recorded-time diff (%s): created %v, changed %v, deleted %v; want 4; 2, 3; none", k.Time, c, ch, del)
+	}
+	out, errs, code := e.cli("history", "diff", "acme", "time_entries", "--from", "2026-01-06", "--to", "2026-01-08T09:00:00Z")
+	if code != 0 {
+		t.Fatalf("history diff exited %d: %s", code, errs)
+	}
+	for _, want := range []string{"time_entries of acme, valid time", "created 1, changed 2, deleted 1",
+		"hours 4.25 → 6.00 (+1.75)", "  + 4 ", "  ~ 1", "1.50 → 2.25", "  - 2 "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff output lacks %q:\n%s", want, out)
+		}
+	}
+	fits80(t, out)
+}
+
+// TestE2EHistoryCLIBadInput: bad usage exits 2 naming the argument or flag
+// (an unknown resource or source, a bad or reversed instant, a resource
+// without history, naming `history:`); a record without versions exits 1.
+func TestE2EHistoryCLIBadInput(t *testing.T) {
+	t.Parallel()
+	e, cfg, _, _ := historyWorld(t)
+	diff := func(args ...string) []string {
+		return append([]string{"history", "diff", "acme", "time_entries"}, args...)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"history", "acme", "nope", "1"}, 2, `RESOURCE: unknown resource "nope"`},
+		{[]string{"history", "diff", "acme", "nope", "--from", "2026-01-01"}, 2, "RESOURCE"},
+		{[]string{"history", "acme", "time_entries"}, 2, "accepts 3 arg(s)"},
+		{diff(), 2, "--from is required"},
+		{diff("--from", "yesterday"), 2, `--from "yesterday"`},
+		{diff("--from", "2026-01-01", "--to", "2026-13-01"), 2, `--to "2026-13-01"`},
+		{diff("--from", "2026-01-02", "--to", "2026-01-01"), 2, "--to 2026-01-01T00:00:00Z is before --from"},
+		{[]string{"history", "diff", "ghost", "time_entries", "--from", "2026-01-01", "--config", cfg}, 2, `SOURCE: ` + cfg + `: no source named "ghost"`},
+		{[]string{"history", "ghost", "time_entries", "1"}, 2, `source "ghost" has no history of time_entries`},
+		{[]string{"history", "acme", "projects", "1", "--config", cfg}, 2, "projects has no history: add it to the source's `history:`"},
+		{[]string{"history", "diff", "acme", "invoices", "--from", "2026-01-01"}, 2, "`history:`"},
+		{[]string{"history", "acme", "time_entries", "999"}, 1, "no version of time_entries 999 in source acme"},
+	} {
+		out, errs, code := e.cli(tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d saying %q", tc.args, code, out, errs, tc.code, tc.want)
 		}
 	}
 }
