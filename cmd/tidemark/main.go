@@ -106,6 +106,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newEventsCmd(g),
 		newHealthCmd(g), newSimulateCmd(g), // ops.go
 		newWebhooksCmd(g), // webhooks.go
+		newHistoryCmd(g),  // history.go
 	)
 	var wrap func(c *cobra.Command)
 	wrap = func(c *cobra.Command) {
