@@ -1,0 +1,131 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
+)
+
+// lateEdit is one row of time_entry_late_edits as the test compares them.
+type lateEdit struct {
+	ID, Change, Reasons, HoursChange, AmountChange string
+}
+
+// TestLateEditsThroughTheApp (issue 32): a Harvest fake edits entries
+// before and after invoicing, approval and locking, at known instants, with
+// a pass after each step through app.Open; a reconcile finds a locked entry
+// deleted and another, invoiced, falsely missing (healed by the next
+// reconcile). time_entry_late_edits lists exactly the edits after the
+// fact, with their hours and amounts (billable_rate 100), and nothing else:
+// not the edits before, not the invoicing itself, not a re-delivery, not a
+// healed false deletion.
+func TestLateEditsThroughTheApp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newHarvestEnv(t, 0, harvestfake.Options{NoRateLimit: true})
+	day := clients.DateOf(time.Now().UTC()) // every edit is before its month closes
+	at := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	step := 0
+	last := map[int64]time.Time{} // each entry's version
+	put := func(id int64, hours string, f func(*harvestfake.TimeEntry)) {
+		step++
+		te := harvestfake.TimeEntry{ID: id, SpentDate: day, Hours: hours, UserID: 7, ProjectID: 8, TaskID: 9, ClientID: 10,
+			Billable: true, CreatedAt: at, UpdatedAt: at.Add(time.Duration(step) * time.Minute)}
+		if f != nil {
+			f(&te)
+		}
+		last[id] = te.UpdatedAt
+		e.fake.PutTimeEntry(te)
+	}
+	_, p := e.open(t, "", "    history: [time_entries]\n")
+	pass := func() {
+		t.Helper()
+		if _, err := p.Incremental(ctx, "acme", clients.TimeEntries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile := func() {
+		t.Helper()
+		if _, err := p.Reconcile(ctx, "acme", clients.TimeEntries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	invoiced := func(te *harvestfake.TimeEntry) { te.IsBilled, te.InvoiceID = true, 55 }
+	approved := func(te *harvestfake.TimeEntry) { te.IsClosed = true }
+	locked := func(te *harvestfake.TimeEntry) { te.IsLocked = true }
+	for id := int64(1); id <= 4; id++ {
+		put(id, "1.0", nil)
+	}
+	pass()
+	put(1, "1.5", nil) // before invoicing: no late edit
+	pass()
+	put(1, "1.5", invoiced) // the invoicing itself
+	put(2, "3.0", approved)
+	put(3, "2.0", locked)
+	put(4, "1.0", invoiced)
+	pass()
+	pass() // a re-delivery of the overlap: nothing
+	put(1, "2.0", invoiced) // after invoicing: +0.5 h, +50
+	put(2, "2.5", approved) // after approval: -0.5 h, -50
+	pass()
+	e.fake.Delete(clients.TimeEntries, 3) // after locking: -2 h, -200
+	// Entry 4 missing from one listing (a false deletion), back in the next
+	// under the version it had.
+	e.fake.Delete(clients.TimeEntries, 4)
+	reconcile()
+	was := last[4]
+	put(4, "1.0", func(te *harvestfake.TimeEntry) { invoiced(te); te.UpdatedAt = was })
+	reconcile()
+	pass()
+
+	rows, err := e.pool.Query(ctx, `SELECT id, change, array_to_string(reasons, ','), hours_change::text, coalesce(amount_change::text, 'null')
+		FROM time_entry_late_edits WHERE source = 'acme' ORDER BY id, seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[lateEdit])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []lateEdit{
+		{"1", "updated", "invoiced", "0.5", "50.0"},
+		{"2", "updated", "approved", "-0.5", "-50.0"},
+		{"3", "deleted", "locked", "-2.0", "-200.0"},
+	}
+	norm := func(es []lateEdit) string {
+		var b strings.Builder
+		for _, x := range es {
+			fmt.Fprintf(&b, "%s %s %s %s %s\n", x.ID, x.Change, x.Reasons, trimZeros(x.HoursChange), trimZeros(x.AmountChange))
+		}
+		return b.String()
+	}
+	if norm(got) != norm(want) {
+		t.Fatalf("late edits:\n%swant:\n%s", norm(got), norm(want))
+	}
+	// The healed false deletion is in the history, marked by its runs.
+	var changes []string
+	rows, _ = e.pool.Query(ctx, `SELECT change FROM time_entries_versions('acme', '4')`)
+	if changes, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(changes, []string{"created", "updated", "deleted", "restored"}) {
+		t.Errorf("entry 4's versions: %v", changes)
+	}
+}
+
+// trimZeros writes a decimal without trailing zeros ("0.50" → "0.5").
+func trimZeros(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
