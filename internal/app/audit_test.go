@@ -72,7 +72,7 @@ func TestLateEditsThroughTheApp(t *testing.T) {
 	put(3, "2.0", locked)
 	put(4, "1.0", invoiced)
 	pass()
-	pass() // a re-delivery of the overlap: nothing
+	pass()                  // a re-delivery of the overlap: nothing
 	put(1, "2.0", invoiced) // after invoicing: +0.5 h, +50
 	put(2, "2.5", approved) // after approval: -0.5 h, -50
 	pass()
