@@ -41,10 +41,16 @@ func Entry(id string, version time.Time, client string, day clients.Date, hours 
 // events on, and returns the counts.
 func Apply(t testing.TB, pool *pgxpool.Pool, source string, r clients.Resource, recs ...clients.Record) upsert.Counts {
 	t.Helper()
+	return ApplyWith(t, pool, source, r, nil, recs...)
+}
+
+// ApplyWith is Apply with more options (upsert.WithHistory).
+func ApplyWith(t testing.TB, pool *pgxpool.Pool, source string, r clients.Resource, opts []upsert.Option, recs ...clients.Record) upsert.Counts {
+	t.Helper()
 	var c upsert.Counts
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
 		var err error
-		c, err = upsert.Apply(context.Background(), tx, source, r, recs, upsert.WithEvents(true))
+		c, err = upsert.Apply(context.Background(), tx, source, r, recs, append([]upsert.Option{upsert.WithEvents(true)}, opts...)...)
 		return err
 	})
 	if err != nil {

@@ -50,8 +50,10 @@ const Schema = `CREATE TABLE IF NOT EXISTS invoicer_outcomes (
     note        text,                        -- why a person must look (review, failed)
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now(),
-    expires_at  timestamptz NOT NULL         -- TTL: the API keeps idempotency keys this long
-)`
+    expires_at  timestamptz NOT NULL,        -- TTL: the API keeps idempotency keys this long
+    changes     jsonb                        -- review: the entries changed since the invoice (from the history)
+);
+ALTER TABLE invoicer_outcomes ADD COLUMN IF NOT EXISTS changes jsonb`
 
 // KeyTTL is how long the accounting API honours an idempotency key; an
 // outcome is kept as long.
@@ -113,7 +115,18 @@ func (v *Invoicer) Handle(ctx context.Context, tx pgx.Tx, ev events.Event) error
 		return err
 	}
 	req.Week = wk
-	return v.invoice(ctx, ev.Source+"/"+*client+"/"+wk, *req)
+	return v.invoice(ctx, ev.Source+"/"+*client+"/"+wk, *req, weekOf(ev.Source, *client, day))
+}
+
+// week is the approved time one request covers.
+type week struct {
+	source, client string
+	monday, sunday time.Time
+}
+
+func weekOf(source, client string, day time.Time) week {
+	monday := day.AddDate(0, 0, -((int(day.Weekday()) + 6) % 7))
+	return week{source, client, monday, monday.AddDate(0, 0, 6)}
 }
 
 // approved reads the client's approved, live time of the ISO week of day
@@ -131,7 +144,7 @@ FROM time_entries WHERE source = $1 AND client_id = $2 AND spent_date BETWEEN $3
 }
 
 // invoice runs the operation key once: checkpoint, create, record.
-func (v *Invoicer) invoice(ctx context.Context, key string, req request) error {
+func (v *Invoicer) invoice(ctx context.Context, key string, req request, wk week) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -165,7 +178,10 @@ RETURNING status, fingerprint, request, external_id`, key, fp[:], body, KeyTTL).
 		}
 		_, err := v.Pool.Exec(ctx, `UPDATE invoicer_outcomes SET status = 'review', updated_at = now(),
     note = 'the approved time changed after the invoice request was made (' || $2 || '): ' || $3 WHERE key = $1 AND status <> 'review'`, key, what, string(body))
-		return err
+		if err != nil {
+			return err
+		}
+		return v.noteChanges(ctx, key, wk)
 	}
 	return nil // done (or a person's) already: a resent or replayed event
 }
@@ -240,3 +256,29 @@ func Purge(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	tag, err := pool.Exec(ctx, `DELETE FROM invoicer_outcomes WHERE expires_at < now()`)
 	return tag.RowsAffected(), err
 }
+
+// noteChanges records, on an outcome in review, which approved entries of
+// its week changed since the invoice request was made, and by how many
+// hours: the week as the mirror knew it then (time_entries_known_at, the
+// history of tidemark's `history:`) against the mirror now. Without history
+// the review has only its note.
+func (v *Invoicer) noteChanges(ctx context.Context, key string, wk week) error {
+	var have bool
+	if err := v.Pool.QueryRow(ctx, `SELECT to_regclass('time_entries_history') IS NOT NULL`).Scan(&have); err != nil || !have {
+		return err
+	}
+	_, err := v.Pool.Exec(ctx, changesSQL, key, wk.source, wk.client, wk.monday, wk.sunday)
+	return err
+}
+
+// changesSQL: the approved entries of the week at the outcome's creation
+// (recorded time) and now, and those whose hours differ.
+const changesSQL = `WITH o AS (SELECT created_at FROM invoicer_outcomes WHERE key = $1),
+was AS (SELECT id, hours FROM time_entries_known_at($2, (SELECT created_at FROM o))
+  WHERE client_id = $3 AND spent_date BETWEEN $4 AND $5 AND is_closed),
+now AS (SELECT id, hours FROM time_entries
+  WHERE source = $2 AND client_id = $3 AND spent_date BETWEEN $4 AND $5 AND is_closed AND deleted_at IS NULL),
+d AS (SELECT id, was.hours AS invoiced, now.hours AS now, coalesce(now.hours, 0) - coalesce(was.hours, 0) AS change
+  FROM was FULL JOIN now USING (id) WHERE was.hours IS DISTINCT FROM now.hours)
+UPDATE invoicer_outcomes SET changes = (SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.id), '[]') FROM d)
+WHERE key = $1`

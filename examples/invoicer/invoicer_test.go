@@ -17,6 +17,7 @@ import (
 	"github.com/tidemarkhq/tidemark/events/eventstest"
 	"github.com/tidemarkhq/tidemark/examples/invoicer"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/upsert"
 )
 
 func TestMain(m *testing.M) {
@@ -198,5 +199,44 @@ func TestInFlightKeyIsAskedAgain(t *testing.T) {
 	var ext string
 	if err := pool.QueryRow(ctx, `SELECT external_id FROM invoicer_outcomes WHERE key = 'acme/5/2026-W10' AND status = 'succeeded'`).Scan(&ext); err != nil || ext != "inv_1" {
 		t.Fatalf("recorded invoice %q, %v; want inv_1", ext, err)
+	}
+}
+
+// TestAmendedWeekShowsWhatChanged (issue 32): with tidemark's history on,
+// an invoiced week whose approved time changed goes to review with the
+// entries that changed since the invoice and by how much.
+func TestAmendedWeekShowsWhatChanged(t *testing.T) {
+	t.Parallel()
+	pool, api, url := setup(t)
+	ctx := context.Background()
+	if err := upsert.EnsureHistory(ctx, pool, "acme", []clients.Resource{clients.TimeEntries}); err != nil {
+		t.Fatal(err)
+	}
+	h := []upsert.Option{upsert.WithHistory(true)}
+	v0 := eventstest.T0
+	eventstest.ApplyWith(t, pool, "acme", clients.TimeEntries, h,
+		eventstest.Entry("1", v0, "5", mon, "2.5", true),
+		eventstest.Entry("2", v0, "5", wed, "1.25", true),
+		eventstest.Entry("3", v0, "5", wed, "4", false))
+	inv := &invoicer.Invoicer{Pool: pool, URL: url}
+	if err := drain(t, pool, inv, "inv"); err != nil {
+		t.Fatal(err)
+	}
+	// After the invoice: entry 2 edited, entry 3 approved.
+	v1 := v0.Add(time.Hour)
+	eventstest.ApplyWith(t, pool, "acme", clients.TimeEntries, h,
+		eventstest.Entry("2", v1, "5", wed, "2", true),
+		eventstest.Entry("3", v1, "5", wed, "4", true))
+	if err := drain(t, pool, inv, "inv"); err != nil {
+		t.Fatal(err)
+	}
+	if w := weeks(api); len(w) != 1 || w["5/2026-W10"] != 1 {
+		t.Fatalf("invoices per client-week: %v, want one for 2026-W10", w)
+	}
+	var changes string
+	err := pool.QueryRow(ctx, `SELECT status || ' ' || changes::text FROM invoicer_outcomes WHERE key = 'acme/5/2026-W10'`).Scan(&changes)
+	want := `review [{"id": "2", "now": 2, "change": 0.75, "invoiced": 1.25}, {"id": "3", "now": 4, "change": 4, "invoiced": null}]`
+	if err != nil || changes != want {
+		t.Fatalf("outcome: %s (%v)\nwant     %s", changes, err, want)
 	}
 }
