@@ -249,6 +249,9 @@ func printDemoStatus(ctx context.Context, g *globals, a *app) {
 	for _, c := range demoChecks(ctx, a, rows) {
 		fmt.Fprintf(&b, "%-24s %s\n", c.Key, c.Line)
 	}
+	if h := demoHistory(ctx, a); h != "" {
+		fmt.Fprintln(&b, h)
+	}
 	fmt.Fprintln(g.stdout, b.String())
 }
 
@@ -310,3 +313,32 @@ func startThrowaway(ctx context.Context, g *globals, sigs <-chan os.Signal) (dbU
 	}
 	return cl.URL("postgres"), relayed, stop, nil
 }
+
+// demoHistory says, in one line, how many versions the demo's history kept
+// and the latest late edit the audit view found (README, "History"); ""
+// when the demo keeps none yet.
+func demoHistory(ctx context.Context, a *app) string {
+	var versions int64
+	var edit *string
+	err := a.Pool.QueryRow(ctx, demoHistorySQL, strings.Split(demoSources(), ", ")).Scan(&versions, &edit)
+	if err != nil || versions == 0 {
+		return ""
+	}
+	line := fmt.Sprintf("history: %d versions kept", versions)
+	if edit != nil {
+		line += " · late edit: " + *edit
+	}
+	return line
+}
+
+// demoHistorySQL counts the versions of the demo's histories and words the
+// latest late edit, when the tables exist.
+const demoHistorySQL = `SELECT
+  CASE WHEN to_regclass('time_entries_history') IS NULL THEN 0
+    ELSE (SELECT count(*) FROM time_entries_history WHERE source = ANY($1)) END
+  + CASE WHEN to_regclass('invoices_history') IS NULL THEN 0
+    ELSE (SELECT count(*) FROM invoices_history WHERE source = ANY($1)) END,
+  CASE WHEN to_regclass('time_entry_late_edits') IS NOT NULL THEN (
+    SELECT format('entry %s %s h after %s (%s)', id, to_char(hours_change, 'SG990.00'),
+      array_to_string(reasons, ', '), to_char(edited_at AT TIME ZONE 'UTC', 'HH24:MI:SS'))
+    FROM time_entry_late_edits WHERE source = ANY($1) ORDER BY edited_at DESC LIMIT 1) END`

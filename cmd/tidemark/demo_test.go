@@ -102,7 +102,7 @@ sources:
 		if err != nil {
 			t.Fatal(err)
 		}
-		return drawFrame(demoFrame(time.Now(), rows, demoChecks(ctx, a, rows), nil, "", 80, 24))
+		return drawFrame(demoFrame(time.Now(), rows, demoChecks(ctx, a, rows), nil, "", demoHistory(ctx, a), 80, 24))
 	}
 	if out := frame(); !strings.HasPrefix(out, "\x1b[H") || strings.Contains(out, "\x1b[31m") {
 		t.Fatalf("terminal frame: %q", out[:min(200, len(out))])

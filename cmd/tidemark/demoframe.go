@@ -157,7 +157,7 @@ func (s *demoScreen) draw(ctx context.Context) {
 		issues = s.log.open(rows)
 	}
 	cols, height := screenSize(s.g.stdout)
-	fmt.Fprint(s.g.stdout, drawFrame(demoFrame(now, rows, demoChecks(ctx, s.a, rows), issues, s.statusURL, cols, height)))
+	fmt.Fprint(s.g.stdout, drawFrame(demoFrame(now, rows, demoChecks(ctx, s.a, rows), issues, s.statusURL, demoHistory(ctx, s.a), cols, height)))
 }
 
 // close leaves the screen: the cursor under the frame, and the issues
@@ -203,7 +203,7 @@ func onResize(ctx context.Context, fn func()) {
 
 // demoFrame lays out one screen of cols x rows: at most rows lines, none
 // wider than cols-1 columns (a full last column wraps on some terminals).
-func demoFrame(now time.Time, rows []cursorJSON, checks []demoCheck, issues []demoIssue, statusURL string, cols, height int) []string {
+func demoFrame(now time.Time, rows []cursorJSON, checks []demoCheck, issues []demoIssue, statusURL, history string, cols, height int) []string {
 	w := max(cols-1, 20)
 	var out []string
 	add := func(s string) { out = append(out, fitCols(s, w)) }
@@ -212,6 +212,9 @@ func demoFrame(now time.Time, rows []cursorJSON, checks []demoCheck, issues []de
 		title += " · " + statusURL
 	}
 	add(title)
+	if history != "" {
+		add(history)
+	}
 
 	check := map[string]demoCheck{}
 	for _, c := range checks {

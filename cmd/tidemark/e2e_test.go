@@ -1215,6 +1215,20 @@ func TestE2EDemo(t *testing.T) {
 			t.Fatal(`no "in sync" or "caught up" line within 20 s`)
 		}
 	}
+	// The demo keeps history (issue 32): the versions kept, and a late
+	// edit the audit view found among the tracker's edits of closed months.
+	deadline = time.After(slowdown.Scale(60 * time.Second))
+	for found := false; !found; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the demo exited")
+			}
+			found = strings.HasPrefix(l, "history: ") && strings.Contains(l, " versions kept · late edit: entry ")
+		case <-deadline:
+			t.Fatal(`no "history: N versions kept · late edit: ..." line within 60 s`)
+		}
+	}
 	start := time.Now()
 	_ = c.Process.Signal(os.Interrupt)
 	go func() {
