@@ -100,6 +100,6 @@ var (
 		ListBy:     "spent_date",
 		UserColumn: "user_id",
 		Deletions:  Reported | Reconciled,
-		HistoryBy:  []string{"project_id", "user_id"},
+		HistoryBy:  []string{"project_id"},
 	})
 )
