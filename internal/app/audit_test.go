@@ -129,3 +129,45 @@ func trimZeros(s string) string {
 	s = strings.TrimRight(s, "0")
 	return strings.TrimSuffix(s, ".")
 }
+
+// TestHistoryTurnedOffAndOnThroughTheApp (issue 31): history turned on for
+// entries already mirrored records them as first seen; turned off, what was
+// recorded stays and changes go unrecorded; on again, the entries changed
+// meanwhile are first seen again, the others keep their version.
+func TestHistoryTurnedOffAndOnThroughTheApp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newHarvestEnv(t, 3, harvestfake.Options{NoRateLimit: true})
+	_, p := e.open(t, "", "")
+	if _, err := p.Incremental(ctx, "acme", clients.TimeEntries); err != nil {
+		t.Fatal(err)
+	}
+	changes := func() string {
+		t.Helper()
+		var s string
+		err := e.pool.QueryRow(ctx, `SELECT string_agg(id || ':' || change, ' ' ORDER BY id, seq) FROM time_entries_history`).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	const on = "    history: [time_entries]\n"
+	_, p = e.open(t, "", on)
+	if got := changes(); got != "1:first_seen 2:first_seen 3:first_seen" {
+		t.Fatalf("turned on: %s", got)
+	}
+	_, p = e.open(t, "", "") // off
+	te, _ := e.fake.TimeEntry(2)
+	te.Hours, te.UpdatedAt = "4.0", time.Now().UTC().Truncate(time.Second)
+	e.fake.PutTimeEntry(te)
+	if _, err := p.Incremental(ctx, "acme", clients.TimeEntries); err != nil {
+		t.Fatal(err)
+	}
+	if got := changes(); got != "1:first_seen 2:first_seen 3:first_seen" {
+		t.Fatalf("off: %s", got)
+	}
+	e.open(t, "", on)
+	if got := changes(); got != "1:first_seen 2:first_seen 2:first_seen 3:first_seen" {
+		t.Fatalf("on again: %s", got)
+	}
+}

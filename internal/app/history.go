@@ -2,7 +2,11 @@ package app
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/periodic"
@@ -18,13 +22,55 @@ func (a *App) prepareHistory(ctx context.Context, ps poller.Source) error {
 	if a.Pool == nil {
 		return nil
 	}
+	on, err := a.historyOn(ctx)
+	if err != nil {
+		return err
+	}
+	// Only what changes: a source without history, and none recorded,
+	// costs nothing (a thousand idle sources start as fast as before).
 	var off []clients.Resource
 	for _, r := range ps.Resources {
-		if !ps.HistoryOn(r) {
+		if !ps.HistoryOn(r) && on[ps.Name()+"/"+string(r)] {
 			off = append(off, r)
 		}
 	}
-	return upsert.PrepareHistory(ctx, a.Pool, ps.Name(), ps.History, off)
+	if len(ps.History) == 0 && len(off) == 0 {
+		return nil
+	}
+	if err := upsert.PrepareHistory(ctx, a.Pool, ps.Name(), ps.History, off); err != nil {
+		return err
+	}
+	a.histMu.Lock()
+	defer a.histMu.Unlock()
+	for _, r := range off {
+		delete(a.histOn, ps.Name()+"/"+string(r))
+	}
+	for _, r := range ps.History {
+		a.histOn[ps.Name()+"/"+string(r)] = true
+	}
+	return nil
+}
+
+// historyOn reads history_sources once: "source/resource" → on.
+func (a *App) historyOn(ctx context.Context) (map[string]bool, error) {
+	a.histMu.Lock()
+	defer a.histMu.Unlock()
+	if a.histOn != nil {
+		return maps.Clone(a.histOn), nil
+	}
+	rows, err := a.Pool.Query(ctx, `SELECT source || '/' || resource FROM history_sources`)
+	if err != nil {
+		return nil, fmt.Errorf("history: read history_sources: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("history: read history_sources: %w", err)
+	}
+	a.histOn = map[string]bool{}
+	for _, k := range keys {
+		a.histOn[k] = true
+	}
+	return maps.Clone(a.histOn), nil
 }
 
 // historyEvery is how often the daemon prunes history past `history.keep`.
