@@ -16,13 +16,12 @@ import (
 )
 
 // The history-asof scenario (issue 31): as-of queries over a history of
-// 1 M time entries with 5 versions each (5 M rows), loaded in bulk with the
+// 1 M time entries with 5 versions each (5 M rows; -quick: 100,000), loaded in bulk with the
 // table, indexes and constraint the program declares, warm cache. Entries
 // spread over 400 days (about 76,000 a month) and 53 projects; version k of
 // an entry is valid from its day plus 3k days, the last one open.
 
 const (
-	asofEntries  = 1_000_000
 	asofVersions = 5
 	asofProjects = 53
 	asofRuns     = 15
@@ -64,7 +63,11 @@ func (b *bench) historyAsOf(ctx context.Context, shuffled bool) (line, error) {
 	}
 	defer conn.Close(ctx)
 	start := time.Now()
-	if err := loadAsOf(ctx, conn, db, shuffled); err != nil {
+	entries := 1_000_000
+	if b.o.quick {
+		entries = 100_000
+	}
+	if err := loadAsOf(ctx, conn, db, entries, shuffled); err != nil {
 		return line{}, err
 	}
 	load := time.Since(start)
@@ -107,7 +110,7 @@ func cmpOr(a, b string) string {
 // order a mirror appends them, by valid_from (a month's versions are
 // written during that month and the next), or shuffled: the worst case,
 // every row of a month on its own page.
-func loadAsOf(ctx context.Context, conn *pgx.Conn, db string, shuffled bool) error {
+func loadAsOf(ctx context.Context, conn *pgx.Conn, db string, entries int, shuffled bool) error {
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {
 		return err
@@ -130,7 +133,7 @@ func loadAsOf(ctx context.Context, conn *pgx.Conn, db string, shuffled bool) err
 	if shuffled {
 		order = "ORDER BY random()"
 	}
-	if _, err := conn.Exec(ctx, fmt.Sprintf(asofLoadSQL, asofEntries, asofVersions, asofProjects, order)); err != nil {
+	if _, err := conn.Exec(ctx, fmt.Sprintf(asofLoadSQL, entries, asofVersions, asofProjects, order)); err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
 	for _, d := range idx {
