@@ -127,7 +127,9 @@ const (
 	// it starts (valid_order). Intervals are therefore contiguous and in
 	// order: two versions of one record are never valid at one instant. A
 	// GiST exclusion constraint says the same, at 15 times the cost of a
-	// write (BENCHMARKS.md).
+	// write (BENCHMARKS.md). The key leads with seq, which only grows: a new
+	// version appends to its right edge instead of a random leaf (the
+	// foreign key finds it by the same columns in any order).
 	historyTableSQL = `CREATE TABLE IF NOT EXISTS %[1]s (
   source text NOT NULL,
   id text NOT NULL,
@@ -145,7 +147,7 @@ const (
   recorded_from timestamptz NOT NULL DEFAULT clock_timestamp(),
   recorded_to timestamptz NOT NULL DEFAULT 'infinity',
   run_id text,
-  CONSTRAINT %[1]s_pkey PRIMARY KEY (source, id, seq, valid_to),
+  CONSTRAINT %[1]s_pkey PRIMARY KEY (seq, valid_to, source, id),
   CONSTRAINT %[1]s_follows FOREIGN KEY (source, id, prev_seq, valid_from)
     REFERENCES %[1]s (source, id, seq, valid_to) DEFERRABLE INITIALLY IMMEDIATE,
   CONSTRAINT %[1]s_prev_first CHECK (prev_seq < seq),
