@@ -25,8 +25,10 @@ import (
 // version's starts; its recorded time is the database clock when this
 // mirror learned it, until it learned the next. Open ends are 'infinity'.
 // A start is never earlier than the previous version's (GREATEST below), so
-// intervals follow each other; the exclusion constraint makes an overlap
-// impossible in the database itself. Two versions under one updated_at keep
+// intervals follow each other; the table's constraints (historyTableSQL)
+// make an overlap impossible in the database itself. Recorded time is the
+// clock at the write, just before the commit: a report that ran while the
+// transaction was open did not see it yet. Two versions under one updated_at keep
 // both: the first gets the empty interval [t, t), ordered by seq.
 
 // HistoryChanges are the values of a history row's change column.
@@ -385,9 +387,6 @@ func declareHistory(ctx context.Context, tx pgx.Tx, t *table, h *historySQL) err
 	}
 	if len(have) > 0 && !missingColumns(t, have) {
 		return nil
-	}
-	if _, err := tx.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS btree_gist`); err != nil {
-		return fmt.Errorf("history: the btree_gist extension (PostgreSQL contrib), which the history's exclusion constraint needs: %w", err)
 	}
 	for _, stmt := range h.ddl {
 		if _, err := tx.Exec(ctx, stmt); err != nil {

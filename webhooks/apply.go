@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,7 +41,7 @@ func (in *Intake) apply(log zerolog.Logger, source string, src Source, r clients
 	err = pgx.BeginFunc(ctx, in.Store.Pool, func(tx pgx.Tx) error {
 		var err error
 		c, err = upsert.Apply(ctx, tx, source, r, recs, upsert.WithEvents(src.Events),
-			upsert.WithHistory(slices.Contains(src.History, r)), upsert.WithRun("webhook"))
+			upsert.WithHistory(src.HistoryOn != nil && src.HistoryOn(r)), upsert.WithRun("webhook"))
 		return err
 	})
 	if err != nil {

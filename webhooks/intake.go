@@ -39,9 +39,10 @@ type Source struct {
 	// its change to the feed, as the pass would have (the pass then finds
 	// the row unchanged and appends nothing).
 	Events bool
-	// History is the source's resources with `history:` on: a record
-	// applied here adds its version, as the pass would have.
-	History []clients.Resource
+	// HistoryOn reports whether the source's resource has `history:` on
+	// now (a reload may turn it on): a record applied here then adds its
+	// version, as the pass would have. Nil: off.
+	HistoryOn func(clients.Resource) bool
 }
 
 // Intake serves POST /webhooks/{source}: it reads the body once (at most

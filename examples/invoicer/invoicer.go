@@ -272,8 +272,10 @@ func (v *Invoicer) noteChanges(ctx context.Context, key string, wk week) error {
 }
 
 // changesSQL: the approved entries of the week at the outcome's creation
-// (recorded time) and now, and those whose hours differ.
-const changesSQL = `WITH o AS (SELECT created_at FROM invoicer_outcomes WHERE key = $1),
+// (recorded time) and now, and those whose hours differ; nothing when the
+// history was not on without a break since then (it would not know).
+const changesSQL = `WITH o AS (SELECT created_at FROM invoicer_outcomes o WHERE key = $1
+  AND EXISTS (SELECT 1 FROM history_sources h WHERE h.source = $2 AND h.resource = 'time_entries' AND h.since <= o.created_at)),
 was AS (SELECT id, hours FROM time_entries_known_at($2, (SELECT created_at FROM o))
   WHERE client_id = $3 AND spent_date BETWEEN $4 AND $5 AND is_closed),
 now AS (SELECT id, hours FROM time_entries
@@ -281,4 +283,4 @@ now AS (SELECT id, hours FROM time_entries
 d AS (SELECT id, was.hours AS invoiced, now.hours AS now, coalesce(now.hours, 0) - coalesce(was.hours, 0) AS change
   FROM was FULL JOIN now USING (id) WHERE was.hours IS DISTINCT FROM now.hours)
 UPDATE invoicer_outcomes SET changes = (SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.id), '[]') FROM d)
-WHERE key = $1`
+WHERE key = $1 AND EXISTS (SELECT 1 FROM o)`

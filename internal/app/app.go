@@ -76,11 +76,11 @@ type App struct {
 	// source (share.go); slots are its sources by name.
 	share   bool
 	slotsMu sync.Mutex // a reload changes slots while the daemon runs
+	slots   map[string]*slot
 	// histOn is history_sources as read once (history.go): which source's
 	// resources have history on; nil until read.
 	histOn map[string]bool
 	histMu sync.Mutex
-	slots   map[string]*slot
 	// cfgMu guards Config while a reload replaces it (reload.go).
 	cfgMu sync.RWMutex
 }

@@ -25,8 +25,9 @@ type lateEdit struct {
 // deleted and another, invoiced, falsely missing (healed by the next
 // reconcile). time_entry_late_edits lists exactly the edits after the
 // fact, with their hours and amounts (billable_rate 100), and nothing else:
-// not the edits before, not the invoicing itself, not a re-delivery, not a
-// healed false deletion.
+// not the edits before, not the invoicing itself (of a new or an approved
+// entry: a change of status is no edit), not a re-delivery, not a healed
+// false deletion.
 func TestLateEditsThroughTheApp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -75,6 +76,8 @@ func TestLateEditsThroughTheApp(t *testing.T) {
 	pass()                  // a re-delivery of the overlap: nothing
 	put(1, "2.0", invoiced) // after invoicing: +0.5 h, +50
 	put(2, "2.5", approved) // after approval: -0.5 h, -50
+	pass()
+	put(2, "2.5", func(te *harvestfake.TimeEntry) { approved(te); invoiced(te); locked(te) }) // invoicing: a status, no edit
 	pass()
 	e.fake.Delete(clients.TimeEntries, 3) // after locking: -2 h, -200
 	// Entry 4 missing from one listing (a false deletion), back in the next

@@ -73,6 +73,18 @@ func (a *App) historyOn(ctx context.Context) (map[string]bool, error) {
 	return maps.Clone(a.histOn), nil
 }
 
+// historyConfigured reports, for source, whether the config as it is now
+// (a reload replaces it) has history on for a resource: the webhook
+// intake's applies follow it.
+func (a *App) historyConfigured(source string) func(clients.Resource) bool {
+	return func(r clients.Resource) bool {
+		a.cfgMu.RLock()
+		defer a.cfgMu.RUnlock()
+		sc, err := a.Config.Source(source)
+		return err == nil && sc.HistoryOn(string(r))
+	}
+}
+
 // historyEvery is how often the daemon prunes history past `history.keep`.
 const historyEvery = time.Hour
 

@@ -76,9 +76,6 @@ func (a *App) applyReload(ctx context.Context, d *poller.Daemon) error {
 		if err != nil {
 			return err
 		}
-		if err := a.prepareHistory(ctx, ps); err != nil {
-			return err
-		}
 		built[name] = ps
 	}
 	wait, cancel := context.WithTimeout(ctx, reloadWait)
@@ -94,6 +91,11 @@ func (a *App) applyReload(ctx context.Context, d *poller.Daemon) error {
 		a.slotsMu.Unlock()
 	}
 	for _, name := range append(append([]string{}, added...), changed...) {
+		// Once the old source stopped, so that no pass under its
+		// history setting writes after the history is brought in line.
+		if err := a.prepareHistory(ctx, built[name]); err != nil {
+			return fmt.Errorf("reload: %w (the sources before it were applied)", err)
+		}
 		sc, _ := cfg.Source(name)
 		if err := d.AddSource(built[name], poller.Schedule{Source: name, Incremental: sc.Schedule, Reconcile: sc.Reconcile.Schedule}); err != nil {
 			return UsageError{err}

@@ -77,7 +77,7 @@ func (a *App) webhookParts() *webhookState {
 				rs = append(rs, clients.Resource(r))
 			}
 			dec := a.wh.decoders[s.Name]
-			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs, Decoder: dec, Events: bool(s.Events), History: historyResources(&s)}
+			srcs[s.Name] = webhooks.Source{Dialect: d, Resources: rs, Decoder: dec, Events: bool(s.Events), HistoryOn: a.historyConfigured(s.Name)}
 		}
 		// Only a source whose kind sends webhooks (Toggl, Clockify) needs
 		// the key: a Harvest-only config hears nothing of it.
