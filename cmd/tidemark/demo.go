@@ -129,7 +129,9 @@ func runDemo(ctx context.Context, g *globals, interval time.Duration, sigs <-cha
 	if l, err := net.Listen("tcp", listen); err != nil {
 		listen = "" // taken (another demo?): run without the ops endpoints
 	} else {
-		l.Close()
+		// Held until the daemon serves on it: probing and closing let a
+		// second demo take it in between, and one of them exited 2.
+		ta.OpsListener = l
 		fmt.Fprintf(g.stdout, "Status page: http://%s/ (metrics at /metrics)\n", listen)
 	}
 	fmt.Fprintf(g.stdout, "Running the daemon with configs/simulated.yaml. Ctrl-C to stop.\n\n")

@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -81,6 +82,9 @@ type App struct {
 	// resources have history on; nil until read.
 	histOn map[string]bool
 	histMu sync.Mutex
+	// OpsListener, when set, is where ServeOps serves (the demo holds the
+	// port it found free until the daemon serves on it); nil: listen.
+	OpsListener net.Listener
 	// cfgMu guards Config while a reload replaces it (reload.go).
 	cfgMu sync.RWMutex
 }

@@ -127,9 +127,12 @@ func (a *App) ServeOps(listen string) (*http.Server, error) {
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}))
 	a.webhookRoutes(mux)
-	l, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, Usagef("listen %s: %v", listen, err)
+	l := a.OpsListener
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", listen); err != nil {
+			return nil, Usagef("listen %s: %v", listen, err)
+		}
 	}
 	to := a.opsTimeouts()
 	// Every phase of a connection is bounded: this address faces the
