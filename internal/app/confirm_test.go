@@ -39,10 +39,13 @@ func TestReconcileThroughTheAppLooksUpBeforeTombstoning(t *testing.T) {
 	reconcile := func() { reconcileFresh(t, u, yaml, "acme") }
 	put(1, today.AddDays(-2))
 	put(2, today.AddDays(-3))
+	put(3, today.AddDays(-4))
 	reconcile()
 	clock.Advance(time.Hour)    // past the overlap: the rows are old enough to judge
 	moved := today.AddDays(200) // far past the reconcile's window
 	put(1, moved)
+	back := today.AddDays(-400) // more than a year back (issue 30, item 7)
+	put(3, back)
 	f.Delete(clients.TimeEntries, 2)
 	clock.Advance(time.Hour)
 	reconcile()
@@ -72,6 +75,13 @@ func TestReconcileThroughTheAppLooksUpBeforeTombstoning(t *testing.T) {
 	}
 	if deleted2 == nil || feed2 != 1 {
 		t.Errorf("deleted entry 2: deleted_at %v, %d deleted events: want a tombstone and one event", deleted2, feed2)
+	}
+	var deleted3 *time.Time
+	if err := pool.QueryRow(ctx, `SELECT spent_date, deleted_at FROM time_entries WHERE source = 'acme' AND id = '3'`).Scan(&day, &deleted3); err != nil {
+		t.Fatal(err)
+	}
+	if deleted3 != nil || clients.DateOf(day) != back {
+		t.Errorf("entry 3 moved 400 days back: spent %s, deleted_at %v: want it live on %s", clients.DateOf(day), deleted3, back)
 	}
 }
 
