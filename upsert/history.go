@@ -97,6 +97,8 @@ func (h *historySQL) buildDDL(t *table) []string {
 		cols = append(cols, "raw jsonb")
 	}
 	ddl := []string{fmt.Sprintf(historyTableSQL, h.table, strings.Join(cols, ",\n  ")),
+		fmt.Sprintf(`COMMENT ON TABLE %s IS 'Every version of %s that this mirror applied (history:): valid_from/valid_to from the provider''s version, recorded_from/recorded_to from the database clock, open ends infinity. Query it with %s_as_of, %s_known_at and %s_versions.'`,
+			h.table, t.name, t.name, t.name, t.name),
 		fmt.Sprintf(`CREATE UNIQUE INDEX IF NOT EXISTS %[1]s_one_chain ON %[1]s (source, id, coalesce(prev_seq, 0))`, h.table)}
 	for _, c := range t.typed {
 		// A column declared after the table was created.
