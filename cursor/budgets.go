@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,20 +14,40 @@ import (
 // lives in source_budgets, shared by every process on the database (a
 // restarted daemon, the next owner, a CLI backfill).
 
-// sqlReserve takes the next send slot of a source: max(next_at, now), and
-// moves next_at on by the spacing. It returns how long to wait until the
-// slot, on the database's clock.
+// sqlReserve takes a block of $3 send slots of a source, each $2
+// microseconds apart, from max(next_at, now), and moves next_at past the
+// block. It returns how long until the block starts, on the database's
+// clock.
 const sqlReserve = `
 INSERT INTO source_budgets AS b (source, next_at, updated_at)
-VALUES ($1, clock_timestamp() + $2 * interval '1 microsecond', now())
+VALUES ($1, clock_timestamp() + ($2::bigint * $3::bigint) * interval '1 microsecond', now())
 ON CONFLICT (source) DO UPDATE
-SET next_at = greatest(b.next_at, clock_timestamp()) + $2 * interval '1 microsecond', updated_at = now()
-RETURNING extract(epoch FROM b.next_at - $2 * interval '1 microsecond' - clock_timestamp())::float8`
+SET next_at = greatest(b.next_at, clock_timestamp()) + ($2::bigint * $3::bigint) * interval '1 microsecond', updated_at = now()
+RETURNING extract(epoch FROM b.next_at - ($2::bigint * $3::bigint) * interval '1 microsecond' - clock_timestamp())::float8`
 
-// Pacer spaces a source's requests across processes (httpx.Pacer).
+// BlockSpan is about how much send time a process takes from the database
+// at once (at least one slot, at most MaxBlock): a pass's requests then
+// cost one write, not one each (issue 30, item 6: one write per request
+// was most of the daemon's idle cost). Another process waits at most this
+// long for slots taken and left unused.
+const (
+	BlockSpan = 2 * time.Second
+	MaxBlock  = 32
+)
+
+// Pacer spaces a source's requests across processes (httpx.Pacer). It
+// takes slots from the database a block at a time and hands them out here:
+// every slot sent belongs to one process, at the block's spacing, so any
+// window holds what the spacing allows whoever sends.
 type Pacer struct {
 	db     DB
 	source string
+
+	mu       sync.Mutex
+	interval time.Duration
+	// next is this process's next free slot; slots up to end-interval are
+	// its own (local clock, conservative on both sides of the database's).
+	next, end time.Time
 }
 
 // Pacer returns the source's shared pacer.
@@ -36,11 +57,54 @@ func (s *Store) Pacer(source string) *Pacer { return &Pacer{db: s.db, source: so
 // how long to wait for it. A slot is spent even if the caller gives up:
 // that errs on the safe side.
 func (p *Pacer) Reserve(ctx context.Context, interval time.Duration) (time.Duration, error) {
-	var secs float64
-	if err := p.db.QueryRow(ctx, sqlReserve, p.source, interval.Microseconds()).Scan(&secs); err != nil {
-		return 0, fmt.Errorf("reserve a request slot of source %s: %w", p.source, err)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if interval == p.interval {
+		if t := later(p.next, now); !t.Add(interval).After(p.end) {
+			p.next = t.Add(interval)
+			return t.Sub(now), nil
+		}
 	}
-	return max(0, time.Duration(secs*float64(time.Second))), nil
+	if err := p.claim(ctx, interval); err != nil {
+		return 0, err
+	}
+	now = time.Now()
+	t := later(p.next, now)
+	p.next = t.Add(interval)
+	return t.Sub(now), nil
+}
+
+// claim takes a block of slots from the database. The block starts here
+// no earlier than it does there (measured after the answer) and ends no
+// later (measured before the question).
+func (p *Pacer) claim(ctx context.Context, interval time.Duration) error {
+	k := blockOf(interval)
+	before := time.Now()
+	var secs float64
+	if err := p.db.QueryRow(ctx, sqlReserve, p.source, interval.Microseconds(), k).Scan(&secs); err != nil {
+		return fmt.Errorf("reserve a request slot of source %s: %w", p.source, err)
+	}
+	wait := max(0, time.Duration(secs*float64(time.Second)))
+	p.interval = interval
+	p.next = time.Now().Add(wait)
+	p.end = before.Add(wait + time.Duration(k)*interval.Truncate(time.Microsecond))
+	return nil
+}
+
+// blockOf is how many slots of interval a claim takes.
+func blockOf(interval time.Duration) int64 {
+	if interval <= 0 {
+		return 1
+	}
+	return int64(min(MaxBlock, max(1, BlockSpan/interval)))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 const sqlQuotaRow = `

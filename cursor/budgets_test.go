@@ -1,12 +1,17 @@
 package cursor_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/cursor"
@@ -90,5 +95,51 @@ func TestMemoOutlivesTheProcess(t *testing.T) {
 	v, age, ok, err := cursor.New(pool).Memo("tg").Get(ctx, "me")
 	if err != nil || !ok || !strings.Contains(string(v), "Europe/Berlin") || age < 0 || age > time.Minute {
 		t.Fatalf("memo %s, age %s, %v, %v", v, age, ok, err)
+	}
+}
+
+// countingDB counts the statements sent to a real database.
+type countingDB struct {
+	cursor.DB
+	n atomic.Int64
+}
+
+func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.n.Add(1)
+	return c.DB.QueryRow(ctx, sql, args...)
+}
+
+func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.n.Add(1)
+	return c.DB.Exec(ctx, sql, args...)
+}
+
+// A pass's requests cost one statement, not one each: the slots are taken
+// from the database a block at a time (issue 30, item 6: a write per
+// request made the idle daemon's database cost four times what it was).
+// Another process still never gets a slot of the block.
+func TestPacerTakesSlotsABlockAtATime(t *testing.T) {
+	ctx, pool, _ := setup(t)
+	db := &countingDB{DB: pool}
+	interval := 20 * time.Millisecond
+	a, b := cursor.New(db).Pacer("acme"), cursor.New(pool).Pacer("acme")
+	var sends []time.Time
+	for range 10 {
+		d, err := a.Reserve(ctx, interval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sends = append(sends, time.Now().Add(d))
+	}
+	if n := db.n.Load(); n > 2 {
+		t.Fatalf("10 slots took %d statements", n)
+	}
+	// Another process's first slot comes after the block's end.
+	d, err := b.Reserve(ctx, interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other := time.Now().Add(d); other.Sub(sends[len(sends)-1]) < interval {
+		t.Fatalf("another process got a slot %s after this one's last", other.Sub(sends[len(sends)-1]))
 	}
 }
