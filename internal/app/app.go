@@ -67,6 +67,7 @@ type App struct {
 	configAt time.Time
 
 	wh      *webhookState // webhooks.go
+	pacers  sync.Map      // source → *cursor.Pacer (budget.go)
 	closers []func()
 	// share: the daemon builds a source's client only while it owns the
 	// source (share.go); slots are its sources by name.
@@ -191,7 +192,7 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 		if a.Pool != nil {
 			// The source's budget, shared with every other process on
 			// this database: a restart or a CLI run never starts afresh.
-			env.Pacer = cursor.New(a.Pool).Pacer(sc.Name)
+			env.Pacer = a.Pacer(sc.Name)
 			env.Memo = cursor.New(a.Pool).Memo(sc.Name)
 		}
 		return newClient(ctx, sc.Settings(), env)

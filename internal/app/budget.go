@@ -3,6 +3,8 @@ package app
 import (
 	"fmt"
 
+	"github.com/tidemarkhq/tidemark/clients/httpx"
+	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/budget"
 	"github.com/tidemarkhq/tidemark/internal/config"
 )
@@ -53,4 +55,17 @@ func (a *App) checkBudgetsOf() error {
 			Msg("request budget: " + r.Summary())
 	}
 	return nil
+}
+
+// Pacer is the source's request pacer shared with every process on the
+// database (nil without one). Every request to the source's provider goes
+// through it, the CLI's too (webhooks register and status: issue 30, item
+// 12). One per source in a process: a pacer holds a block of the source's
+// slots, and a second one would hold another.
+func (a *App) Pacer(source string) httpx.Pacer {
+	if a.Pool == nil {
+		return nil
+	}
+	p, _ := a.pacers.LoadOrStore(source, cursor.New(a.Pool).Pacer(source))
+	return p.(*cursor.Pacer)
 }
