@@ -3,10 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/tidemarkhq/tidemark/clients/simulated"
 	"github.com/tidemarkhq/tidemark/clients/toggl/toggltest"
 	"github.com/tidemarkhq/tidemark/webhooks"
 )
@@ -64,4 +70,59 @@ ON CONFLICT (source) DO UPDATE SET next_at = greatest(source_budgets.next_at, cl
 		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
 	}
 	after(at, "webhooks status")
+}
+
+// Back-to-back runs of the binary, each with a new process and so a new
+// pacer holding its block of slots, never put more than the budget into
+// any window at the provider: the slots are the source's, in the database.
+func TestE2EBackToBackSyncsKeepTheWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := newTracker(t, simulated.Params{Seed: 30, Users: 2, Days: 7})
+	target, _ := url.Parse(tr.URL())
+	var mu sync.Mutex
+	var at []time.Time
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	e.vars = append(e.vars, "TEST_TOKEN="+tr.Token())
+	rl := struct {
+		n   int
+		per time.Duration
+	}{4, time.Second}
+	path := e.writeFile("b2b.yaml", fmt.Sprintf(`database_url: ${DATABASE_URL}
+sources:
+  - name: acme
+    kind: harvest
+    base_url: %s%s
+    account_id: "%s"
+    token: ${TEST_TOKEN}
+    schedule: "0 0 1 1 *"
+    rate_limit: {requests: %d, per: %s}
+    resources: [clients, users, projects, tasks]
+`, front.URL, target.Path, tr.AccountID(), rl.n, rl.per))
+	for i := range 4 {
+		if out, errOut, code := e.cli("sync", "--config", path, "--source", "acme"); code != 0 {
+			t.Fatalf("sync %d: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(at) < 4*4 {
+		t.Fatalf("%d requests from 4 syncs of 4 resources", len(at))
+	}
+	for i := range at {
+		n := 0
+		for j := i; j < len(at) && at[j].Sub(at[i]) < rl.per; j++ {
+			n++
+		}
+		if n > rl.n {
+			t.Fatalf("%d requests within %s from request %d (budget %d): %v", n, rl.per, i, rl.n, at)
+		}
+	}
 }
