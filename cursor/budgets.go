@@ -23,7 +23,13 @@ INSERT INTO source_budgets AS b (source, next_at, updated_at)
 VALUES ($1, clock_timestamp() + ($2::bigint * $3::bigint) * interval '1 microsecond', now())
 ON CONFLICT (source) DO UPDATE
 SET next_at = greatest(b.next_at, clock_timestamp()) + ($2::bigint * $3::bigint) * interval '1 microsecond', updated_at = now()
-RETURNING extract(epoch FROM b.next_at - ($2::bigint * $3::bigint) * interval '1 microsecond' - clock_timestamp())::float8`
+RETURNING extract(epoch FROM b.next_at - ($2::bigint * $3::bigint) * interval '1 microsecond' - clock_timestamp())::float8, b.next_at`
+
+// sqlGiveBackSlots gives back the unused end of a block ($3 microseconds) when no
+// process has taken slots after it.
+const sqlGiveBackSlots = `
+UPDATE source_budgets SET next_at = greatest(clock_timestamp(), next_at - $3 * interval '1 microsecond'), updated_at = now()
+WHERE source = $1 AND next_at = $2`
 
 // BlockSpan is about how much send time a process takes from the database
 // at once (at least one slot, at most MaxBlock): a pass's requests then
@@ -48,6 +54,8 @@ type Pacer struct {
 	// next is this process's next free slot; slots up to end-interval are
 	// its own (local clock, conservative on both sides of the database's).
 	next, end time.Time
+	// dbEnd is the block's end on the database's clock (Release).
+	dbEnd time.Time
 }
 
 // Pacer returns the source's shared pacer.
@@ -82,13 +90,34 @@ func (p *Pacer) claim(ctx context.Context, interval time.Duration) error {
 	k := blockOf(interval)
 	before := time.Now()
 	var secs float64
-	if err := p.db.QueryRow(ctx, sqlReserve, p.source, interval.Microseconds(), k).Scan(&secs); err != nil {
+	if err := p.db.QueryRow(ctx, sqlReserve, p.source, interval.Microseconds(), k).Scan(&secs, &p.dbEnd); err != nil {
 		return fmt.Errorf("reserve a request slot of source %s: %w", p.source, err)
 	}
 	wait := max(0, time.Duration(secs*float64(time.Second)))
 	p.interval = interval
 	p.next = time.Now().Add(wait)
 	p.end = before.Add(wait + time.Duration(k)*interval.Truncate(time.Microsecond))
+	return nil
+}
+
+// Release gives back the slots of this process's block it has not used,
+// unless another process has taken slots after them: the next process (a
+// CLI run after this one, the next owner) need not wait for them. The
+// slots given back start no earlier than this process's next one.
+func (p *Pacer) Release(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	unused := p.end.Sub(later(p.next, time.Now()))
+	if p.dbEnd.IsZero() || unused <= 0 {
+		return nil
+	}
+	// The block's end here is no later than there, so the database's end
+	// less what is unused here is no earlier than this process's next slot.
+	_, err := p.db.Exec(ctx, sqlGiveBackSlots, p.source, p.dbEnd, unused.Microseconds())
+	p.end, p.dbEnd = p.next, time.Time{}
+	if err != nil {
+		return fmt.Errorf("give back request slots of source %s: %w", p.source, err)
+	}
 	return nil
 }
 

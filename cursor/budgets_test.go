@@ -34,11 +34,15 @@ func TestPacerKeepsTheWindowAcrossProcesses(t *testing.T) {
 	defer srv.Close()
 	rl := httpx.RateLimit{Requests: 5, Per: 500 * time.Millisecond}
 	for range 8 { // eight "processes" one after the other, 3 requests each
-		c := httpx.New(httpx.Config{Source: "acme", RateLimit: rl, Pacer: cursor.New(pool).Pacer("acme")})
+		pacer := cursor.New(pool).Pacer("acme")
+		c := httpx.New(httpx.Config{Source: "acme", RateLimit: rl, Pacer: pacer})
 		for range 3 {
 			if _, err := c.Do(ctx, httpx.Request{URL: srv.URL, Resource: "clients", Page: 1}); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if err := pacer.Release(ctx); err != nil { // as the process exits
+			t.Fatal(err)
 		}
 	}
 	mu.Lock()
@@ -141,5 +145,31 @@ func TestPacerTakesSlotsABlockAtATime(t *testing.T) {
 	}
 	if other := time.Now().Add(d); other.Sub(sends[len(sends)-1]) < interval {
 		t.Fatalf("another process got a slot %s after this one's last", other.Sub(sends[len(sends)-1]))
+	}
+}
+
+// The slots of a block a process does not use are given back as it exits:
+// the next process starts after the last one used, not after the block.
+func TestPacerReleaseGivesBackTheUnusedSlots(t *testing.T) {
+	ctx, pool, _ := setup(t)
+	interval := 10 * time.Millisecond
+	a, b := cursor.New(pool).Pacer("acme"), cursor.New(pool).Pacer("acme")
+	d, err := a.Reserve(ctx, interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := time.Now().Add(d)
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err = b.Reserve(ctx, interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d >= cursor.BlockSpan/2 {
+		t.Fatalf("the next process waits %s: the unused block was not given back", d)
+	}
+	if first := time.Now().Add(d); first.Sub(last) < interval {
+		t.Fatalf("the next process's first slot is %s after the last one used (spacing %s)", first.Sub(last), interval)
 	}
 }

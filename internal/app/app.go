@@ -101,7 +101,7 @@ func (a *App) connect(ctx context.Context) error {
 		return fmt.Errorf("database: %w", err)
 	}
 	a.Pool = pool
-	a.closers = append(a.closers, pool.Close)
+	a.closers = append(a.closers, pool.Close, a.releasePacers)
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/tidemarkhq/tidemark/clients/httpx"
 	"github.com/tidemarkhq/tidemark/cursor"
@@ -68,4 +70,17 @@ func (a *App) Pacer(source string) httpx.Pacer {
 	}
 	p, _ := a.pacers.LoadOrStore(source, cursor.New(a.Pool).Pacer(source))
 	return p.(*cursor.Pacer)
+}
+
+// releasePacers gives back the slots this process took and will not use,
+// before the pool closes: the next process need not wait for them.
+func (a *App) releasePacers() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a.pacers.Range(func(_, p any) bool {
+		if err := p.(*cursor.Pacer).Release(ctx); err != nil {
+			a.Log.Debug().Err(err).Msg("request slots not given back; the next process waits for them")
+		}
+		return true
+	})
 }
