@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,12 +106,17 @@ func TestMemoOutlivesTheProcess(t *testing.T) {
 // countingDB counts the statements sent to a real database.
 type countingDB struct {
 	cursor.DB
-	n atomic.Int64
+	n, reads atomic.Int64
 }
 
 func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c.n.Add(1)
 	return c.DB.QueryRow(ctx, sql, args...)
+}
+
+func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.reads.Add(1)
+	return c.DB.Query(ctx, sql, args...)
 }
 
 func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -166,10 +172,99 @@ func TestPacerReleaseGivesBackTheUnusedSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d >= cursor.BlockSpan/2 {
+	if d >= cursor.Lead+cursor.BlockSpan/2 {
 		t.Fatalf("the next process waits %s: the unused block was not given back", d)
 	}
 	if first := time.Now().Add(d); first.Sub(last) < interval {
 		t.Fatalf("the next process's first slot is %s after the last one used (spacing %s)", first.Sub(last), interval)
+	}
+}
+
+// The process that holds the source's ownership lease spaces its requests
+// with no write at all: it only reads, for all its sources at once, the
+// slots other processes took (issue 30, item 6).
+func TestPacerOwnerSendsWithoutWrites(t *testing.T) {
+	ctx, pool, _ := setup(t)
+	db := &countingDB{DB: pool}
+	ps := cursor.NewPacers(db)
+	owns := func() bool { return true }
+	interval := 5 * time.Millisecond
+	for _, src := range []string{"a", "b", "c"} {
+		p := ps.Pacer(src, owns)
+		for range 10 {
+			if _, err := p.Reserve(ctx, interval); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, reads := db.n.Load(), db.reads.Load(); n != 0 || reads < 1 {
+		t.Fatalf("30 slots of 3 sources: %d writes, %d reads of the slots taken elsewhere", n, reads)
+	}
+}
+
+// An owner sending without pause and a process without the lease taking
+// slots meanwhile never send closer than the spacing: the owner keeps out
+// of the block the other took.
+func TestPacerOwnerKeepsOutOfAnotherProcesssBlock(t *testing.T) {
+	ctx, pool, _ := setup(t)
+	interval := 20 * time.Millisecond
+	owner := cursor.NewPacers(pool).Pacer("acme", func() bool { return true })
+	var mu sync.Mutex
+	var slots []time.Time
+	add := func(at time.Time) {
+		mu.Lock()
+		slots = append(slots, at)
+		mu.Unlock()
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			d, err := owner.Reserve(ctx, interval)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			add(time.Now().Add(d))
+			time.Sleep(d)
+		}
+	}()
+	other := cursor.New(pool).Pacer("acme")
+	var last time.Time
+	for range 5 {
+		d, err := other.Reserve(ctx, interval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = time.Now().Add(d)
+		add(last)
+		time.Sleep(d)
+	}
+	// Until the owner has sent past the other's block.
+	for {
+		mu.Lock()
+		n := len(slots)
+		past := n > 0 && slots[n-1].After(last.Add(time.Second))
+		mu.Unlock()
+		if past {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(slots, time.Time.Compare)
+	for i := 1; i < len(slots); i++ {
+		if gap := slots[i].Sub(slots[i-1]); gap < interval-time.Millisecond {
+			t.Fatalf("slots %d and %d are %s apart (spacing %s)", i-1, i, gap, interval)
+		}
 	}
 }

@@ -68,6 +68,7 @@ type App struct {
 
 	wh      *webhookState // webhooks.go
 	pacers  sync.Map      // source → *cursor.Pacer (budget.go)
+	pacing  pacing        // budget.go
 	closers []func()
 	// share: the daemon builds a source's client only while it owns the
 	// source (share.go); slots are its sources by name.
@@ -290,5 +291,6 @@ func (a *App) Poller(ctx context.Context, only string) (*poller.Poller, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, p.Close)
+	a.pacing.owns.Store(&p)
 	return p, nil
 }
