@@ -350,6 +350,11 @@ func (p *Poller) TakeOwnership(ctx context.Context, source string) (release func
 	return h.Release, nil
 }
 
+// Owns reports whether this process holds the source's ownership lease, as
+// far as it knows without a round trip: its requests then pace here
+// (cursor.Pacers).
+func (p *Poller) Owns(source string) bool { return p.leaser.Holds(ownerLease(source)) }
+
 // BackfillParams select a backfill.
 type BackfillParams struct {
 	Source   string

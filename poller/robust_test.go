@@ -95,7 +95,7 @@ func TestPanickingSourceFailsAloneInTheDaemon(t *testing.T) {
 		}
 	}
 	// A webhook-triggered pass of a panicking source fails the same way.
-	if _, err := d.RunTriggered("boom", []clients.Resource{clients.TimeEntries}); err != nil && !strings.Contains(err.Error(), "panic") {
+	if _, err := d.RunTriggered("boom", []clients.Resource{clients.TimeEntries}, nil); err != nil && !strings.Contains(err.Error(), "panic") {
 		t.Errorf("triggered pass: %v", err)
 	}
 	// So does a backfill.

@@ -15,8 +15,10 @@ import (
 // stays within the source's budget and a resource backing off is left
 // alone. It returns the resources whose pass succeeded; none, and no
 // error, when another replica owns the source or a pass of it runs here
-// (the trigger waits in Postgres for the next try).
-func (d *Daemon) RunTriggered(source string, rs []clients.Resource) ([]clients.Resource, error) {
+// (the trigger waits in Postgres for the next try). admit, when set, is
+// asked once this daemon owns the source, with the resources the pass
+// would list: false (no quota left) and the pass does not run.
+func (d *Daemon) RunTriggered(source string, rs []clients.Resource, admit func([]clients.Resource) bool) ([]clients.Resource, error) {
 	d.mu.Lock()
 	st, ok := d.state[source]
 	if !ok || d.ctx.Err() != nil || st.running || st.queued || st.removed {
@@ -47,7 +49,7 @@ func (d *Daemon) RunTriggered(source string, rs []clients.Resource) ([]clients.R
 		steps = append(steps, Step{Resource: r, Kind: cursor.KindIncremental})
 	}
 	d.mu.Unlock()
-	if len(steps) == 0 {
+	if len(steps) == 0 || (admit != nil && !admit(stepResources(steps))) {
 		return nil, nil
 	}
 	// Every page looked up: the intake may have written beside this owner
@@ -73,4 +75,12 @@ func (d *Daemon) RunTriggered(source string, rs []clients.Resource) ([]clients.R
 		return nil, failed
 	}
 	return done, nil
+}
+
+func stepResources(steps []Step) []clients.Resource {
+	rs := make([]clients.Resource, len(steps))
+	for i, st := range steps {
+		rs[i] = st.Resource
+	}
+	return rs
 }

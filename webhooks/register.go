@@ -31,8 +31,11 @@ type RegisterParams struct {
 	UserAgent string
 	// RateLimit is the source's (rate_limit): the calls keep to it.
 	RateLimit httpx.RateLimit
-	Store     *Store
-	Seal      *Sealer
+	// Pacer is the source's shared pacer (app.App.Pacer): the calls take
+	// their slots beside the daemon's and every other process's.
+	Pacer httpx.Pacer
+	Store *Store
+	Seal  *Sealer
 }
 
 // Registered is one provider subscription after Register.
@@ -75,7 +78,7 @@ func newAPIClient(p RegisterParams) *apiClient {
 		auth.Set("X-Api-Key", p.Token)
 	}
 	return &apiClient{p: p, http: httpx.New(httpx.Config{
-		Source: p.Source, RateLimit: p.RateLimit, UserAgent: p.UserAgent, Timeout: 30 * time.Second,
+		Source: p.Source, RateLimit: p.RateLimit, Pacer: p.Pacer, UserAgent: p.UserAgent, Timeout: 30 * time.Second,
 		MaxAttempts: 1, MaxRateLimitWaits: 5, Headers: auth,
 		PlainHeaders: http.Header{"Content-Type": {"application/json"}},
 		NotQuota: func(*http.Response, int) error {

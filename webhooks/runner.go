@@ -18,8 +18,10 @@ import (
 type Passer interface {
 	// RunTriggered runs an incremental pass of rs of source now when this
 	// process owns the source and no pass of it runs; it returns the
-	// resources whose pass succeeded (none when it did not run).
-	RunTriggered(source string, rs []clients.Resource) ([]clients.Resource, error)
+	// resources whose pass succeeded (none when it did not run). admit is
+	// asked, once the process knows it owns the source, with the resources
+	// the pass would list: the quota is taken only by the owner.
+	RunTriggered(source string, rs []clients.Resource, admit func([]clients.Resource) bool) ([]clients.Resource, error)
 }
 
 // Quota spreads a source's spare hourly requests (its plan's quota less
@@ -52,27 +54,41 @@ func NewQuota(spare, minPass int, cost map[clients.Resource]int) *Quota {
 	return &Quota{Limiter: rate.NewLimiter(rate.Limit(max(per, 0)), burst), Cost: cost}
 }
 
-// wait returns how long until a pass of rs fits the quota (0: now, and
-// it is counted).
-func (q *Quota) wait(ctx context.Context, now time.Time, rs []clients.Resource) time.Duration {
+// ticket is what take took, and from which bucket: a give-back credits
+// that bucket only, and only what it took.
+type ticket struct {
+	n      int
+	shared bool
+	local  *rate.Reservation
+}
+
+// take returns how long until a pass of rs fits the quota (0: now, and it
+// is taken: the ticket says from where).
+func (q *Quota) take(ctx context.Context, now time.Time, rs []clients.Resource) (ticket, time.Duration) {
 	if q == nil {
-		return 0
+		return ticket{}, 0
 	}
 	n := q.cost(rs)
 	if q.Take != nil {
 		if d, err := q.Take(ctx, n); err == nil {
-			return d
+			return ticket{n: n, shared: d == 0}, d
 		}
 	}
 	res := q.Limiter.ReserveN(now, n)
 	if !res.OK() {
-		return time.Hour // more than the bucket holds: the schedule's pass covers it
+		return ticket{}, time.Hour // more than the bucket holds: the schedule's pass covers it
 	}
 	if d := res.DelayFrom(now); d > 0 {
 		res.CancelAt(now)
-		return d
+		return ticket{}, d
 	}
-	return 0
+	return ticket{n: n, local: res}, 0
+}
+
+// wait is take without the ticket.
+func (q *Quota) wait(ctx context.Context, now time.Time, rs []clients.Resource) time.Duration {
+	_, d := q.take(ctx, now, rs)
+	return d
 }
 
 func (q *Quota) cost(rs []clients.Resource) int {
@@ -83,12 +99,17 @@ func (q *Quota) cost(rs []clients.Resource) int {
 	return n
 }
 
-// giveBack returns what wait took for a pass that did not run here (not
-// the owner, or a pass of the source ran): with a shared bucket, another
-// replica's polls must not spend the owner's allowance.
-func (q *Quota) giveBack(ctx context.Context, rs []clients.Resource) {
-	if q != nil && q.Take != nil {
-		_, _ = q.Take(ctx, -q.cost(rs))
+// giveBack returns what take took for a pass that did not run after all (a
+// pass of the source ran elsewhere): another process's pass must not spend
+// the allowance. A ticket of the local limiter never credits the shared
+// bucket.
+func (q *Quota) giveBack(ctx context.Context, t ticket) {
+	switch {
+	case q == nil || t.n == 0:
+	case t.shared:
+		_, _ = q.Take(ctx, -t.n)
+	case t.local != nil:
+		t.local.Cancel()
 	}
 }
 
@@ -212,14 +233,13 @@ func (r *Runner) run(ctx context.Context, source string, ts []Trigger) {
 		rs[i] = t.Resource
 		events += t.Events
 	}
-	if wait := r.Quotas[source].wait(ctx, time.Now(), rs); wait > 0 {
+	ok, wait, err := r.pass(ctx, source, rs)
+	switch {
+	case wait > 0:
 		r.defer_(source, wait)
 		r.Metrics.pass(source, "deferred")
 		log.Info().Dur("wait", wait).Msg("webhook-triggered pass deferred: the source's spare hourly quota allows the next one then")
 		return
-	}
-	ok, err := r.Passer.RunTriggered(source, rs)
-	switch {
 	case err != nil:
 		r.defer_(source, 5*time.Second)
 		r.Metrics.pass(source, "failed")
@@ -230,13 +250,36 @@ func (r *Runner) run(ctx context.Context, source string, ts []Trigger) {
 	case len(ok) == 0:
 		// Not the owner, or a pass of the source runs: the owner, or this
 		// process after its pass, takes the trigger at the next poll.
-		r.Quotas[source].giveBack(ctx, rs)
 		return
 	}
 	if q := r.Quotas[source]; q != nil && q.Gap > 0 {
 		r.defer_(source, q.Gap)
 	}
 	r.Metrics.pass(source, "ok")
+	r.clear(ctx, log, source, ts, ok)
+	log.Debug().Int64("events", events).Int("resources", len(ok)).Msg("webhook-triggered pass done")
+}
+
+// pass runs the triggered pass, the quota taken once this process knows it
+// owns the source (a non-owner takes nothing), and given back when the
+// pass was admitted but did not run; wait > 0: deferred by the quota.
+func (r *Runner) pass(ctx context.Context, source string, rs []clients.Resource) (ok []clients.Resource, wait time.Duration, err error) {
+	q := r.Quotas[source]
+	var tk ticket
+	admitted := false
+	ok, err = r.Passer.RunTriggered(source, rs, func(run []clients.Resource) bool {
+		tk, wait = q.take(ctx, time.Now(), run)
+		admitted = wait == 0
+		return admitted
+	})
+	if admitted && err == nil && len(ok) == 0 {
+		q.giveBack(ctx, tk)
+	}
+	return ok, wait, err
+}
+
+// clear drops the triggers of the resources whose pass succeeded.
+func (r *Runner) clear(ctx context.Context, log zerolog.Logger, source string, ts []Trigger, ok []clients.Resource) {
 	now := time.Now()
 	for _, t := range ts {
 		if !slices.Contains(ok, t.Resource) {
@@ -251,7 +294,6 @@ func (r *Runner) run(ctx context.Context, source string, ts []Trigger) {
 			r.Metrics.eventToRow(source, string(t.Resource), "pass", now.Sub(t.FirstEventAt))
 		}
 	}
-	log.Debug().Int64("events", events).Int("resources", len(ok)).Msg("webhook-triggered pass done")
 }
 
 func (r *Runner) defer_(source string, d time.Duration) {

@@ -33,7 +33,7 @@ func registerParams(a *app, s *config.Source, callback string, seal *webhooks.Se
 		Source: s.Name, Kind: s.Kind, BaseURL: s.BaseURL, WorkspaceID: s.WorkspaceID, Token: s.Token.Value(),
 		URL: callback, Resources: rs, UserAgent: "tidemark/" + version + " (" + a.Config.Contact + ")",
 		RateLimit: httpx.RateLimit{Requests: s.RateLimit.Requests, Per: s.RateLimit.Per.D()},
-		Store:     a.WebhookStore(), Seal: seal,
+		Pacer:     a.Pacer(s.Name), Store: a.WebhookStore(), Seal: seal,
 	}
 }
 

@@ -72,6 +72,8 @@ type App struct {
 	configAt time.Time
 
 	wh      *webhookState // webhooks.go
+	pacers  sync.Map      // source → *cursor.Pacer (budget.go)
+	pacing  pacing        // budget.go
 	closers []func()
 	// share: the daemon builds a source's client only while it owns the
 	// source (share.go); slots are its sources by name.
@@ -112,7 +114,7 @@ func (a *App) connect(ctx context.Context) error {
 		return fmt.Errorf("database: %w", err)
 	}
 	a.Pool = pool
-	a.closers = append(a.closers, pool.Close)
+	a.closers = append(a.closers, pool.Close, a.releasePacers)
 	return nil
 }
 
@@ -213,7 +215,7 @@ func (a *App) buildSource(ctx context.Context, sc *config.Source) (clients.Sourc
 		if a.Pool != nil {
 			// The source's budget, shared with every other process on
 			// this database: a restart or a CLI run never starts afresh.
-			env.Pacer = cursor.New(a.Pool).Pacer(sc.Name)
+			env.Pacer = a.Pacer(sc.Name)
 			// Its memos, per account: another token is another owner.
 			env.Memo = cursor.New(a.Pool).Memo(sc.Name, sc.Settings().Account())
 		}
@@ -317,5 +319,6 @@ func (a *App) Poller(ctx context.Context, only string) (*poller.Poller, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, p.Close)
+	a.pacing.owns.Store(&p)
 	return p, nil
 }
