@@ -74,7 +74,7 @@ func repeatedListings(t *testing.T, h Harness, r clients.Resource, m fakeapi.Rep
 			return f.Source().List(ctx, r, clients.Window{From: day.AddDays(-7), To: day.AddDays(1)}, fn)
 		},
 	}
-	if c, ok := f.Source().(clients.Confirmer); ok {
+	if c, ok := clients.As[clients.Confirmer](f.Source()); ok {
 		listings["confirm"] = func(ctx context.Context, fn func(context.Context, clients.Page) error) error {
 			return c.Confirm(ctx, r, clients.Window{From: day.AddDays(-7), To: day.AddDays(1)}, []string{"424242"}, fn)
 		}
