@@ -316,7 +316,15 @@ const historyLockKey = 0x7469646d_68697374 // "tidmhist"
 // changed: a few catalog reads.
 func PrepareHistory(ctx context.Context, db DB, source string, on, off []clients.Resource) error {
 	if len(on) > 0 {
-		if err := EnsureHistory(ctx, db, source, on); err != nil {
+		// Recording the first versions locks rows an applier may be
+		// writing: a deadlock Postgres broke on our side is tried again.
+		var err error
+		for attempt := 1; attempt <= maxAttempts; attempt++ {
+			if err = EnsureHistory(ctx, db, source, on); err == nil || !isDeadlock(err) {
+				break
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
