@@ -309,11 +309,7 @@ func (a *App) Poller(ctx context.Context, only string) (*poller.Poller, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, ps := range srcs {
-		if err := a.prepareHistory(ctx, ps); err != nil {
-			return nil, err
-		}
-	}
+	a.prepareHistories(ctx, srcs) // history.go
 	p, err := poller.New(poller.Params{Pool: a.Pool, Sources: srcs, Logger: a.Log, Observer: a.Metrics})
 	if err != nil {
 		return nil, err

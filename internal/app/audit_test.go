@@ -159,7 +159,24 @@ func TestHistoryTurnedOffAndOnThroughTheApp(t *testing.T) {
 	if got := changes(); got != "1:first_seen 2:first_seen 3:first_seen" {
 		t.Fatalf("turned on: %s", got)
 	}
-	_, p = e.open(t, "", "") // off
+	// Off: the daemon's history loop marks it off.
+	a, p := e.open(t, "", "")
+	stop := a.StartHistoryRetention(ctx)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var n int
+		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM history_sources`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("history still marked on a minute after the daemon's loop started with it off")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
 	te, _ := e.fake.TimeEntry(2)
 	te.Hours, te.UpdatedAt = "4.0", time.Now().UTC().Truncate(time.Second)
 	e.fake.PutTimeEntry(te)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemarkhq/tidemark/clients"
+	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/periodic"
 	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/upsert"
@@ -51,6 +52,40 @@ func (a *App) prepareHistory(ctx context.Context, ps poller.Source) error {
 	return nil
 }
 
+// prepareHistories prepares the history of the sources that keep one,
+// before their passes run. The database may be down as the daemon starts,
+// which must not stop it: a source whose history could not be prepared is
+// tried again in the background (its passes fail meanwhile, as they would
+// on that database anyway). A source turned off is marked off by the
+// daemon's history loop (StartHistoryRetention), so that building a poller
+// never needs the database.
+func (a *App) prepareHistories(ctx context.Context, srcs []poller.Source) {
+	for _, ps := range srcs {
+		if len(ps.History) == 0 {
+			continue
+		}
+		if err := a.prepareHistory(ctx, ps); err != nil {
+			a.Log.Warn().Err(err).Str("source", ps.Name()).Msg("history not prepared yet; trying again every 10 s")
+			go a.prepareLater(ctx, ps)
+		}
+	}
+}
+
+// prepareLater retries prepareHistory until it succeeds or ctx ends.
+func (a *App) prepareLater(ctx context.Context, ps poller.Source) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Second):
+		}
+		if err := a.prepareHistory(ctx, ps); err == nil {
+			a.Log.Info().Str("source", ps.Name()).Msg("history prepared")
+			return
+		}
+	}
+}
+
 // historyOn reads history_sources once: "source/resource" → on.
 func (a *App) historyOn(ctx context.Context) (map[string]bool, error) {
 	a.histMu.Lock()
@@ -85,6 +120,25 @@ func (a *App) historyConfigured(source string) func(clients.Resource) bool {
 	}
 }
 
+// namedSource is a clients.Source with only a name: what marking a
+// source's history off needs of it.
+type namedSource string
+
+func (n namedSource) Name() string                  { return string(n) }
+func (n namedSource) Resources() []clients.Resource { return nil }
+func (n namedSource) List(context.Context, clients.Resource, clients.Window, func(context.Context, clients.Page) error) error {
+	return nil
+}
+
+// configuredResources are sc's resources.
+func configuredResources(sc *config.Source) []clients.Resource {
+	out := make([]clients.Resource, len(sc.Resources))
+	for i, r := range sc.Resources {
+		out[i] = clients.Resource(r)
+	}
+	return out
+}
+
 // historyEvery is how often the daemon prunes history past `history.keep`.
 const historyEvery = time.Hour
 
@@ -99,18 +153,25 @@ func (a *App) StartHistoryRetention(ctx context.Context) (stop func()) {
 		keep      time.Duration
 	}
 	var srcs []kept
+	var off []poller.Source // sources without history: marked off here
 	for i := range a.Config.Sources {
 		sc := &a.Config.Sources[i]
 		if sc.History.Keep > 0 && sc.History.On() {
 			srcs = append(srcs, kept{sc.Name, historyResources(sc), sc.History.Keep.D()})
 		}
-	}
-	if len(srcs) == 0 {
-		return func() {}
+		if !sc.History.On() {
+			off = append(off, poller.Source{Source: namedSource(sc.Name), Resources: configuredResources(sc)})
+		}
 	}
 	log := a.Log.With().Str("component", "history_retention").Logger()
 	var loop periodic.Loop
 	loop.Start(ctx, historyEvery, func(ctx context.Context) {
+		for _, ps := range off {
+			if err := a.prepareHistory(ctx, ps); err != nil && ctx.Err() == nil {
+				log.Warn().Err(err).Str("source", ps.Name()).Msg("history could not be marked off; next try in an hour")
+			}
+		}
+		off = nil // once: a reload marks the sources it changes
 		for _, s := range srcs {
 			horizon := time.Now().Add(-s.keep)
 			for _, r := range s.resources {
