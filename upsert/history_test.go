@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
+	"github.com/tidemarkhq/tidemark/schema"
 )
 
 // tb is what the history checks need of a *testing.T or a *rapid.T.
@@ -374,5 +375,58 @@ func TestHistoryMonthEndInTheAccountZone(t *testing.T) {
 	}
 	if n := count(time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)); n != 0 {
 		t.Errorf("as of November's end in UTC (before the version): %d, want 0", n)
+	}
+}
+
+// invoice is a Harvest-shaped invoice at version v: state, amount, due and
+// its lines' description.
+func invoice(v time.Time, state, amount, due string, sent, paid *time.Time, line string) clients.Record {
+	raw := fmt.Appendf(nil, `{"id":13150378,"client":{"id":5735776},"state":%q,"amount":%s,"due_amount":%s,"line_items":[{"id":1,"kind":"Service","description":%q,"quantity":1,"unit_price":%s,"amount":%s,"taxed":false,"taxed2":false}],"updated_at":%q}`,
+		state, amount, due, line, amount, amount, v.Format(time.RFC3339))
+	vals := schema.Values{"client_id": "5735776", "state": state, "amount": clients.Decimal(amount), "due_amount": clients.Decimal(due)}
+	if sent != nil {
+		vals["sent_at"] = *sent
+	}
+	if paid != nil {
+		vals["paid_at"] = *paid
+	}
+	return clients.Record{ID: "13150378", Version: v, FetchedAt: v, Raw: raw, Row: schema.Invoices.Row(vals)}
+}
+
+// TestInvoiceLateEdits (issue 32): invoice_late_edits lists an invoice's
+// content changed after it was sent (its amount and its lines), not the
+// sending itself, not an edit of the draft, not a payment.
+func TestInvoiceLateEdits(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.DB(t)
+	ctx := context.Background()
+	if err := EnsureHistory(ctx, pool, testSource, []clients.Resource{"invoices"}); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(rec clients.Record) {
+		t.Helper()
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := Apply(ctx, tx, testSource, "invoices", []clients.Record{rec}, WithHistory(true))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(h int) time.Time { return t0.Add(time.Duration(h) * time.Hour) }
+	sent, paid := at(2), at(4)
+	apply(invoice(at(0), "draft", "100.0", "100.0", nil, nil, "Design"))
+	apply(invoice(at(1), "draft", "120.0", "120.0", nil, nil, "Design, more"))     // a draft edited: no late edit
+	apply(invoice(at(2), "open", "120.0", "120.0", &sent, nil, "Design, more"))    // sent: a status
+	apply(invoice(at(3), "open", "150.0", "150.0", &sent, nil, "Design and copy")) // edited after it was sent
+	apply(invoice(at(4), "paid", "150.0", "0.0", &sent, &paid, "Design and copy")) // paid: no edit
+	var got string
+	err := pool.QueryRow(ctx, `SELECT string_agg(format('%s %s %s %s', id, change, array_to_string(changed, ','), amount_change), '; ')
+		FROM invoice_late_edits WHERE source = $1`, testSource).Scan(&got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "13150378 updated amount,line_items 30.0"; got != want {
+		t.Fatalf("invoice late edits: %q, want %q", got, want)
 	}
 }
