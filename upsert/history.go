@@ -68,8 +68,11 @@ func newHistorySQL(t *table) *historySQL {
 	}
 	h.copyCols = append(append([]string{"source", "id"}, h.typedNames...),
 		"updated_at", "fetched_at", "content_hash", "deleted_at", "change", "valid_from", "run_id")
-	h.write = fmt.Sprintf(historyWriteSQL, t.name, h.table, h.cols("m."), h.cols(""))
-	h.firstSeen = fmt.Sprintf(historyFirstSeenSQL, t.name, h.table, h.cols("m."), h.cols(""))
+	chain := func(head, change, run string) string {
+		return fmt.Sprintf(head+historyChainSQL, t.name, h.table, h.cols("m."), h.cols(""), change, run)
+	}
+	h.write = chain(historyWriteHeadSQL, historyChangeSQL, "$4")
+	h.firstSeen = chain(historyFirstSeenHeadSQL, "'first_seen'", "NULL")
 	h.prune = fmt.Sprintf(historyPruneSQL, h.table)
 	h.relink = fmt.Sprintf(historyRelinkSQL, h.table)
 	h.ddl = h.buildDDL(t)
@@ -184,18 +187,33 @@ $f$;
 COMMENT ON FUNCTION %[1]s_versions(text, text) IS
   'Every version of one record, in the order this mirror applied them.';`
 
-	// historyWriteSQL closes the current version of each id written and
-	// adds its new one, copied from the mirror row as just written. One
-	// clock reading serves both ends, so recorded intervals follow each
-	// other exactly. A version before history was on is first_seen.
-	historyWriteSQL = `WITH clock AS (SELECT clock_timestamp() AS ts),
+	// historyWriteHeadSQL selects the ids just written ($2; $3 whether each
+	// was inserted) as the mirror now holds them, for historyChainSQL.
+	historyWriteHeadSQL = `WITH clock AS (SELECT clock_timestamp() AS ts),
 w AS (SELECT * FROM unnest($2::text[], $3::boolean[]) AS w(id, is_new)),
 cur AS (
   SELECT m.id, %[3]s m.updated_at, m.fetched_at, m.content_hash, m.deleted_at, w.is_new,
     CASE WHEN m.deleted_at IS NULL THEN m.updated_at ELSE GREATEST(m.updated_at, m.deleted_at) END AS stamp
   FROM %[1]s m JOIN w ON m.id = w.id WHERE m.source = $1
 ),
-prev AS (
+`
+	// historyFirstSeenHeadSQL selects, when history is turned on, the rows
+	// whose current history version is not the stored one: all of them the
+	// first time, those changed while history was off later on.
+	historyFirstSeenHeadSQL = `WITH clock AS (SELECT clock_timestamp() AS ts),
+cur AS (
+  SELECT m.id, %[3]s m.updated_at, m.fetched_at, m.content_hash, m.deleted_at, false AS is_new,
+    CASE WHEN m.deleted_at IS NULL THEN m.updated_at ELSE GREATEST(m.updated_at, m.deleted_at) END AS stamp
+  FROM %[1]s m WHERE m.source = $1 AND NOT EXISTS (
+    SELECT 1 FROM %[2]s h WHERE h.source = $1 AND h.id = m.id AND h.valid_to = 'infinity'
+      AND h.content_hash = m.content_hash)
+),
+`
+	// historyChainSQL closes the current version of each row of cur and
+	// adds its new one. One clock reading serves both ends, so recorded
+	// intervals follow each other exactly. %[5]s is the change, %[6]s the
+	// run.
+	historyChainSQL = `prev AS (
   UPDATE %[2]s h SET valid_to = GREATEST(cur.stamp, h.valid_from), recorded_to = (SELECT ts FROM clock)
   FROM cur WHERE h.source = $1 AND h.id = cur.id AND h.valid_to = 'infinity'
   RETURNING h.id, h.seq, h.valid_from, h.deleted
@@ -203,35 +221,16 @@ prev AS (
 INSERT INTO %[2]s (source, id, prev_seq, %[4]s updated_at, fetched_at, content_hash, deleted_at,
   change, valid_from, recorded_from, run_id)
 SELECT $1, m.id, prev.seq, %[3]s m.updated_at, m.fetched_at, m.content_hash, m.deleted_at,
-  CASE WHEN prev.id IS NULL AND NOT m.is_new THEN 'first_seen'
+  %[5]s, GREATEST(m.stamp, prev.valid_from), (SELECT ts FROM clock), %[6]s
+FROM cur m LEFT JOIN prev ON prev.id = m.id`
+
+	// historyChangeSQL words a written version's change; a version whose
+	// record had none while history was on is first seen.
+	historyChangeSQL = `CASE WHEN prev.id IS NULL AND NOT m.is_new THEN 'first_seen'
        WHEN prev.id IS NULL OR (prev.deleted AND m.is_new) THEN 'created'
        WHEN m.deleted_at IS NOT NULL THEN 'deleted'
        WHEN prev.deleted THEN 'restored'
-       ELSE 'updated' END,
-  GREATEST(m.stamp, prev.valid_from), (SELECT ts FROM clock), $4
-FROM cur m LEFT JOIN prev ON prev.id = m.id`
-
-	// historyFirstSeenSQL records, when history is turned on, the stored
-	// version of every row whose current history version is not it: all of
-	// them the first time, those changed while history was off later on.
-	historyFirstSeenSQL = `WITH clock AS (SELECT clock_timestamp() AS ts),
-cur AS (
-  SELECT m.id, %[3]s m.updated_at, m.fetched_at, m.content_hash, m.deleted_at,
-    CASE WHEN m.deleted_at IS NULL THEN m.updated_at ELSE GREATEST(m.updated_at, m.deleted_at) END AS stamp
-  FROM %[1]s m WHERE m.source = $1 AND NOT EXISTS (
-    SELECT 1 FROM %[2]s h WHERE h.source = $1 AND h.id = m.id AND h.valid_to = 'infinity'
-      AND h.content_hash = m.content_hash)
-),
-prev AS (
-  UPDATE %[2]s h SET valid_to = GREATEST(cur.stamp, h.valid_from), recorded_to = (SELECT ts FROM clock)
-  FROM cur WHERE h.source = $1 AND h.id = cur.id AND h.valid_to = 'infinity'
-  RETURNING h.id, h.seq, h.valid_from
-)
-INSERT INTO %[2]s (source, id, prev_seq, %[4]s updated_at, fetched_at, content_hash, deleted_at,
-  change, valid_from, recorded_from, run_id)
-SELECT $1, m.id, prev.seq, %[3]s m.updated_at, m.fetched_at, m.content_hash, m.deleted_at,
-  'first_seen', GREATEST(m.stamp, prev.valid_from), (SELECT ts FROM clock), NULL
-FROM cur m LEFT JOIN prev ON prev.id = m.id`
+       ELSE 'updated' END`
 
 	// historyPruneSQL deletes versions whose valid time ended before the
 	// horizon (never a current one, whose valid_to is infinity), then makes
