@@ -257,18 +257,12 @@ func copyHistory(ctx context.Context, tx pgx.Tx, t *table, source, runID string,
 	if runID != "" {
 		run = runID
 	}
-	var defaults []any
 	row := make([]any, 0, len(h.copyCols))
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{h.table}, h.copyCols,
 		pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
 			it := fresh[i]
 			row = append(row[:0], source, it.rec.ID)
-			if it.typed != nil {
-				row = append(row, it.typed...)
-			} else {
-				defaults = t.typeless(it.rec, defaults[:0])
-				row = append(row, defaults...)
-			}
+			row = t.appendValues(row, it)
 			if len(t.children) > 0 {
 				row = append(row, it.raw)
 			}

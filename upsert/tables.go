@@ -229,6 +229,15 @@ func (c *column) value(v any) (any, string) {
 	return nil, fmt.Sprintf("want a %s for %s, got %T", c.typ.GoType(), c.typ, v)
 }
 
+// appendValues appends it's typed column values to row: its own, or a
+// tombstone's without content (typeless).
+func (t *table) appendValues(row []any, it *item) []any {
+	if it.typed != nil {
+		return append(row, it.typed...)
+	}
+	return t.typeless(it.rec, row)
+}
+
 // typeless appends the typed values of a tombstone that carries none: NULL
 // or the neutral value, and the version's day where the column says so.
 func (t *table) typeless(rec *clients.Record, dst []any) []any {

@@ -696,18 +696,12 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 // the fastest way in. When another applier inserted one of the ids after
 // our lookup, it fails with a unique violation and Apply redoes the page.
 func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*item) error {
-	var defaults []any
 	row := make([]any, 0, len(t.typed)+8)
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{t.name}, t.copyColumns(),
 		pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
 			it := fresh[i]
 			row = append(row[:0], source, it.rec.ID)
-			if it.typed != nil {
-				row = append(row, it.typed...)
-			} else {
-				defaults = t.typeless(it.rec, defaults[:0])
-				row = append(row, defaults...)
-			}
+			row = t.appendValues(row, it)
 			return append(row, it.version, it.fetched, it.hash[:], it.raw, it.deletedAt), nil
 		}))
 	if err != nil {
@@ -751,18 +745,12 @@ func stage(ctx context.Context, tx pgx.Tx, t *table, fresh, newer []*item) error
 	if _, err := tx.Exec(ctx, t.createStage); err != nil {
 		return fmt.Errorf("create staging table: %w", err)
 	}
-	var defaults []any
 	row := make([]any, 0, len(t.typed)+8)
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", t.stage}, t.stageColumns(),
 		pgx.CopyFromSlice(len(all), func(i int) ([]any, error) {
 			it := all[i]
 			row = append(row[:0], it.rec.ID)
-			if it.typed != nil {
-				row = append(row, it.typed...)
-			} else {
-				defaults = t.typeless(it.rec, defaults[:0])
-				row = append(row, defaults...)
-			}
+			row = t.appendValues(row, it)
 			row = append(row, it.version, it.fetched, it.hash[:], it.raw, it.deletedAt, i < nFresh)
 			return row, nil
 		}))
