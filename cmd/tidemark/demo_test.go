@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tidemarkhq/tidemark/clients"
 	tmapp "github.com/tidemarkhq/tidemark/internal/app"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
@@ -107,16 +108,31 @@ sources:
 	if out := frame(); !strings.HasPrefix(out, "\x1b[H") || strings.Contains(out, "\x1b[31m") {
 		t.Fatalf("terminal frame: %q", out[:min(200, len(out))])
 	}
-	// Every live row older than the overlap reaches: one row alone may be
-	// one the source deleted meanwhile (awaiting reconcile), whose loss is
-	// no divergence. A pass first: rows the churn changed since the last
-	// one are the next pass's to fetch, not lost, and on a busy machine the
-	// checks above took long enough for the churn to reach most rows.
+	// Rows lost from the mirror that the check must call lost: those whose
+	// version at the source is older than the overlap reaches below the
+	// high water (the tracker's truth says which). Chosen by the mirror's
+	// own stamps, on a busy machine most were changed at the source since
+	// the last pass and read as rows to fetch.
 	if _, err := p.Incremental(ctx, "late"); err != nil {
 		t.Fatal(err)
 	}
-	if tag, err := a.Pool.Exec(ctx, `DELETE FROM time_entries WHERE source = 'late' AND deleted_at IS NULL
-		AND updated_at < now() - interval '1 hour'`); err != nil || tag.RowsAffected() == 0 {
+	rows, err := cursorRows(ctx, a, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hw time.Time
+	for _, r := range rows {
+		if r.Resource == "time_entries" && r.HighWater != nil {
+			hw = *r.HighWater
+		}
+	}
+	var lost []string
+	for id, v := range a.Simulated["late"].Truth().Versions(clients.TimeEntries) {
+		if v.Before(hw.Add(-time.Minute)) {
+			lost = append(lost, id)
+		}
+	}
+	if tag, err := a.Pool.Exec(ctx, `DELETE FROM time_entries WHERE source = 'late' AND deleted_at IS NULL AND id = ANY($1)`, lost); err != nil || tag.RowsAffected() == 0 {
 		t.Fatalf("deleting old rows: %v, %d rows", err, tag.RowsAffected())
 	}
 	if out := frame(); !strings.Contains(out, "\x1b[31mtime_entries") || !strings.Contains(out, "NOT in sync: ") {
