@@ -198,3 +198,35 @@ func TestTimedOutStatementKeepsTheLeases(t *testing.T) {
 		t.Fatalf("the next heartbeat: %v %v", live, err)
 	}
 }
+
+// Holders maps pg_locks' two oid halves back to the key: names whose key
+// has its low or high half above 2^31 are found too, and a lock on a key
+// nobody asked about is left out.
+func TestHoldersAcrossTheKeySpace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.DB(t)
+	l := newLeaser(t, pool.Config().ConnString())
+	var names []string
+	for i := 0; i < 64; i++ {
+		name := fmt.Sprintf("owner:k%02d", i)
+		if _, err := l.TryAcquire(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			names = append(names, name) // the odd ones are held, not asked about
+		}
+	}
+	holders, err := lease.Holders(ctx, pool, append(names, "owner:free"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(holders) != len(names) {
+		t.Fatalf("holders of %d held names (and one free): %d: %v", len(names), len(holders), holders)
+	}
+	for _, n := range names {
+		if !strings.Contains(holders[n], "not a fleet member") {
+			t.Fatalf("%s (key %d): %q", n, lease.Key(n), holders[n])
+		}
+	}
+}

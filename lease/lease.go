@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,6 +80,9 @@ type Lease struct {
 	sess session
 	l    *Leaser
 	once sync.Once
+	// released: given up by this process (Check fails from then on, even
+	// before the unlock reaches the server).
+	released atomic.Bool
 }
 
 // Key maps a lease name to the advisory lock key space.
@@ -438,6 +442,7 @@ const releaseDelay = time.Second
 func (h *Lease) ReleaseSoon() { h.release(true) }
 
 func (h *Lease) release(soon bool) {
+	h.released.Store(true)
 	h.once.Do(func() {
 		l := h.l
 		l.mu.Lock()
@@ -488,26 +493,26 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// sqlHeld asks whether the advisory lock on key is granted to the session
-// (pid, backend_start). pg_locks shows a bigint advisory key as classid (high
-// 32 bits), objid (low 32 bits) and objsubid 1.
+// sqlHeld asks whether the session (pid, backend_start) that took a lease
+// still runs. A session's advisory locks last until it ends or unlocks
+// them, and only this process unlocks them (Release, which Check sees
+// first), so a live session still holds the lock. pg_stat_get_activity(pid)
+// reads one backend's entry; pg_locks would materialize every lock of the
+// server (the lease connection holds one per owned source), which made this
+// fence the costliest statement of an idle daemon.
 const sqlHeld = `
-SELECT EXISTS (
-  SELECT 1
-  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-    AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid
-    AND l.pid = $3 AND a.backend_start = $4)`
+SELECT EXISTS (SELECT 1 FROM pg_stat_get_activity($1::int) a WHERE a.backend_start = $2)`
 
 // Check is the fence: run inside the transaction that commits work done
 // under the lease, it fails with ErrLeaseLost unless the session that took
 // this lease still holds it. A reconnect does not fool it: the new session
 // is another (pid, backend start).
 func (h *Lease) Check(ctx context.Context, q Querier) error {
+	if h.released.Load() {
+		return fmt.Errorf("lease %q: released: %w", h.Name, ErrLeaseLost)
+	}
 	var ok bool
-	u := uint64(h.key)
-	if err := q.QueryRow(ctx, sqlHeld, int64(u>>32), int64(u&0xffffffff), int64(h.sess.pid), h.sess.started).Scan(&ok); err != nil {
+	if err := q.QueryRow(ctx, sqlHeld, int64(h.sess.pid), h.sess.started).Scan(&ok); err != nil {
 		return fmt.Errorf("check lease %q: %w", h.Name, err)
 	}
 	if !ok {

@@ -66,6 +66,8 @@ type daemonReplica struct {
 	MaxConns     int     `json:"max_conns"`     // its own connections, at any sample
 	Owned        int     `json:"owned"`         // sources whose owner lease it holds at the end
 	HeapInuse    uint64  `json:"heap_inuse"`
+	AllocBytes   uint64  `json:"alloc_bytes"` // allocated within the window
+	GCCycles     uint32  `json:"gc_cycles"`   // collections within the window
 	Goroutines   int     `json:"goroutines"`
 	SourcesTotal int     `json:"sources"`
 }
@@ -206,6 +208,8 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 		x["window_rss_mb"] = max(x["window_rss_mb"], float64(r.WindowRSS)/(1<<20))
 		x["max_conns"] = max(x["max_conns"], float64(r.MaxConns))
 		x["heap_inuse_mb"] = max(x["heap_inuse_mb"], float64(r.HeapInuse)/(1<<20))
+		x["alloc_mb_per_min"] += float64(r.AllocBytes) / (1 << 20) / (r.WindowSec / 60)
+		x["gc_per_min"] += float64(r.GCCycles) / (r.WindowSec / 60)
 		x["goroutines"] = max(x["goroutines"], float64(r.Goroutines))
 		owned = append(owned, fmt.Sprint(r.Owned))
 		each = append(each, fmt.Sprintf("%d: peak %.1f, window %.1f, heap %.1f MiB", r.Owned,
@@ -242,10 +246,10 @@ func daemonLine(name string, ls []line) string {
 		return v[len(v)/2]
 	}
 	per1000 := 1000 / med("sources")
-	return fmt.Sprintf("%-17s sources=%.0f×%.0f resources replicas=%.0f window=%.0fs (%.0f ticks) cpu: daemon=%.2f%% backends=%.2f%% total=%.2f%% of one core (%.2f%% per 1,000 sources) peak_rss=%.1fMB window_rss=%.1fMB heap_inuse=%.1fMB goroutines=%.0f max_conns=%.0f requests÷(sources×resources×ticks)=%.2f first_sync=%.0fs | %s",
+	return fmt.Sprintf("%-17s sources=%.0f×%.0f resources replicas=%.0f window=%.0fs (%.0f ticks) cpu: daemon=%.2f%% backends=%.2f%% total=%.2f%% of one core (%.2f%% per 1,000 sources) peak_rss=%.1fMB window_rss=%.1fMB heap_inuse=%.1fMB allocated=%.0fMB/min gc=%.0f/min goroutines=%.0f max_conns=%.0f requests÷(sources×resources×ticks)=%.2f first_sync=%.0fs | %s",
 		name, med("sources"), med("resources"), med("replicas"), med("window_s"), med("ticks"), med("daemon_cpu_pct"), med("backend_cpu_pct"),
 		med("total_cpu_pct"), med("total_cpu_pct")*per1000, med("peak_rss_mb"), med("window_rss_mb"), med("heap_inuse_mb"),
-		med("goroutines"), med("max_conns"), med("ratio"), med("first_sync_s"), ls[len(ls)/2].extra)
+		med("alloc_mb_per_min"), med("gc_per_min"), med("goroutines"), med("max_conns"), med("ratio"), med("first_sync_s"), ls[len(ls)/2].extra)
 }
 
 // waitSynced waits until the database holds want cursors.
@@ -360,6 +364,14 @@ func scenarioDaemon(args []string) error {
 			return err
 		}
 	}
+	if memprofile != "" {
+		// The allocations of the window: pprof -base this one.
+		if err := writeHeap(strings.TrimSuffix(memprofile, ".pprof") + "-heap-start.pprof"); err != nil {
+			return err
+		}
+	}
+	var ms0 runtimeMem
+	ms0.read()
 	t0, cpu0 := time.Now(), cpuTime()
 	select {
 	case <-time.After(window):
@@ -375,13 +387,9 @@ func scenarioDaemon(args []string) error {
 	var ms runtimeMem
 	ms.read()
 	r.HeapInuse, r.Goroutines = ms.heapInuse, ms.goroutines
+	r.AllocBytes, r.GCCycles = ms.allocated-ms0.allocated, ms.gcs-ms0.gcs
 	if memprofile != "" {
-		f, err := os.Create(strings.TrimSuffix(memprofile, ".pprof") + "-heap.pprof") // in use, not allocations
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		if err := writeHeap(strings.TrimSuffix(memprofile, ".pprof") + "-heap.pprof"); err != nil {
 			return err
 		}
 	}
@@ -524,13 +532,26 @@ func procCPU(pid int) (float64, bool) {
 }
 
 // runtimeMem is what the Go runtime says of the process at the end.
+// writeHeap writes the heap profile (in use and allocated so far) to path.
+func writeHeap(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("heap").WriteTo(f, 0)
+}
+
 type runtimeMem struct {
 	heapInuse  uint64
 	goroutines int
+	allocated  uint64 // total bytes allocated so far
+	gcs        uint32
 }
 
 func (m *runtimeMem) read() {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m.heapInuse, m.goroutines = ms.HeapInuse, runtime.NumGoroutine()
+	m.allocated, m.gcs = ms.TotalAlloc, ms.NumGC
 }
