@@ -368,7 +368,12 @@ func Servers(peers []Peer) map[string][]string {
 // serve it (Servers): a member that does not know a source never owns it,
 // and a source no live member has is in no one's share.
 func AssignServed(peers []Peer) map[string]string {
-	servers := Servers(peers)
+	return AssignServers(Servers(peers), peers)
+}
+
+// AssignServers is AssignServed with the peers' Servers computed already
+// (a heartbeat uses them thrice).
+func AssignServers(servers map[string][]string, peers []Peer) map[string]string {
 	names := make([]string, 0, len(servers))
 	for name := range servers {
 		names = append(names, name)

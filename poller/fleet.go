@@ -126,8 +126,9 @@ func (d *Daemon) rebalance() {
 	}
 	// Only the members that have a source configured share it: a member
 	// that does not know a source never owns it (issue 25).
-	assign := lease.AssignServed(peers)
-	d.noteDifferences(me, peers)
+	servers := lease.Servers(peers)
+	assign := lease.AssignServers(servers, peers)
+	d.noteDifferences(me, peers, servers)
 	d.unretire(ctx, me)
 	var give []*lease.Lease
 	var giveNames, take []string
@@ -182,7 +183,7 @@ func (d *Daemon) rebalance() {
 				defer f.watching.Store(false)
 				ctx, cancel := context.WithTimeout(d.ctx, max(f.Heartbeat, 5*time.Second))
 				defer cancel()
-				d.watchUnowned(ctx, peers)
+				d.watchUnowned(ctx, servers)
 			}()
 		}
 	} else if fo, ok := d.p.metrics.(FleetObserver); ok {
@@ -223,7 +224,7 @@ func (d *Daemon) unretire(ctx context.Context, me lease.Member) {
 // replica, two teams on one database): which names only it has, which
 // only they have, and which of its sources a newer config elsewhere
 // serves instead.
-func (d *Daemon) noteDifferences(me lease.Member, peers []lease.Peer) {
+func (d *Daemon) noteDifferences(me lease.Member, peers []lease.Peer, servers map[string][]string) {
 	f := d.fleet
 	var onlyHere, onlyThere []string
 	theirs := map[string]bool{}
@@ -248,7 +249,7 @@ func (d *Daemon) noteDifferences(me lease.Member, peers []lease.Peer) {
 	slices.Sort(onlyHere)
 	slices.Sort(onlyThere)
 	var refused []string
-	for name, ids := range lease.Servers(peers) {
+	for name, ids := range servers {
 		if _, ok := me.Sources[name]; ok && !slices.Contains(ids, me.ID) {
 			refused = append(refused, name)
 		}
@@ -275,12 +276,11 @@ func (d *Daemon) noteDifferences(me lease.Member, peers []lease.Peer) {
 // watchUnowned counts the fleet's sources nobody polls, for the metrics
 // (FleetObserver): run by the fleet's first member only, so a fleet pays
 // for one look a heartbeat.
-func (d *Daemon) watchUnowned(ctx context.Context, peers []lease.Peer) {
+func (d *Daemon) watchUnowned(ctx context.Context, servers map[string][]string) {
 	fo, ok := d.p.metrics.(FleetObserver)
 	if !ok {
 		return
 	}
-	servers := lease.Servers(peers)
 	known, err := d.p.store.KnownSources(ctx)
 	if err != nil {
 		d.log.Warn().Err(err).Msg("could not list the sources the database knows")

@@ -149,7 +149,12 @@ type refSink struct {
 }
 
 func newRefSink(rr recordReader, width int, parent string, body []byte, fetched time.Time) *refSink {
-	return &refSink{reader: rr, width: width, parent: parent, body: body, text: string(body), fetched: fetched}
+	// Sized for the page up front (Harvest's reference records are
+	// 0.2–1 kB): grown by append from nothing, the records and their rows
+	// cost twice their size in garbage on every pass.
+	n := len(body)/400 + 1
+	return &refSink{reader: rr, width: width, parent: parent, body: body, text: string(body), fetched: fetched,
+		recs: make([]clients.Record, 0, n), rows: make([]any, 0, n*width)}
 }
 
 func (k *refSink) reset() { k.recs, k.rows, k.err = k.recs[:0], k.rows[:0], nil }
