@@ -712,8 +712,13 @@ func (d *Daemon) tick(ctx context.Context, source, kind string, st *sourceState,
 }
 
 // record updates a resource's back-off after a step, here and in pass_state.
-func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerolog.Logger) {
-	log = log.With().Str("resource", string(sr.Resource)).Str("pass", sr.Kind).Logger()
+func (d *Daemon) record(source string, st *sourceState, sr StepResult, base zerolog.Logger) {
+	// Built only for a line to write: an idle pass writes none, and a
+	// logger per pass was a tenth of an idle daemon's garbage.
+	logger := func() *zerolog.Logger {
+		l := base.With().Str("resource", string(sr.Resource)).Str("pass", sr.Kind).Logger()
+		return &l
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
 	defer cancel()
 	d.mu.Lock()
@@ -728,7 +733,7 @@ func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerol
 		d.mu.Unlock()
 	case sr.Err == nil:
 		if ps.failures > 0 {
-			log.Info().Int("after_failures", ps.failures).Msg("resource recovered")
+			logger().Info().Int("after_failures", ps.failures).Msg("resource recovered")
 		}
 		hadState := ps.failures > 0 || ps.due
 		ps.failures, ps.notUntil = 0, time.Time{}
@@ -739,7 +744,7 @@ func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerol
 		if hadState {
 			d.p.backoffMark(source, sr.Resource, sr.Kind, "", time.Time{})
 			if err := d.p.store.PassOK(ctx, source, string(sr.Resource), sr.Kind); err != nil {
-				log.Warn().Err(err).Msg("could not record the recovery")
+				logger().Warn().Err(err).Msg("could not record the recovery")
 			}
 		}
 	case d.ctx.Err() != nil:
@@ -766,9 +771,9 @@ func (d *Daemon) record(source string, st *sourceState, sr StepResult, log zerol
 		failures, until := ps.failures, ps.notUntil
 		d.mu.Unlock()
 		d.p.backoffMark(source, sr.Resource, sr.Kind, reason, until)
-		log.Error().Err(sr.Err).Int("failures", failures).Dur("backoff", wait).Msg("pass failed")
+		logger().Error().Err(sr.Err).Int("failures", failures).Dur("backoff", wait).Msg("pass failed")
 		if err := d.p.store.PassFailed(ctx, source, string(sr.Resource), sr.Kind, failures, until, sr.Err.Error()); err != nil {
-			log.Warn().Err(err).Msg("could not record the failure")
+			logger().Warn().Err(err).Msg("could not record the failure")
 		}
 	}
 }

@@ -173,7 +173,7 @@ func (b *boxer) day(d clients.Date) any {
 
 func newEntrySink(body []byte, fetched time.Time) *entrySink {
 	n := len(body)/700 + 1 // Harvest entries are 0.7–1.2 kB
-	return &entrySink{body: body, text: string(body), fetched: fetched,
+	return &entrySink{body: body, text: bodyText(body), fetched: fetched,
 		recs: make([]clients.Record, 0, n), rows: make([]any, 0, n*te.Width())}
 }
 

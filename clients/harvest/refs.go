@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/clients/provider/decode"
@@ -148,12 +149,18 @@ type refSink struct {
 	errAt   int
 }
 
+// bodyText is body as a string without a copy: the strings decoded from
+// a page share its bytes, as the records' Raw does already (a page is read
+// into its own buffer and never written again). Copied, it was an idle
+// daemon's largest allocation.
+func bodyText(body []byte) string { return unsafe.String(unsafe.SliceData(body), len(body)) }
+
 func newRefSink(rr recordReader, width int, parent string, body []byte, fetched time.Time) *refSink {
 	// Sized for the page up front (Harvest's reference records are
 	// 0.2–1 kB): grown by append from nothing, the records and their rows
 	// cost twice their size in garbage on every pass.
 	n := len(body)/400 + 1
-	return &refSink{reader: rr, width: width, parent: parent, body: body, text: string(body), fetched: fetched,
+	return &refSink{reader: rr, width: width, parent: parent, body: body, text: bodyText(body), fetched: fetched,
 		recs: make([]clients.Record, 0, n), rows: make([]any, 0, n*width)}
 }
 
