@@ -23,10 +23,11 @@ const ShutdownGrace = 25 * time.Second
 // DaemonGCPercent is the daemon's GC target unless GOGC or GOMEMLIMIT is
 // set. A daemon's live heap is small and its garbage comes in one burst a
 // tick; at Go's default (100) the heap grows to twice the live heap between
-// collections, which was most of an idle daemon's RSS. At 50, 1,000 idle
-// sources measured 54-57 MiB instead of 63-73, for about 0.3 % of a core
-// more GC (BENCHMARKS.md, issue 15).
-const DaemonGCPercent = 50
+// collections, which was most of an idle daemon's RSS (1,000 idle sources:
+// 63-73 MiB). 50 kept them at 54-57 MiB but collected 23 times a minute;
+// 75 keeps them near 61 MiB (under issue 15's 64) with 14 collections a
+// minute, a quarter of a point of a core less (BENCHMARKS.md, issue 30).
+const DaemonGCPercent = 75
 
 // tuneGC applies DaemonGCPercent, leaving an operator's own setting alone.
 func tuneGC() {
