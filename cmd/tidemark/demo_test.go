@@ -40,6 +40,12 @@ sources:
     schedule: "@every 1h"
     overlap: 1m
     resources: [time_entries]
+  - name: still
+    kind: simulated
+    simulated: {seed: 8, users: 2, days: 30}
+    schedule: "@every 1h"
+    overlap: 1m
+    resources: [time_entries]
 `), func(k string) (string, bool) { return u, k == "DATABASE_URL" })
 	if err != nil {
 		t.Fatal(err)
@@ -110,10 +116,11 @@ sources:
 	}
 	// Rows lost from the mirror that the check must call lost: those whose
 	// version at the source is older than the overlap reaches below the
-	// high water (the tracker's truth says which). Chosen by the mirror's
-	// own stamps, on a busy machine most were changed at the source since
-	// the last pass and read as rows to fetch.
-	if _, err := p.Incremental(ctx, "late"); err != nil {
+	// high water. Taken from a second source without churn: in "late",
+	// 150 changes a second (bulk approvals among them) leave, on a busy
+	// machine, no row older than the overlap by the time the test gets
+	// here (it failed so under the stress script, twice).
+	if _, err := p.Incremental(ctx, "still"); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := cursorRows(ctx, a, "", time.Now())
@@ -122,20 +129,20 @@ sources:
 	}
 	var hw time.Time
 	for _, r := range rows {
-		if r.Resource == "time_entries" && r.HighWater != nil {
+		if r.Source == "still" && r.Resource == "time_entries" && r.HighWater != nil {
 			hw = *r.HighWater
 		}
 	}
 	var lost []string
-	for id, v := range a.Simulated["late"].Truth().Versions(clients.TimeEntries) {
+	for id, v := range a.Simulated["still"].Truth().Versions(clients.TimeEntries) {
 		if v.Before(hw.Add(-time.Minute)) {
 			lost = append(lost, id)
 		}
 	}
-	if tag, err := a.Pool.Exec(ctx, `DELETE FROM time_entries WHERE source = 'late' AND deleted_at IS NULL AND id = ANY($1)`, lost); err != nil || tag.RowsAffected() == 0 {
+	if tag, err := a.Pool.Exec(ctx, `DELETE FROM time_entries WHERE source = 'still' AND deleted_at IS NULL AND id = ANY($1)`, lost[:min(len(lost), 5)]); err != nil || tag.RowsAffected() == 0 {
 		t.Fatalf("deleting old rows: %v, %d rows", err, tag.RowsAffected())
 	}
-	if out := frame(); !strings.Contains(out, "\x1b[31mtime_entries") || !strings.Contains(out, "NOT in sync: ") {
+	if out := frame(); !strings.Contains(out, "\x1b[31mstill/time_entries") || !strings.Contains(out, "NOT in sync: ") {
 		t.Fatalf("a lost row is not shown in red:\n%s", out)
 	}
 }
