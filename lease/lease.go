@@ -498,8 +498,8 @@ type Querier interface {
 // them, and only this process unlocks them (Release, which Check sees
 // first), so a live session still holds the lock. pg_stat_get_activity(pid)
 // reads one backend's entry; pg_locks would materialize every lock of the
-// server (the lease connection holds one per owned source), which made this
-// fence the costliest statement of an idle daemon.
+// server (the lease connection holds one per owned source) at each cursor
+// advance, backfill window and reconcile.
 const sqlHeld = `
 SELECT EXISTS (SELECT 1 FROM pg_stat_get_activity($1::int) a WHERE a.backend_start = $2)`
 

@@ -141,12 +141,16 @@ type sourcePass struct {
 // step runs one pass of one resource. A panic in it fails the pass (run
 // recorded, logged with its stack), never the process.
 func (p *Poller) step(ctx context.Context, s *Source, st Step, sp *sourcePass) (sr StepResult) {
+	// Built only for a line to write: an idle pass writes none.
+	stepLog := func() zerolog.Logger {
+		return p.log.With().Str("source", s.Name()).Str("resource", string(st.Resource)).Str("kind", st.Kind).Logger()
+	}
 	defer func() {
 		perr := clients.Recovered(fmt.Sprintf("%s/%s %s pass", s.Name(), st.Resource, st.Kind), recover())
 		if perr == nil {
 			return
 		}
-		log := p.log.With().Str("source", s.Name()).Str("resource", string(st.Resource)).Str("kind", st.Kind).Logger()
+		log := stepLog()
 		logPanic(log, perr)
 		// The failed run, for `tidemark runs`.
 		runID, now := newRunID(), time.Now()
@@ -168,7 +172,7 @@ func (p *Poller) step(ctx context.Context, s *Source, st Step, sp *sourcePass) (
 		res, err = p.incremental(ctx, s, st.Resource, sp)
 	}
 	if err != nil {
-		logPanic(p.log.With().Str("source", s.Name()).Str("resource", string(st.Resource)).Str("kind", st.Kind).Logger(), err)
+		logPanic(stepLog(), err)
 	}
 	sr = StepResult{Step: st, Result: res, Err: err}
 	if errors.Is(err, clients.ErrUnsupported) {
