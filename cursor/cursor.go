@@ -115,15 +115,33 @@ func (s *Store) HighWaters(ctx context.Context, source string) (map[string]time.
 		return nil, fmt.Errorf("load cursors of %s: %w", source, err)
 	}
 	hws := map[string]time.Time{}
-	var resource string
-	var hw time.Time
-	if _, err := pgx.ForEachRow(rows, []any{&resource, &hw}, func() error {
-		hws[resource] = hw.UTC()
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("load cursors of %s: %w", source, err)
+	if err := HighWatersQuery(source, hws).Scan(rows); err != nil {
+		return nil, err
 	}
 	return hws, nil
+}
+
+// Query is a query and how its rows are read.
+type Query struct {
+	SQL  string
+	Args []any
+	Scan func(pgx.Rows) error
+}
+
+// HighWatersQuery is HighWaters as a query for another connection to run
+// (a pass runs it with its lease statement): its rows fill into.
+func HighWatersQuery(source string, into map[string]time.Time) Query {
+	return Query{SQL: sqlHighWaters, Args: []any{source}, Scan: func(rows pgx.Rows) error {
+		var resource string
+		var hw time.Time
+		if _, err := pgx.ForEachRow(rows, []any{&resource, &hw}, func() error {
+			into[resource] = hw.UTC()
+			return nil
+		}); err != nil {
+			return fmt.Errorf("load cursors of %s: %w", source, err)
+		}
+		return nil
+	}}
 }
 
 func load(ctx context.Context, db DB, sql, source, resource string) (Cursor, error) {

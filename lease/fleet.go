@@ -330,7 +330,11 @@ func Servers(peers []Peer) map[string][]string {
 		fp string
 		at time.Time
 	}
-	win := map[string]best{}
+	n := 0
+	for _, p := range peers {
+		n = max(n, len(p.Sources))
+	}
+	win := make(map[string]best, n) // sized once: every heartbeat builds it
 	for _, p := range peers {
 		for name, fp := range p.Sources {
 			at, ok := p.SourceSince[name]

@@ -267,6 +267,21 @@ func (l *Leaser) payOwed(ctx context.Context) {
 // TryAcquire takes the lease called name without waiting. It returns ErrBusy
 // when someone else holds it.
 func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	return l.TryAcquireThen(ctx, name, nil)
+}
+
+// Read is a query run on the lease's session right after its lock was
+// granted, in the same round trip: what a pass reads first (its cursors)
+// costs no trip of its own. The lease's database must be the one read.
+type Read struct {
+	SQL  string
+	Args []any
+	Scan func(pgx.Rows) error // called only when the lock was granted
+}
+
+// TryAcquireThen is TryAcquire, and with then, runs then's query after the
+// lock was granted. An error of the read gives the lease back.
+func (l *Leaser) TryAcquireThen(ctx context.Context, name string, then *Read) (*Lease, error) {
 	key := Key(name)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -295,14 +310,18 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 		owed := l.owedKeys()
 		c, cancel := l.statement(ctx)
 		var err error
-		if len(owed) == 0 {
-			err = l.conn.QueryRow(c, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok)
-		} else {
-			var unlocked int64
-			err = l.conn.QueryRow(c, `SELECT pg_try_advisory_lock($1), (SELECT count(*) FROM unnest($2::bigint[]) AS k WHERE pg_advisory_unlock(k))`,
-				key, owed).Scan(&ok, &unlocked)
-		}
+		ok, err = l.tryLock(c, key, owed, then)
 		cancel()
+		var re *readError
+		if errors.As(err, &re) {
+			for _, k := range owed {
+				delete(l.owed, k)
+			}
+			if ok {
+				l.unlockAll([]int64{key})
+			}
+			return nil, fmt.Errorf("take lease %q: %w", name, re.err)
+		}
 		if err == nil {
 			for _, k := range owed {
 				delete(l.owed, k)
@@ -327,6 +346,48 @@ func (l *Leaser) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	}
 	l.held[key] = true
 	return &Lease{Name: name, key: key, sess: l.sess, l: l}, nil
+}
+
+// readError is the error of a Read that ran after its lock statement: the
+// lock's outcome is known.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+
+// tryLock tries key's lock, paying the owed unlocks, and runs then after it
+// when it is granted: one round trip. l.mu is held.
+func (l *Leaser) tryLock(ctx context.Context, key int64, owed []int64, then *Read) (bool, error) {
+	lockSQL, args := "SELECT pg_try_advisory_lock($1), 0::bigint", []any{key}
+	if len(owed) > 0 {
+		lockSQL = `SELECT pg_try_advisory_lock($1), (SELECT count(*) FROM unnest($2::bigint[]) AS k WHERE pg_advisory_unlock(k))`
+		args = append(args, owed)
+	}
+	var ok bool
+	var unlocked int64
+	if then == nil {
+		err := l.conn.QueryRow(ctx, lockSQL, args...).Scan(&ok, &unlocked)
+		return ok, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockSQL, args...)
+	b.Queue(then.SQL, then.Args...)
+	br := l.conn.SendBatch(ctx, b)
+	if err := br.QueryRow().Scan(&ok, &unlocked); err != nil {
+		_ = br.Close()
+		return false, err
+	}
+	rows, err := br.Query()
+	if err == nil && ok {
+		err = then.Scan(rows)
+	}
+	rows.Close()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && !l.conn.IsClosed() {
+		return ok, &readError{err}
+	}
+	return ok, err
 }
 
 // acquireBatch bounds the locks one statement of TryAcquireMany tries.

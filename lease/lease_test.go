@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tidemarkhq/tidemark/internal/pgtest"
@@ -378,5 +380,64 @@ func TestReleaseSoon(t *testing.T) {
 	h.Release()
 	if busy("source:four") {
 		t.Fatal("released after a re-take, still held: the lock was counted twice")
+	}
+}
+
+// A pass reads its cursors in the lease statement's round trip: the read
+// runs only once the lock is granted, a busy lease reads nothing, and a
+// read that fails gives the lease back (nobody is left holding it).
+func TestTryAcquireThenReadsAfterTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b, pool := pair(t)
+	if _, err := pool.Exec(ctx, `CREATE TABLE marks (n int); INSERT INTO marks VALUES (1), (2), (3)`); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	read := &lease.Read{SQL: `SELECT n FROM marks WHERE n >= $1 ORDER BY n`, Args: []any{2}, Scan: func(rows pgx.Rows) error {
+		var err error
+		got, err = pgx.CollectRows(rows, pgx.RowTo[int])
+		return err
+	}}
+	h, err := a.TryAcquireThen(ctx, "pass:acme", read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[2 3]" {
+		t.Fatalf("read after the lock: %v, want [2 3]", got)
+	}
+	got = nil
+	if _, err := b.TryAcquireThen(ctx, "pass:acme", read); !errors.Is(err, lease.ErrBusy) || got != nil {
+		t.Fatalf("busy: %v, read %v; want ErrBusy and nothing read", err, got)
+	}
+	h.Release()
+	// One read fails before anything runs (it cannot be prepared), one
+	// after the lock was granted (at run time).
+	for _, sql := range []string{`SELECT n FROM no_such_table`, `SELECT 1 / (n - n) FROM marks`} {
+		bad := &lease.Read{SQL: sql, Scan: func(rows pgx.Rows) error {
+			for rows.Next() {
+			}
+			return rows.Err()
+		}}
+		if _, err := b.TryAcquireThen(ctx, "pass:acme", bad); err == nil || !strings.Contains(err.Error(), "pass:acme") {
+			t.Fatalf("failed read %q: %v, want the read's error", sql, err)
+		}
+		ha, err := a.TryAcquire(ctx, "pass:acme")
+		if err != nil {
+			t.Fatalf("after %q failed on b, a: %v (b kept the lease)", sql, err)
+		}
+		ha.Release()
+	}
+	// b was granted the lock before its read failed: it gave it back, and
+	// its leaser still works.
+	h2, err := a.TryAcquireThen(ctx, "pass:acme", read)
+	if err != nil {
+		t.Fatalf("after a failed read elsewhere: %v", err)
+	}
+	h2.Release()
+	if h3, err := b.TryAcquire(ctx, "pass:acme"); err != nil {
+		t.Fatalf("b after its failed read: %v", err)
+	} else {
+		h3.Release()
 	}
 }

@@ -27,6 +27,10 @@ type FleetParams struct {
 // DefaultHeartbeat is FleetParams.Heartbeat's default.
 const DefaultHeartbeat = 5 * time.Second
 
+// unownedEvery is how many heartbeats apart the fleet's first member looks
+// for sources nobody polls (watchUnowned): 30 s at the default heartbeat.
+const unownedEvery = 6
+
 // fleet is a daemon's membership; d.mu guards it.
 type fleet struct {
 	FleetParams
@@ -48,8 +52,8 @@ type fleet struct {
 }
 
 // FleetObserver is an Observer that also wants the fleet's sources that
-// nobody polls: unowned are configured on a live member and have had no
-// owner for longer than a heartbeat; unserved the database knows (they have
+// nobody polls: unowned are configured on a live member and had no owner
+// at two looks in a row (unownedEvery heartbeats apart); unserved the database knows (they have
 // cursors, not retired) and no live member has configured. Only the
 // fleet's first member reports them; the others report none.
 type FleetObserver interface {
@@ -171,9 +175,14 @@ func (d *Daemon) rebalance() {
 	d.mu.Unlock()
 	d.mu.Lock()
 	f.rounds++
-	watch := f.rounds > 1 // not in Start's round: the first passes come first
+	// Not in Start's round (the first passes come first), then every
+	// unownedEvery rounds: the look reads every lock and cursor source,
+	// which was a sixth of an idle daemon's database time every
+	// heartbeat, and the alert on it waits minutes anyway.
+	watch := f.rounds > 1 && (f.rounds-2)%unownedEvery == 0
 	d.mu.Unlock()
-	if len(members) > 0 && members[0] == me.ID && watch {
+	first := len(members) > 0 && members[0] == me.ID
+	if first && watch {
 		// Beside the rounds, never two at once: a slow look (thousands of
 		// leases) must not delay the next hand-over.
 		if f.watching.CompareAndSwap(false, true) {
@@ -186,7 +195,7 @@ func (d *Daemon) rebalance() {
 				d.watchUnowned(ctx, servers)
 			}()
 		}
-	} else if fo, ok := d.p.metrics.(FleetObserver); ok {
+	} else if fo, ok := d.p.metrics.(FleetObserver); ok && !first {
 		fo.FleetSources(nil, nil)
 	}
 }
@@ -274,8 +283,8 @@ func (d *Daemon) noteDifferences(me lease.Member, peers []lease.Peer, servers ma
 }
 
 // watchUnowned counts the fleet's sources nobody polls, for the metrics
-// (FleetObserver): run by the fleet's first member only, so a fleet pays
-// for one look a heartbeat.
+// (FleetObserver): run by the fleet's first member only, every
+// unownedEvery heartbeats, so a fleet pays for one look in that time.
 func (d *Daemon) watchUnowned(ctx context.Context, servers map[string][]string) {
 	fo, ok := d.p.metrics.(FleetObserver)
 	if !ok {
@@ -317,7 +326,7 @@ func (d *Daemon) watchUnowned(ctx context.Context, servers map[string][]string) 
 		}
 		since[name] = first
 		// A hand-over leaves a source free until the next member's
-		// heartbeat: only one still free a heartbeat later counts.
+		// heartbeat: only one still free at the next look counts.
 		if now.Sub(first) >= f.Heartbeat {
 			unowned = append(unowned, name)
 		}

@@ -58,7 +58,12 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 			return nil, fmt.Errorf("unknown pass kind %q", st.Kind)
 		}
 	}
-	held, err := p.leaser.TryAcquire(ctx, PassLease(source))
+	// The cursors are read at once, in the lease statement's round trip
+	// (after the lock: what the last holder committed), and the idle runs
+	// written at once.
+	hws := map[string]time.Time{}
+	hq := cursor.HighWatersQuery(source, hws)
+	held, err := p.leaser.TryAcquireThen(ctx, PassLease(source), &lease.Read{SQL: hq.SQL, Args: hq.Args, Scan: hq.Scan})
 	if err != nil {
 		return nil, err
 	}
@@ -69,12 +74,7 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 	} else {
 		defer held.Release()
 	}
-	// The cursors are read at once, and the idle runs written at once.
-	hws, err := p.store.HighWaters(ctx, source)
-	if err != nil {
-		return nil, err
-	}
-	sp := &sourcePass{held: held, highWaters: hws}
+	sp := &sourcePass{held: held, highWaters: hws, runs: runBatch{runs: make([]cursor.RunRecord, 0, len(steps))}}
 	defer p.recordRuns(&sp.runs)
 	// A resource listed by date (time entries) whose listing turns out long
 	// (a first sync: besideAfter pages) goes on beside the steps after it,

@@ -47,7 +47,8 @@ func (p *Poller) recordRuns(b *runBatch) {
 type idleRuns struct {
 	mu     sync.Mutex
 	runs   []cursor.RunRecord
-	closed bool // flushed for the last time: the caller writes its own
+	spare  []cursor.RunRecord // the last flush's, reused (flush runs alone)
+	closed bool               // flushed for the last time: the caller writes its own
 }
 
 const idleRunsEvery = 500 * time.Millisecond
@@ -67,9 +68,13 @@ func (ir *idleRuns) add(runs []cursor.RunRecord) bool {
 func (ir *idleRuns) flush(p *Poller, last bool) {
 	ir.mu.Lock()
 	runs := ir.runs
-	ir.runs, ir.closed = nil, last
+	ir.runs, ir.spare, ir.closed = ir.spare[:0], nil, last
 	ir.mu.Unlock()
 	p.writeRuns(runs)
+	clear(runs) // no strings kept alive
+	ir.mu.Lock()
+	ir.spare = runs[:0]
+	ir.mu.Unlock()
 }
 
 // writeRuns writes idle runs in statements of at most idleRunsBatch: a
