@@ -12,13 +12,13 @@ import (
 	"github.com/tidemarkhq/tidemark/upsert"
 )
 
-// pageMemo remembers the pages of a source's incremental passes that the
-// versioned write applied without writing anything: the overlap's
-// re-deliveries of an idle source, the same bytes every tick. A later
-// incremental page with the same records, byte for byte, takes the
-// remembered counts instead of a lookup: applied again it would write
-// nothing either, as long as no other write made a stored row older or
-// deleted it since. The only writes that can do that are this process's
+// pageMemo remembers the pages of a source's incremental passes once the
+// versioned write applied them (and committed what they wrote): the
+// overlap's re-deliveries of an idle source, the same bytes every tick. A
+// later incremental page with the same records, byte for byte, takes the
+// remembered counts (every record unchanged, or stale) instead of a
+// lookup: applied again it would write nothing, as long as no other write
+// made a stored row older or deleted it since. The only writes that can do that are this process's
 // own (a reconcile's tombstones, or a page written at the same version as
 // a stored row: a tie, like the tombstones Toggl's workspace scope writes
 // for entries absent from a listing; the owner lease keeps every other
@@ -123,7 +123,8 @@ func (m *pageMemo) generation() uint64 {
 	return m.gen
 }
 
-// put remembers a page whose application wrote nothing, unless the memo
+// put remembers a page as what its re-delivery counts (nothing written:
+// the caller counts a page it wrote as unchanged), unless the memo
 // forgot anything since generation gen (read before the page's lookup) or
 // already holds memoMaxPages fresh pages of r.
 func (m *pageMemo) put(r clients.Resource, k pageKey, c upsert.Counts, now time.Time, gen uint64) {

@@ -362,7 +362,11 @@ func (p *Poller) applyListingThen(ctx context.Context, log zerolog.Logger, s *So
 				// looked up to heal it.
 				s.memo.forget(r)
 			case remember:
-				s.memo.put(r, key, uc, now, gen)
+				// Committed: an identical re-delivery finds each row at
+				// this version and writes nothing, just as a page that
+				// wrote nothing: the first idle pass after a change needs
+				// no lookup either.
+				s.memo.put(r, key, upsert.Counts{Unchanged: uc.Inserted + uc.Updated + uc.Unchanged, Stale: uc.Stale}, now, gen)
 			}
 		}
 		l.counts.Add(cursor.Counts{Fetched: int64(len(pg.Records)), Counts: uc})
