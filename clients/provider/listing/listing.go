@@ -38,56 +38,113 @@ type Fetched struct {
 // ReadAhead hands fn the pages fetch produces, in order, while fetch
 // already requests and decodes the next one, so that the database write
 // and the HTTP round trip overlap. At most two pages are in memory. fetch
-// runs in its own goroutine and hands each page to send, which reports
-// false once the listing is abandoned (fn failed, or ctx ended); the page
-// in flight then is cancelled and dropped. No request outlives ReadAhead.
+// runs on the caller's goroutine and hands each page to send, which
+// reports false once the listing is abandoned (fn failed, or ctx ended);
+// the page in flight then is cancelled and dropped. fn runs on a goroutine
+// of its own from the first page that is not the last, so a listing of one
+// page (every idle pass) costs no goroutine and no hand-off; a panic in fn
+// there panics again on the caller's goroutine. No request outlives
+// ReadAhead.
 func ReadAhead(ctx context.Context, fn func(context.Context, clients.Page) error, fetch func(ctx context.Context, send func(Fetched) bool)) error {
 	fctx, cancel := context.WithCancel(ctx)
-	// Unbuffered: the fetcher holds at most one page while fn has another.
-	pages := make(chan Fetched)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(pages)
-		defer func() {
-			// A panic in the fetcher (a decoder, a page walk) ends this
-			// listing as failed; on this goroutine it would end the process.
-			if err := clients.Recovered("fetch", recover()); err != nil {
-				select {
-				case pages <- Fetched{Err: err}:
-				case <-fctx.Done():
-				}
+	defer cancel()
+	var (
+		ap     *applier
+		ended  bool    // a last page or an error came with no applier running
+		single Fetched // that page, applied once fetch has returned
+	)
+	send := func(f Fetched) bool {
+		if ended || fctx.Err() != nil {
+			return false
+		}
+		if ap == nil {
+			if f.Err != nil || f.Last {
+				ended, single = true, f
+				return f.Err == nil
 			}
-		}()
-		fetch(fctx, func(f Fetched) bool {
-			select {
-			case pages <- f:
-				return true
-			case <-fctx.Done():
-				return false
-			}
-		})
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	for {
-		f, ok := <-pages
-		if !ok {
-			// The fetcher stopped without a last page: the context ended.
-			return ctx.Err()
+			ap = startApplier(ctx, cancel, fn)
 		}
-		if f.Err != nil {
-			return f.Err
-		}
-		if err := fn(ctx, f.Page); err != nil {
-			return err
-		}
-		if f.Last {
-			return nil
+		select {
+		case ap.pages <- f:
+			return true
+		case <-ap.done:
+			return false
+		case <-fctx.Done():
+			return false
 		}
 	}
+	// A panic in the fetcher (a decoder, a page walk) ends this listing as
+	// failed, not the process.
+	ferr := func() (err error) {
+		defer func() { err = clients.Recovered("fetch", recover()) }()
+		fetch(fctx, send)
+		return nil
+	}()
+	if ap != nil {
+		close(ap.pages)
+		<-ap.done
+		if ap.panicked != nil {
+			panic(ap.panicked)
+		}
+		switch {
+		case ap.err != nil:
+			return ap.err
+		case ap.last:
+			return nil
+		case ferr != nil:
+			return ferr
+		}
+		// The fetcher stopped without a last page: the context ended.
+		return ctx.Err()
+	}
+	switch {
+	case ferr != nil:
+		return ferr
+	case !ended:
+		return ctx.Err()
+	case single.Err != nil:
+		return single.Err
+	}
+	return fn(ctx, single.Page)
+}
+
+// applier applies the pages of a listing of more than one page beside the
+// fetcher.
+type applier struct {
+	pages    chan Fetched // unbuffered: the fetcher holds at most one page while fn has another
+	done     chan struct{}
+	err      error // fn's, or the fetcher's in order
+	last     bool  // the last page was applied
+	panicked error // a panic in fn, to panic with again on the caller's goroutine
+}
+
+func startApplier(ctx context.Context, cancel context.CancelFunc, fn func(context.Context, clients.Page) error) *applier {
+	ap := &applier{pages: make(chan Fetched), done: make(chan struct{})}
+	go func() {
+		defer close(ap.done)
+		defer func() {
+			if perr := clients.Recovered("apply", recover()); perr != nil {
+				ap.panicked = perr
+				cancel()
+			}
+		}()
+		for f := range ap.pages {
+			if f.Err != nil {
+				ap.err = f.Err
+				return
+			}
+			if err := fn(ctx, f.Page); err != nil {
+				ap.err = err
+				cancel() // the page in flight is dropped
+				return
+			}
+			if f.Last {
+				ap.last = true
+				return
+			}
+		}
+	}()
+	return ap
 }
 
 // UntilShort walks a page-numbered listing of bare arrays (no total) from
