@@ -38,13 +38,13 @@ type Fetched struct {
 // ReadAhead hands fn the pages fetch produces, in order, while fetch
 // already requests and decodes the next one, so that the database write
 // and the HTTP round trip overlap. At most two pages are in memory. fetch
-// runs on the caller's goroutine and hands each page to send, which
-// reports false once the listing is abandoned (fn failed, or ctx ended);
-// the page in flight then is cancelled and dropped. fn runs on a goroutine
-// of its own from the first page that is not the last, so a listing of one
-// page (every idle pass) costs no goroutine and no hand-off; a panic in fn
-// there panics again on the caller's goroutine. No request outlives
-// ReadAhead.
+// runs on the caller's goroutine and hands each page to send (from that
+// goroutine only), which reports false once the listing is abandoned (fn
+// failed, or ctx ended); the page in flight then is cancelled and
+// dropped. fn runs on a goroutine of its own from the first page that is
+// not the last, so a listing of one page (every idle pass) costs no
+// goroutine and no hand-off; a panic in fn there panics again on the
+// caller's goroutine. No request outlives ReadAhead.
 func ReadAhead(ctx context.Context, fn func(context.Context, clients.Page) error, fetch func(ctx context.Context, send func(Fetched) bool)) error {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
