@@ -115,23 +115,18 @@ func (s *Store) HighWaters(ctx context.Context, source string) (map[string]time.
 		return nil, fmt.Errorf("load cursors of %s: %w", source, err)
 	}
 	hws := map[string]time.Time{}
-	if err := HighWatersQuery(source, hws).Scan(rows); err != nil {
+	_, _, scan := HighWatersQuery(source, hws)
+	if err := scan(rows); err != nil {
 		return nil, err
 	}
 	return hws, nil
 }
 
-// Query is a query and how its rows are read.
-type Query struct {
-	SQL  string
-	Args []any
-	Scan func(pgx.Rows) error
-}
-
-// HighWatersQuery is HighWaters as a query for another connection to run
-// (a pass runs it with its lease statement): its rows fill into.
-func HighWatersQuery(source string, into map[string]time.Time) Query {
-	return Query{SQL: sqlHighWaters, Args: []any{source}, Scan: func(rows pgx.Rows) error {
+// HighWatersQuery is HighWaters for another connection to run (a pass
+// runs it in its lease statement's round trip): the query, its arguments,
+// and what reads its rows into into.
+func HighWatersQuery(source string, into map[string]time.Time) (string, []any, func(pgx.Rows) error) {
+	return sqlHighWaters, []any{source}, func(rows pgx.Rows) error {
 		var resource string
 		var hw time.Time
 		if _, err := pgx.ForEachRow(rows, []any{&resource, &hw}, func() error {
@@ -141,7 +136,7 @@ func HighWatersQuery(source string, into map[string]time.Time) Query {
 			return fmt.Errorf("load cursors of %s: %w", source, err)
 		}
 		return nil
-	}}
+	}
 }
 
 func load(ctx context.Context, db DB, sql, source, resource string) (Cursor, error) {

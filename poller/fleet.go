@@ -53,8 +53,9 @@ type fleet struct {
 
 // FleetObserver is an Observer that also wants the fleet's sources that
 // nobody polls: unowned are configured on a live member and had no owner
-// at two looks in a row (unownedEvery heartbeats apart); unserved the database knows (they have
-// cursors, not retired) and no live member has configured. Only the
+// at two looks in a row (unownedEvery heartbeats apart); unserved the
+// database knows (they have cursors, not retired) and no live member has
+// configured. Only the
 // fleet's first member reports them; the others report none.
 type FleetObserver interface {
 	FleetSources(unowned, unserved []string)

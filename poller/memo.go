@@ -16,19 +16,19 @@ import (
 // versioned write applied them (and committed what they wrote): the
 // overlap's re-deliveries of an idle source, the same bytes every tick. A
 // later incremental page with the same records, byte for byte, takes the
-// remembered counts (every record unchanged, or stale) instead of a
-// lookup: applied again it would write nothing, as long as no other write
-// made a stored row older or deleted it since. The only writes that can do that are this process's
-// own (a reconcile's tombstones, or a page written at the same version as
-// a stored row: a tie, like the tombstones Toggl's workspace scope writes
-// for entries absent from a listing; the owner lease keeps every other
-// poller of the source in this process), and those forget the resource's
-// pages (forget). Ownership changing forgets them all. The one writer beside the
-// owner is webhook intake with `apply` (any replica): a record it wrote at
-// the same version is put right by the pass its event triggers, which
-// looks every page up (LookUpEveryPage). An entry also ages out after
-// memoMaxAge, so a row changed behind Tidemark's back (by hand) is written
-// again within that time.
+// remembered counts (every record unchanged, or stale) instead of a lookup:
+// applied again it would write nothing, as long as no other write made a
+// stored row older or deleted it since. The only writes that can do that are
+// this process's own (a reconcile's tombstones, or a page written at the
+// same version as a stored row: a tie, like the tombstones Toggl's workspace
+// scope writes for entries absent from a listing; the owner lease keeps
+// every other poller of the source in this process), and those forget the
+// resource's pages (forget). Ownership changing forgets them all. The one
+// writer beside the owner is webhook intake with `apply` (any replica): a
+// record it wrote at the same version is put right by the pass its event
+// triggers, which looks every page up (LookUpEveryPage). An entry also ages
+// out after memoMaxAge, so a row changed behind Tidemark's back (by hand) is
+// written again within that time.
 type pageMemo struct {
 	mu    sync.Mutex
 	pages []memoPage // a few a resource: a slice, not maps (a thousand sources keep theirs)

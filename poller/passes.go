@@ -62,8 +62,8 @@ func (p *Poller) Steps(ctx context.Context, source string, steps []Step) ([]Step
 	// (after the lock: what the last holder committed), and the idle runs
 	// written at once.
 	hws := map[string]time.Time{}
-	hq := cursor.HighWatersQuery(source, hws)
-	held, err := p.leaser.TryAcquireThen(ctx, PassLease(source), &lease.Read{SQL: hq.SQL, Args: hq.Args, Scan: hq.Scan})
+	sql, args, scan := cursor.HighWatersQuery(source, hws)
+	held, err := p.leaser.TryAcquireThen(ctx, PassLease(source), &lease.Read{SQL: sql, Args: args, Scan: scan})
 	if err != nil {
 		return nil, err
 	}
