@@ -35,13 +35,17 @@ func (e Event) Previous(ctx context.Context, q Querier) (map[string]json.RawMess
 	for _, c := range t.Columns {
 		cols = append(cols, c.Name)
 	}
-	table := string(t.Name) + "_history"
-	var have bool
-	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&have); err != nil || !have {
+	// A change and the version before it are both in the store (neither
+	// is a first version still in its mirror row); a history from before
+	// the store is the table named as its view is now.
+	var table *string
+	err = q.QueryRow(ctx, `SELECT coalesce(to_regclass($1), to_regclass($2))::text`,
+		string(t.Name)+"_history_store", string(t.Name)+"_history").Scan(&table)
+	if err != nil || table == nil {
 		return nil, err
 	}
 	var prev map[string]json.RawMessage
-	err = q.QueryRow(ctx, fmt.Sprintf(previousSQL, pgx.Identifier{table}.Sanitize()),
+	err = q.QueryRow(ctx, fmt.Sprintf(previousSQL, pgx.Identifier{*table}.Sanitize()),
 		e.Source, e.RecordID, e.Version, hash, cols).Scan(&prev)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil

@@ -10,6 +10,10 @@ import "github.com/tidemarkhq/tidemark/clients"
 // a deletion not healed by the next version (a reconcile's false deletion
 // comes back with the content it had, and is no edit), or a restore after a
 // real deletion.
+//
+// They read the store alone: a change, the version before it and the one
+// after have a predecessor or a successor, so none of them is a first
+// version still kept in its mirror row.
 
 // auditDDL are the audit views of a resource's history, by resource.
 var auditDDL = map[clients.Resource][]string{
@@ -24,10 +28,10 @@ WITH c AS (
   -- version, or for a restore the one before the deletion.
   SELECT c.*, CASE WHEN c.change = 'restored' THEN pp.seq ELSE p.seq END AS base_seq,
     n.change = 'restored' AND n.content_hash = p.content_hash AS healed
-  FROM time_entries_history c
-  JOIN time_entries_history p ON p.source = c.source AND p.id = c.id AND p.seq = c.prev_seq
-  LEFT JOIN time_entries_history pp ON pp.source = c.source AND pp.id = c.id AND pp.seq = p.prev_seq AND c.change = 'restored'
-  LEFT JOIN time_entries_history n ON n.source = c.source AND n.id = c.id AND n.prev_seq = c.seq AND c.change = 'deleted'
+  FROM time_entries_history_store c
+  JOIN time_entries_history_store p ON p.source = c.source AND p.id = c.id AND p.seq = c.prev_seq
+  LEFT JOIN time_entries_history_store pp ON pp.source = c.source AND pp.id = c.id AND pp.seq = p.prev_seq AND c.change = 'restored'
+  LEFT JOIN time_entries_history_store n ON n.source = c.source AND n.id = c.id AND n.prev_seq = c.seq AND c.change = 'deleted'
   WHERE c.change IN ('updated', 'deleted', 'restored')
 ),
 e AS (
@@ -49,7 +53,7 @@ e AS (
       - ARRAY['seq', 'prev_seq', 'base_seq', 'healed', 'updated_at', 'fetched_at', 'content_hash', 'change', 'valid_from', 'valid_to', 'recorded_from', 'recorded_to', 'run_id']
       IS DISTINCT FROM (to_jsonb(b) - ARRAY['is_billed', 'is_closed', 'is_locked', 'invoice_id', 'approval_status', 'is_running'])
       - ARRAY['seq', 'prev_seq', 'updated_at', 'fetched_at', 'content_hash', 'change', 'valid_from', 'valid_to', 'recorded_from', 'recorded_to', 'run_id'] AS edited
-  FROM c JOIN time_entries_history b ON b.source = c.source AND b.id = c.id AND b.seq = c.base_seq
+  FROM c JOIN time_entries_history_store b ON b.source = c.source AND b.id = c.id AND b.seq = c.base_seq
   WHERE NOT b.deleted AND NOT coalesce(c.healed, false)
     AND NOT (c.change = 'restored' AND c.content_hash = b.content_hash)
 )
@@ -74,11 +78,11 @@ WITH e AS (
       WHERE pv.v IS DISTINCT FROM to_jsonb(c) -> pv.k ORDER BY k)
     || CASE WHEN p.raw -> 'line_items' IS DISTINCT FROM c.raw -> 'line_items' THEN ARRAY['line_items'] ELSE '{}' END
     || CASE WHEN c.deleted THEN ARRAY['deleted'] ELSE '{}' END AS changed
-  FROM invoices_history c
-  JOIN invoices_history p ON p.source = c.source AND p.id = c.id AND p.seq = c.prev_seq
+  FROM invoices_history_store c
+  JOIN invoices_history_store p ON p.source = c.source AND p.id = c.id AND p.seq = c.prev_seq
   WHERE NOT p.deleted AND (p.sent_at IS NOT NULL OR p.state <> 'draft')
     AND (c.change = 'updated' OR c.change = 'deleted' AND NOT EXISTS (
-    SELECT 1 FROM invoices_history n WHERE n.source = c.source AND n.id = c.id AND n.prev_seq = c.seq
+    SELECT 1 FROM invoices_history_store n WHERE n.source = c.source AND n.id = c.id AND n.prev_seq = c.seq
       AND n.change = 'restored' AND n.content_hash = p.content_hash))
 )
 SELECT e.*, e.amount_after - e.amount_before AS amount_change FROM e WHERE cardinality(e.changed) > 0;

@@ -161,7 +161,7 @@ func TestHistoryProperty(t *testing.T) {
 			rt.Fatal(err)
 		}
 		defer func() { pool.Close() }()
-		if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS time_entries_history CASCADE; TRUNCATE time_entries`); err != nil {
+		if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS time_entries_history_store CASCADE; TRUNCATE time_entries`); err != nil {
 			rt.Fatal(err)
 		}
 		if err := EnsureHistory(ctx, pool, testSource, []clients.Resource{clients.TimeEntries}); err != nil {

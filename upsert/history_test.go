@@ -206,18 +206,18 @@ func TestHistoryOverlapRefusedByDatabase(t *testing.T) {
 	pool := historyDB(t)
 	applyH(t, pool, "r1", entry(1, t0, t0, "a"))
 	applyH(t, pool, "r2", entry(1, t0.Add(time.Hour), t0.Add(time.Hour), "b"))
-	const copyRow = `INSERT INTO time_entries_history
+	const copyRow = `INSERT INTO time_entries_history_store
 		(source, id, prev_seq, spent_date, hours, user_id, billable, is_locked, is_closed, is_billed, is_running,
 		 updated_at, fetched_at, content_hash, change, valid_from, valid_to, recorded_from)
 		SELECT source, id, %s, spent_date, hours, user_id, billable, is_locked, is_closed, is_billed, is_running,
 		 updated_at, fetched_at, content_hash, 'updated', %s, %s, now()
-		FROM time_entries_history WHERE seq = (SELECT min(seq) FROM time_entries_history)`
+		FROM time_entries_history_store WHERE seq = (SELECT min(seq) FROM time_entries_history_store)`
 	for _, c := range []struct{ name, sql, code string }{
 		{"a second first version", fmt.Sprintf(copyRow, "NULL", "valid_from + interval '1 second'", "'infinity'"), "23505"},
 		{"a second successor", fmt.Sprintf(copyRow, "seq", "valid_to", "'infinity'"), "23505"},
-		{"a successor that does not start where its predecessor ends", fmt.Sprintf(copyRow, "(SELECT max(seq) FROM time_entries_history)", "valid_from", "'infinity'"), "23503"},
-		{"a closed version moved", `UPDATE time_entries_history SET valid_to = valid_to + interval '1 second' WHERE valid_to <> 'infinity'`, "23503"},
-		{"an interval backwards", `UPDATE time_entries_history SET valid_to = valid_from - interval '1 second' WHERE valid_to = 'infinity'`, "23514"},
+		{"a successor that does not start where its predecessor ends", fmt.Sprintf(copyRow, "(SELECT max(seq) FROM time_entries_history_store)", "valid_from", "'infinity'"), "23503"},
+		{"a closed version moved", `UPDATE time_entries_history_store SET valid_to = valid_to + interval '1 second' WHERE valid_to <> 'infinity'`, "23503"},
+		{"an interval backwards", `UPDATE time_entries_history_store SET valid_to = valid_from - interval '1 second' WHERE valid_to = 'infinity'`, "23514"},
 	} {
 		_, err := pool.Exec(context.Background(), c.sql)
 		var pe *pgconn.PgError

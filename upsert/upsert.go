@@ -219,7 +219,7 @@ func hasCode(err error, code string) bool {
 // released, and the caller's transaction stays usable.
 func write(ctx context.Context, db DB, t *table, source string, items []item, have map[string]stored, copyNew bool, o options) (Counts, error) {
 	var c Counts
-	w := &writer{conn: db, copyNew: copyNew, events: o.events, history: o.history, ids: len(t.children) > 0}
+	w := &writer{conn: db, copyNew: copyNew, events: o.events, history: o.history, runID: o.runID, ids: len(t.children) > 0}
 	for round := 0; len(items) > 0; round++ {
 		var err error
 		if round == maxRounds {
@@ -258,18 +258,10 @@ func write(ctx context.Context, db DB, t *table, source string, items []item, ha
 	return c, nil
 }
 
-// writeHistory adds the versions of the rows written: copied from Go for
-// rows inserted by COPY, read back from the mirror for the others.
+// writeHistory adds the versions of the rows written but those inserted by
+// COPY, whose first versions their mirror rows hold.
 func (w *writer) writeHistory(ctx context.Context, t *table, source, runID string) error {
-	if !w.history {
-		return nil
-	}
-	if len(w.histNew) > 0 {
-		if err := copyHistory(ctx, w.sp, t, source, runID, w.histNew); err != nil {
-			return err
-		}
-	}
-	if len(w.histIDs) == 0 {
+	if !w.history || len(w.histIDs) == 0 {
 		return nil
 	}
 	return writeHistory(ctx, w.sp, t, source, runID, w.histIDs, w.histIsNew)
@@ -307,11 +299,11 @@ type writer struct {
 	changes []events.Change
 	ids     bool     // collect the ids written, for the child tables
 	written []string // their ids
-	// history: write the history of the rows written (history.go): of
-	// histNew, rows inserted by COPY, from Go; of histIDs (histIsNew: the
-	// row was inserted) from the mirror.
+	// history: write the history of the rows written (history.go): rows
+	// inserted by COPY hold their first version (runID names their run);
+	// of histIDs (histIsNew: the row was inserted) from the mirror.
 	history   bool
-	histNew   []*item
+	runID     string
 	histIDs   []string
 	histIsNew []bool
 }
@@ -322,11 +314,7 @@ func (w *writer) change(source string, t *table, it *item, isNew, newer bool) {
 	if w.ids {
 		w.written = append(w.written, it.rec.ID)
 	}
-	switch {
-	case !w.history:
-	case isNew && w.copyNew:
-		w.histNew = append(w.histNew, it) // copied (copyHistory)
-	default:
+	if w.history && !(isNew && w.copyNew) { // a copied row holds its version
 		w.histIDs, w.histIsNew = append(w.histIDs, it.rec.ID), append(w.histIsNew, isNew)
 	}
 	if !w.events {
@@ -583,7 +571,7 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 		return c, nil, err
 	}
 	if len(fresh) > 0 && w.copyNew {
-		if err := copyNew(ctx, tx, t, source, fresh); err != nil {
+		if err := copyNew(ctx, tx, t, source, fresh, w.history, w.runID); err != nil {
 			return c, nil, err
 		}
 		c.Inserted += int64(len(fresh))
@@ -695,19 +683,53 @@ func applyRound(ctx context.Context, w *writer, t *table, source string, items [
 // copyNew copies rows that the lookup did not find straight into the table:
 // the fastest way in. When another applier inserted one of the ids after
 // our lookup, it fails with a unique violation and Apply redoes the page.
-func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*item) error {
-	row := make([]any, 0, len(t.typed)+8)
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{t.name}, t.copyColumns(),
+// With history on, each row holds its first version (history.go): its
+// valid time, the database clock and a seq of the history, read for the
+// page in one statement before the COPY. A record that has a history
+// already is refused by the database with a unique violation too, and the
+// redone page chains its version on that history.
+func copyNew(ctx context.Context, tx pgx.Tx, t *table, source string, fresh []*item, history bool, runID string) error {
+	cols := t.copyColumns()
+	var recorded time.Time
+	var seqs []int64
+	var run any
+	if history {
+		if err := tx.QueryRow(ctx, t.historyOf().allocate, len(fresh)).Scan(&recorded, &seqs); err != nil {
+			return fmt.Errorf("history seqs: %w", err)
+		}
+		if len(seqs) != len(fresh) {
+			return fmt.Errorf("history seqs: %d for %d rows", len(seqs), len(fresh))
+		}
+		cols = append(cols[:len(cols):len(cols)], "history_seq", "history_valid_from", "history_recorded_from", "history_run_id")
+		if runID != "" {
+			run = runID
+		}
+	}
+	row := make([]any, 0, len(cols))
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{t.name}, cols,
 		pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
 			it := fresh[i]
 			row = append(row[:0], source, it.rec.ID)
 			row = t.appendValues(row, it)
-			return append(row, it.version, it.fetched, it.hash[:], it.raw, it.deletedAt), nil
+			row = append(row, it.version, it.fetched, it.hash[:], it.raw, it.deletedAt)
+			if history {
+				row = append(row, seqs[i], it.stamp(), recorded, run)
+			}
+			return row, nil
 		}))
 	if err != nil {
 		return fmt.Errorf("copy new rows: %w", err)
 	}
 	return nil
+}
+
+// stamp is where a version of it starts in valid time: its version, or
+// for a deletion the later of it and when it was deleted.
+func (it *item) stamp() time.Time {
+	if d, ok := it.deletedAt.(time.Time); ok && d.After(it.version) {
+		return d
+	}
+	return it.version
 }
 
 // lookup returns the stored version and hash of ids. It leaves the staging

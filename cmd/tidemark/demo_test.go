@@ -290,7 +290,7 @@ func TestDemoReapsTheClusterOfAKilledDemo(t *testing.T) {
 // not.
 func TestDemoOwnsHistoryTables(t *testing.T) {
 	for table, want := range map[string]bool{
-		"time_entries_history": true, "invoices_history": true, "history_sources": true,
+		"time_entries_history": true, "invoices_history": true, "history_sources": true, "time_entries_history_store": true,
 		"crm_contacts_history": false, "history": false, "time_entries": true,
 	} {
 		if got := tidemarkTable(table); got != want {

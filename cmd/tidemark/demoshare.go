@@ -126,8 +126,12 @@ func tidemarkTable(table string) bool {
 	if migrations.Owns(table) {
 		return true
 	}
-	// A resource's history (upsert.HistoryTable) is declared from it.
-	base, _ := strings.CutSuffix(table, "_history")
+	// A resource's history (upsert.HistoryTable, a view; its store,
+	// upsert.HistoryStore) is declared from it.
+	base, found := strings.CutSuffix(table, "_history_store")
+	if !found {
+		base, _ = strings.CutSuffix(table, "_history")
+	}
 	_, ok := schema.Lookup(clients.Resource(base))
 	return ok
 }
