@@ -3,6 +3,7 @@ package upsert
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,5 +187,25 @@ func TestHistoryFromBeforeTheStoreUpgrades(t *testing.T) {
 	var lateEdits int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM time_entry_late_edits`).Scan(&lateEdits); err != nil {
 		t.Errorf("the audit view after the upgrade: %v", err)
+	}
+}
+
+// TestDateIndexCarriesTheFirstVersion: with history declared, the mirror's
+// date index ends with history_valid_from, so that the as-of functions find
+// the first versions still in mirror rows of a month in the index alone
+// (no index more to write per row).
+func TestDateIndexCarriesTheFirstVersion(t *testing.T) {
+	t.Parallel()
+	pool := historyDB(t)
+	var def string
+	if err := pool.QueryRow(context.Background(), `SELECT pg_get_indexdef('time_entries_spent_date'::regclass)`).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if want := "(source, spent_date, history_valid_from)"; !strings.Contains(def, want) {
+		t.Errorf("time_entries_spent_date = %s, want its keys %s", def, want)
+	}
+	// Declared again: nothing changes.
+	if err := EnsureHistory(context.Background(), pool, "other", []clients.Resource{clients.TimeEntries}); err != nil {
+		t.Fatal(err)
 	}
 }
