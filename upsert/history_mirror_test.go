@@ -3,6 +3,7 @@ package upsert
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,80 @@ func TestDateIndexCarriesTheFirstVersion(t *testing.T) {
 	// Declared again: nothing changes.
 	if err := EnsureHistory(context.Background(), pool, "other", []clients.Resource{clients.TimeEntries}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHistoryUnderConcurrentAppliers: replicas applying the same records at
+// once (inserts racing into COPY conflicts, first versions moved while
+// another applier chains) leave every record one chain, at most one
+// version per content delivered, its last version the mirror's row, and no
+// record with a version both in its row and in the store.
+func TestHistoryUnderConcurrentAppliers(t *testing.T) {
+	t.Parallel()
+	pool := historyDB(t)
+	ctx := context.Background()
+	const records, revs, appliers = 40, 3, 4
+	var pages [][]clients.Record
+	for r := 0; r < revs; r++ {
+		var page []clients.Record
+		for id := int64(1); id <= records; id++ {
+			at := t0.Add(time.Duration(r) * time.Hour)
+			page = append(page, entry(id, at, at, string(rune('a'+r))))
+		}
+		pages = append(pages, page)
+	}
+	errs := make(chan error, appliers)
+	for a := 0; a < appliers; a++ {
+		go func() {
+			for r := range pages {
+				// Each applier in its own order of pages and records.
+				page := pages[(r+a)%len(pages)]
+				if a%2 == 1 {
+					page = append([]clients.Record(nil), page...)
+					for i, j := 0, len(page)-1; i < j; i, j = i+1, j-1 {
+						page[i], page[j] = page[j], page[i]
+					}
+				}
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					_, err := Apply(ctx, tx, testSource, clients.TimeEntries, page, WithHistory(true), WithRun("r"))
+					return err
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range appliers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := 1; id <= records; id++ {
+		sid := strconv.Itoa(id)
+		vs := readHistory(t, pool, testSource, sid)
+		checkChain(t, vs)
+		if len(vs) == 0 || len(vs) > revs {
+			t.Fatalf("record %s: %d versions, want 1 to %d", sid, len(vs), revs)
+		}
+		seen := map[string]bool{}
+		for _, v := range vs {
+			if seen[string(v.Hash)] {
+				t.Errorf("record %s: a content recorded twice: %+v", sid, vs)
+			}
+			seen[string(v.Hash)] = true
+		}
+		var hash []byte
+		if err := pool.QueryRow(ctx, `SELECT content_hash FROM time_entries WHERE source = $1 AND id = $2`, testSource, sid).Scan(&hash); err != nil {
+			t.Fatal(err)
+		}
+		if last := vs[len(vs)-1]; string(last.Hash) != string(hash) {
+			t.Errorf("record %s: the last version is not the mirror's row", sid)
+		}
+		if stored, inRow, _ := storeAndMirror(t, pool, sid); inRow && stored > 0 {
+			t.Errorf("record %s: a version in its row and %d in the store", sid, stored)
+		}
 	}
 }
