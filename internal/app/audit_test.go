@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidemarkhq/tidemark/clients"
 	"github.com/tidemarkhq/tidemark/internal/fakeapi/harvestfake"
+	"github.com/tidemarkhq/tidemark/poller"
 )
 
 // lateEdit is one row of time_entry_late_edits as the test compares them.
@@ -189,5 +190,73 @@ func TestHistoryTurnedOffAndOnThroughTheApp(t *testing.T) {
 	e.open(t, "", on)
 	if got := changes(); got != "1:first_seen 2:first_seen 2:first_seen 3:first_seen" {
 		t.Fatalf("on again: %s", got)
+	}
+}
+
+// TestFirstVersionsThroughTheApp (issue 31): through app.Open, a new
+// entry's first version is kept in its mirror row (none in the store) and
+// read through the history like any other; a replica with history off that
+// changes it keeps that version (moved to the store); and a history from
+// before the store, a table named time_entries_history, is upgraded by the
+// next app with history on, every version kept.
+func TestFirstVersionsThroughTheApp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newHarvestEnv(t, 3, harvestfake.Options{NoRateLimit: true})
+	const on = "    history: [time_entries]\n"
+	pass := func(p *poller.Poller) {
+		t.Helper()
+		if _, err := p.Incremental(ctx, "acme", clients.TimeEntries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := func() (stored, inRows int, versions string) {
+		t.Helper()
+		err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM time_entries_history_store),
+			(SELECT count(*) FROM time_entries WHERE history_valid_from IS NOT NULL),
+			(SELECT string_agg(id || ':' || change, ' ' ORDER BY id, seq) FROM time_entries_history)`).Scan(&stored, &inRows, &versions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stored, inRows, versions
+	}
+	_, p := e.open(t, "", on)
+	pass(p)
+	if s, r, v := counts(); s != 0 || r != 3 || v != "1:created 2:created 3:created" {
+		t.Fatalf("after the first pass: %d in the store, %d in rows, %q", s, r, v)
+	}
+	// A replica with history off changes entry 1: its first version stays.
+	_, off := e.open(t, "", "")
+	te, _ := e.fake.TimeEntry(1)
+	te.Hours, te.UpdatedAt = "4.0", time.Now().UTC().Truncate(time.Second)
+	e.fake.PutTimeEntry(te)
+	pass(off)
+	if s, r, v := counts(); s != 1 || r != 2 || v != "1:created 2:created 3:created" {
+		t.Fatalf("after a change with history off: %d in the store, %d in rows, %q", s, r, v)
+	}
+	// The layout before the store: every version in time_entries_history.
+	if _, err := e.pool.Exec(ctx, `UPDATE time_entries SET history_valid_from = NULL WHERE history_valid_from IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DROP VIEW time_entries_history CASCADE;
+			ALTER TABLE time_entries_history_store RENAME TO time_entries_history;
+			DROP TRIGGER time_entries_history_refuse_beside ON time_entries;
+			ALTER TABLE time_entries DROP COLUMN history_seq CASCADE, DROP COLUMN history_valid_from CASCADE,
+			  DROP COLUMN history_recorded_from CASCADE, DROP COLUMN history_run_id CASCADE`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p = e.open(t, "", on)
+	te, _ = e.fake.TimeEntry(2)
+	te.Hours, te.UpdatedAt = "5.0", time.Now().UTC().Truncate(time.Second)
+	e.fake.PutTimeEntry(te)
+	pass(p)
+	// Entry 1's change by the replica with history off left no version
+	// (README: replicas must agree on history); its first one stays.
+	if s, r, v := counts(); s != 4 || r != 0 || v != "1:created 2:created 2:updated 3:created" {
+		t.Fatalf("after the upgrade and a change: %d in the store, %d in rows, %q", s, r, v)
 	}
 }
