@@ -408,7 +408,10 @@ const MaxSplay = 10 * time.Second
 // MaxSplay. Every source on "* * * * *" firing in the same instant made a
 // thousand passes wait at once for the database pool, each on its own
 // goroutine stack (issue 15: the daemon's peak memory); spread over a few
-// seconds they run a few at a time.
+// seconds they run a few at a time. The delay is the schedule's own
+// (splaySchedule): cron starts each pass when it is due, where a
+// goroutine and a timer per source waiting out its delay from the tick
+// were a thousand of each every tick.
 func (d *Daemon) schedule(source, spec, kind string) error {
 	sched, err := d.parser.Parse(spec)
 	if err != nil {
@@ -416,15 +419,31 @@ func (d *Daemon) schedule(source, spec, kind string) error {
 	}
 	next := sched.Next(time.Now().UTC())
 	splay := splayOf(source, sched.Next(next).Sub(next)/10)
-	run := d.splayed(splay, d.job(source, kind))
+	run := d.job(source, kind)
 	if kind == cursor.KindIncremental {
 		d.state[source].splay = splay
-		run = d.incremental(source, splay)
+		run = d.incremental(source, 0)
 	}
-	id := d.cron.Schedule(sched, cron.FuncJob(run))
+	id := d.cron.Schedule(splaySchedule{Schedule: sched, splay: splay}, cron.FuncJob(run))
 	st := d.state[source]
 	st.entries = append(st.entries, id)
 	return nil
+}
+
+// splaySchedule activates splay after each activation of its schedule.
+type splaySchedule struct {
+	cron.Schedule
+	splay time.Duration
+}
+
+// Next is after t: the schedule's first activation after t-splay is after
+// t-splay.
+func (s splaySchedule) Next(t time.Time) time.Time {
+	n := s.Schedule.Next(t.Add(-s.splay))
+	if n.IsZero() {
+		return n
+	}
+	return n.Add(s.splay)
 }
 
 // incremental returns an incremental tick of source, delayed by splay

@@ -4,6 +4,11 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/robfig/cron/v3"
+	"pgregory.net/rapid"
+
+	"github.com/tidemarkhq/tidemark/internal/config"
 )
 
 // Scheduled passes of many sources start spread over the splay, each source
@@ -33,5 +38,39 @@ func TestSplaySpreadsSources(t *testing.T) {
 	}
 	if s := splayOf("acme", 0); s != 0 {
 		t.Errorf("splay with no room = %s, want 0", s)
+	}
+}
+
+// A splayed schedule activates splay after each activation of its schedule,
+// always after the instant asked about, whatever that instant: cron asks
+// for the next activation just after running one, a little late or not.
+func TestSplayScheduleFiresSplayAfterEachTick(t *testing.T) {
+	for _, spec := range []string{"* * * * *", "*/5 * * * *", "0 3 * * *", "@every 30s", "@every 1s"} {
+		rapid.Check(t, func(rt *rapid.T) {
+			inner, err := config.CronParser.Parse(spec)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			splay := time.Duration(rapid.Int64Range(0, int64(MaxSplay)-1).Draw(rt, "splay"))
+			s := splaySchedule{Schedule: inner, splay: splay}
+			at := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC).Add(time.Duration(rapid.Int64Range(0, int64(48*time.Hour)).Draw(rt, "at")))
+			next := s.Next(at)
+			if !next.After(at) {
+				rt.Fatalf("%s, splay %s: Next(%s) = %s, not after it", spec, splay, at, next)
+			}
+			if want := inner.Next(at.Add(-splay)).Add(splay); !next.Equal(want) {
+				rt.Fatalf("%s, splay %s: Next(%s) = %s, want the tick after %s plus the splay, %s", spec, splay, at, next, at.Add(-splay), want)
+			}
+			if _, ok := inner.(*cron.SpecSchedule); ok {
+				// A tick of the spec, splay before it: nothing between.
+				tick := next.Add(-splay)
+				if inner.Next(tick.Add(-time.Second)) != tick {
+					rt.Fatalf("%s: %s is not a tick of the schedule", spec, tick)
+				}
+				if prev := tick.Add(-time.Minute); prev.Add(splay).After(at) && inner.Next(prev.Add(-time.Second)) == prev {
+					rt.Fatalf("%s, splay %s: the tick %s plus the splay is after %s but was skipped", spec, splay, prev, at)
+				}
+			}
+		})
 	}
 }

@@ -70,6 +70,7 @@ type daemonReplica struct {
 	GCCycles     uint32  `json:"gc_cycles"`   // collections within the window
 	Goroutines   int     `json:"goroutines"`
 	SourcesTotal int     `json:"sources"`
+	OneP         float64 `json:"one_p"` // share of the window on one P (internal/procs)
 }
 
 // runDaemons runs one daemon scenario: replicas children on one fresh
@@ -211,6 +212,7 @@ func (b *bench) runDaemons(ctx context.Context, name string, replicas, sources i
 		x["alloc_mb_per_min"] += float64(r.AllocBytes) / (1 << 20) / (r.WindowSec / 60)
 		x["gc_per_min"] += float64(r.GCCycles) / (r.WindowSec / 60)
 		x["goroutines"] = max(x["goroutines"], float64(r.Goroutines))
+		x["one_p_pct"] += 100 * r.OneP / float64(len(reps))
 		owned = append(owned, fmt.Sprint(r.Owned))
 		each = append(each, fmt.Sprintf("%d: peak %.1f, window %.1f, heap %.1f MiB", r.Owned,
 			float64(r.PeakRSS)/(1<<20), float64(r.WindowRSS)/(1<<20), float64(r.HeapInuse)/(1<<20)))
@@ -246,10 +248,10 @@ func daemonLine(name string, ls []line) string {
 		return v[len(v)/2]
 	}
 	per1000 := 1000 / med("sources")
-	return fmt.Sprintf("%-17s sources=%.0f×%.0f resources replicas=%.0f window=%.0fs (%.0f ticks) cpu: daemon=%.2f%% backends=%.2f%% total=%.2f%% of one core (%.2f%% per 1,000 sources) peak_rss=%.1fMB window_rss=%.1fMB heap_inuse=%.1fMB allocated=%.0fMB/min gc=%.0f/min goroutines=%.0f max_conns=%.0f requests÷(sources×resources×ticks)=%.2f first_sync=%.0fs | %s",
+	return fmt.Sprintf("%-17s sources=%.0f×%.0f resources replicas=%.0f window=%.0fs (%.0f ticks) cpu: daemon=%.2f%% backends=%.2f%% total=%.2f%% of one core (%.2f%% per 1,000 sources) peak_rss=%.1fMB window_rss=%.1fMB heap_inuse=%.1fMB allocated=%.0fMB/min gc=%.0f/min goroutines=%.0f one_p=%.0f%% max_conns=%.0f requests÷(sources×resources×ticks)=%.2f first_sync=%.0fs | %s",
 		name, med("sources"), med("resources"), med("replicas"), med("window_s"), med("ticks"), med("daemon_cpu_pct"), med("backend_cpu_pct"),
 		med("total_cpu_pct"), med("total_cpu_pct")*per1000, med("peak_rss_mb"), med("window_rss_mb"), med("heap_inuse_mb"),
-		med("alloc_mb_per_min"), med("gc_per_min"), med("goroutines"), med("max_conns"), med("ratio"), med("first_sync_s"), ls[len(ls)/2].extra)
+		med("alloc_mb_per_min"), med("gc_per_min"), med("goroutines"), med("one_p_pct"), med("max_conns"), med("ratio"), med("first_sync_s"), ls[len(ls)/2].extra)
 }
 
 // waitSynced waits until the database holds want cursors.
@@ -373,12 +375,26 @@ func scenarioDaemon(args []string) error {
 	var ms0 runtimeMem
 	ms0.read()
 	t0, cpu0 := time.Now(), cpuTime()
-	select {
-	case <-time.After(window):
-	case err := <-done:
-		return fmt.Errorf("daemon stopped: %v", err)
+	var samples, oneP int
+	tk := time.NewTicker(time.Second)
+	end := time.After(window)
+wait:
+	for {
+		select {
+		case <-tk.C:
+			samples++
+			if runtime.GOMAXPROCS(0) == 1 {
+				oneP++
+			}
+		case <-end:
+			break wait
+		case err := <-done:
+			return fmt.Errorf("daemon stopped: %v", err)
+		}
 	}
+	tk.Stop()
 	r.DaemonCPU, r.WindowSec = (cpuTime() - cpu0).Seconds(), time.Since(t0).Seconds()
+	r.OneP = float64(oneP) / float64(max(samples, 1))
 	if cpuprofile != "" {
 		pprof.StopCPUProfile()
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/tidemarkhq/tidemark/cursor"
 	"github.com/tidemarkhq/tidemark/internal/config"
 	"github.com/tidemarkhq/tidemark/internal/metrics"
+	"github.com/tidemarkhq/tidemark/internal/procs"
 	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/schema"
 )
@@ -62,6 +63,10 @@ type App struct {
 	// Fleet overrides the daemon's fleet membership (tests: several
 	// replicas in one process); zero: this host and pid, 5 s heartbeats.
 	Fleet poller.FleetParams
+
+	// Procs is how the daemon governs its P count (internal/procs); zero:
+	// procs.DefaultPolicy (tests make it quick).
+	Procs procs.Policy
 
 	// OpsTimeouts bound the ops listener's connections (daemon.go); zero
 	// fields take DefaultOpsTimeouts' (tests make them short).

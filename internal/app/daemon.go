@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tidemarkhq/tidemark/internal/config"
+	"github.com/tidemarkhq/tidemark/internal/procs"
 	"github.com/tidemarkhq/tidemark/poller"
 	"github.com/tidemarkhq/tidemark/webhooks"
 )
@@ -44,6 +45,8 @@ func (a *App) RunDaemon(ctx context.Context, listen string, sigs <-chan os.Signa
 		return err
 	}
 	tuneGC()
+	// One P while idle (internal/procs).
+	defer procs.Govern(cmp.Or(a.Procs, procs.DefaultPolicy), a.Log)()
 	a.share = true // share.go: a source's client only while this replica owns it
 	p, err := a.Poller(ctx, "")
 	if err != nil {
