@@ -22,6 +22,13 @@ import (
 // database u; stop ends it (SIGTERM) and waits.
 func daemonOf(t *testing.T, u, yaml, id string, beat time.Duration) (a *app.App, stop func()) {
 	t.Helper()
+	return daemonWith(t, u, yaml, id, beat, nil)
+}
+
+// daemonWith is daemonOf with set, when not nil, called on the app before
+// its daemon starts.
+func daemonWith(t *testing.T, u, yaml, id string, beat time.Duration, set func(*app.App)) (a *app.App, stop func()) {
+	t.Helper()
 	cfg, err := config.Parse(id+".yaml", []byte(yaml), func(k string) (string, bool) { return u, k == "DATABASE_URL" })
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +39,9 @@ func daemonOf(t *testing.T, u, yaml, id string, beat time.Duration) (a *app.App,
 		t.Fatal(err)
 	}
 	a.Fleet = poller.FleetParams{Member: lease.Member{ID: id, Host: id, PID: 1}, Heartbeat: beat}
+	if set != nil {
+		set(a)
+	}
 	sigs, done, started := make(chan os.Signal, 1), make(chan error, 1), make(chan struct{})
 	go func() { done <- a.RunDaemon(ctx, "", sigs, 3, func(*poller.Poller) { close(started) }) }()
 	<-started
